@@ -1,0 +1,50 @@
+// A second backend for tests on a CPU-only machine: a "device" whose buffers are host memory
+// but declare themselves non-host, so that the scheduler and the copy paths treat them as device
+// memory (splits, copies between backends, slow-path copies). Its graphs are computed by an
+// upstream CPU backend working directly on that memory.
+//
+// Counters let tests check what actually happened (copies, computes, events).
+#pragma once
+
+#include "ggml.h"
+#include "ggml-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct fake_stats {
+    int buffers_alloc;
+    int buffers_free;
+    int set_calls;
+    int get_calls;
+    int memset_calls;
+    int cpy_calls;         // buffer cpy_tensor accepted
+    int graph_computes;
+    int nodes_computed;
+    int events_recorded;
+    int events_waited;
+    int events_synced;
+    int init_tensor_calls;
+};
+
+typedef bool (*fake_supports_op_fn)(const struct ggml_tensor * op);
+
+struct fake_options {
+    const char * name;           // backend/device name (default "FAKE")
+    size_t alignment;            // default 32
+    size_t max_size;             // 0: unlimited
+    bool events;                 // provide events (needed for pipeline parallelism tests)
+    fake_supports_op_fn supports_op; // NULL: everything the CPU backend supports
+    fake_supports_op_fn offload_op;  // NULL: never asks for offload
+};
+
+// Creates the fake backend (and its device and buffer type). Free with ggml_backend_free.
+ggml_backend_t fake_backend_new(const struct fake_options * opts);
+ggml_backend_buffer_type_t fake_backend_buft(ggml_backend_t backend);
+struct fake_stats * fake_backend_stats(ggml_backend_t backend);
+bool fake_backend_is(ggml_backend_t backend);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,390 @@
+// ggml_gallocr where upstream goes wrong, each scenario with its expected numbers:
+// - a tensor allocated by this allocator is not "external" in the next graph (ownership);
+// - forward and backward graphs sharing tensors, allocated alternately, stay correct;
+// - a plan is replayed only for the same graph, never for a different one with equal counts;
+// - a result carried over from one graph to the next keeps its bytes, or allocation fails with
+//   a message naming it; a buffer that grows takes the carried result along.
+#include "check.h"
+#include "ggml_rs_ext.h"
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+#include <stdint.h>
+
+// declared by upstream in the private ggml-impl.h
+bool ggml_op_can_inplace(enum ggml_op op);
+
+static ggml_backend_t g_cpu;
+
+static struct ggml_context * new_ctx(size_t n_tensors) {
+    struct ggml_init_params p = { n_tensors * ggml_tensor_overhead() + 4 * ggml_graph_overhead(), NULL, true };
+    return ggml_init(p);
+}
+
+static struct ggml_tensor * vec(struct ggml_context * ctx, const char * name, int n) {
+    struct ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_set_name(t, name);
+    return t;
+}
+
+static void fill(struct ggml_tensor * t, float v) {
+    int n = (int) ggml_nelements(t);
+    float buf[256];
+    CHECK(n <= 256, "test tensors are small");
+    for (int i = 0; i < n; i++) {
+        buf[i] = v + (float) i;
+    }
+    ggml_backend_tensor_set(t, buf, 0, n * sizeof(float));
+}
+
+static float get0(struct ggml_tensor * t) {
+    float v;
+    ggml_backend_tensor_get(t, &v, 0, sizeof(v));
+    return v;
+}
+
+// a graph of explicit nodes, each flagged for compute as ggml_build_forward_expand would
+static struct ggml_cgraph * graph_of(struct ggml_context * ctx, struct ggml_tensor ** nodes, int n) {
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    for (int i = 0; i < n; i++) {
+        nodes[i]->flags |= GGML_TENSOR_FLAG_COMPUTE;
+        ggml_graph_add_node(g, nodes[i]);
+    }
+    return g;
+}
+
+static bool overlap(const struct ggml_tensor * a, const struct ggml_tensor * b) {
+    if (a->buffer != b->buffer) {
+        return false;
+    }
+    uintptr_t a0 = (uintptr_t) a->data, a1 = a0 + ggml_nbytes(a);
+    uintptr_t b0 = (uintptr_t) b->data, b1 = b0 + ggml_nbytes(b);
+    return a0 < b1 && b0 < a1;
+}
+
+// upstream repro (b): b of g1 is read by g2 as a source only; upstream places e, f, g on b's bytes
+static void test_tensor_from_an_earlier_allocation_is_not_external(void) {
+    struct ggml_context * ctx = new_ctx(32);
+    struct ggml_tensor * a = vec(ctx, "a", 4);
+    ggml_set_input(a);
+    struct ggml_tensor * b = ggml_scale(ctx, a, 2.0f);
+    ggml_set_name(b, "b");
+    struct ggml_tensor * c = ggml_sqr(ctx, b);
+    struct ggml_tensor * d = ggml_add(ctx, c, b);
+    ggml_set_output(d);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, d);
+
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
+    fill(a, 0.75f);                               // a[0] = 0.75
+    CHECK(ggml_backend_graph_compute(g_cpu, g1) == GGML_STATUS_SUCCESS, "compute g1");
+    CHECK_FLOAT(get0(d), 1.5 * 1.5 + 1.5);        // b = 1.5, d = b^2 + b = 3.75
+
+    struct ggml_tensor * e = ggml_scale(ctx, b, 0.5f);
+    struct ggml_tensor * f = ggml_sqr(ctx, e);
+    struct ggml_tensor * g = ggml_add(ctx, f, b);
+    ggml_set_output(g);
+    struct ggml_tensor * nodes[3] = { e, f, g };
+    struct ggml_cgraph * g2 = graph_of(ctx, nodes, 3);
+    CHECK(ggml_gallocr_alloc_graph(ga, g2), "alloc g2");
+    CHECK(!overlap(e, b) && !overlap(f, b) && !overlap(g, b), "g2 placed a tensor on b, which it still reads");
+    CHECK(ggml_backend_graph_compute(g_cpu, g2) == GGML_STATUS_SUCCESS, "compute g2");
+    // e = 0.75, f = 0.5625, g = f + b = 2.0625
+    CHECK_FLOAT(get0(g), 0.5625 + 1.5);
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
+// forward and backward graphs share h and y; allocating them alternately must stay correct
+static void test_forward_backward_graphs_sharing_tensors(void) {
+    struct ggml_context * wctx = new_ctx(4);
+    struct ggml_tensor * w = vec(wctx, "w", 16);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors(wctx, g_cpu);
+    fill(w, 0.5f);
+
+    struct ggml_context * ctx = new_ctx(64);
+    struct ggml_tensor * x = vec(ctx, "x", 16);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_mul(ctx, x, w);
+    ggml_set_name(h, "h");
+    struct ggml_tensor * y = ggml_sqr(ctx, h);
+    ggml_set_name(y, "y");
+    ggml_set_output(y);
+    struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+
+    struct ggml_tensor * z = ggml_add(ctx, y, h);
+    struct ggml_tensor * z2 = ggml_mul(ctx, z, h);
+    struct ggml_tensor * out = ggml_scale(ctx, z2, 0.5f);
+    ggml_set_name(out, "out");
+    ggml_set_output(out);
+    struct ggml_cgraph * gb = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gb, out);
+
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    for (int iter = 0; iter < 20; iter++) {
+        float xv = 1.0f + (float) iter;
+        struct ggml_cgraph * g = (iter % 2) ? gb : gf;
+        CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc iteration %d", iter);
+        for (int i = 0; i < ggml_graph_n_nodes(g); i++) {
+            for (int j = 0; j < i; j++) {
+                struct ggml_tensor * ti = ggml_graph_node(g, i), * tj = ggml_graph_node(g, j);
+                // outputs and the tensors read after node i must not be overwritten by it
+                bool tj_live = (tj->flags & GGML_TENSOR_FLAG_OUTPUT) != 0;
+                for (int k = i; k < ggml_graph_n_nodes(g) && !tj_live; k++) {
+                    for (int s = 0; s < GGML_MAX_SRC; s++) {
+                        if (ggml_graph_node(g, k)->src[s] == tj && !(k == i && ggml_op_can_inplace(ti->op))) {
+                            tj_live = true;
+                        }
+                    }
+                }
+                CHECK(!(tj_live && overlap(ti, tj)), "iteration %d: %s overlaps %s, which is still live", iter, ti->name, tj->name);
+            }
+        }
+        fill(x, xv);
+        CHECK(ggml_backend_graph_compute(g_cpu, g) == GGML_STATUS_SUCCESS, "compute");
+        double hv = xv * 0.5;
+        if (g == gf) {
+            CHECK_FLOAT(get0(y), hv * hv);
+        } else {
+            CHECK_FLOAT(get0(out), 0.5 * (hv * hv + hv) * hv);
+        }
+    }
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+}
+
+// upstream repro (b2): a different graph with the same node and leaf counts must not replay the
+// old plan (upstream puts m2 on m0 while it still reads m0: 6 instead of 4)
+static void test_same_counts_different_topology_is_planned_anew(void) {
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+
+    struct ggml_tensor * a = vec(ctx, "a", 4);
+    ggml_set_input(a);
+    struct ggml_tensor * n0 = ggml_cont(ctx, a);
+    struct ggml_tensor * n1 = ggml_cont(ctx, n0);
+    struct ggml_tensor * n2 = ggml_acc(ctx, n1, a, n1->nb[1], n1->nb[2], n1->nb[3], 0);
+    ggml_set_output(n2);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, n2);
+    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
+    fill(a, 1.0f);
+    ggml_backend_graph_compute(g_cpu, g1);
+    CHECK_FLOAT(get0(n2), 2.0);
+
+    struct ggml_tensor * a2 = vec(ctx, "a2", 4);
+    ggml_set_input(a2);
+    struct ggml_tensor * m0 = ggml_cont(ctx, a2);
+    struct ggml_tensor * m1 = ggml_scale(ctx, m0, 3.0f);
+    struct ggml_tensor * m2 = ggml_acc(ctx, m1, m0, m1->nb[1], m1->nb[2], m1->nb[3], 0);
+    ggml_set_output(m2);
+    struct ggml_cgraph * g2 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g2, m2);
+    CHECK(ggml_graph_n_nodes(g1) == ggml_graph_n_nodes(g2), "the scenario needs equal counts");
+    CHECK(ggml_gallocr_alloc_graph(ga, g2), "alloc g2");
+    CHECK(!overlap(m2, m0), "m2 placed on m0, which it reads");
+    fill(a2, 1.0f);
+    ggml_backend_graph_compute(g_cpu, g2);
+    CHECK_FLOAT(get0(m2), 4.0);    // 3 * 1 + 1
+
+    // the same graph again replays the plan: no new plan
+    uint64_t plans = 0, replays = 0, plans2 = 0, replays2 = 0;
+    ggml_rs_gallocr_counters(ga, &plans, &replays);
+    CHECK(ggml_gallocr_alloc_graph(ga, g2), "alloc g2 again");
+    ggml_rs_gallocr_counters(ga, &plans2, &replays2);
+    CHECK(plans2 == plans && replays2 == replays + 1, "replaying the same graph made a new plan (%llu -> %llu)",
+          (unsigned long long) plans, (unsigned long long) plans2);
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
+// upstream repros (c0) and (c1), on the allocator: h of g1 is read by g2
+static void test_result_carried_over_to_the_next_graph(void) {
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * x = vec(ctx, "x", 8);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
+    ggml_set_name(h, "h");
+    ggml_set_output(h);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, h);
+    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
+    fill(x, 3.0f);
+    ggml_backend_graph_compute(g_cpu, g1);
+    CHECK_FLOAT(get0(h), 6.0);
+
+    // g2: o = scale(y, 10) + h, h only read
+    struct ggml_tensor * y = vec(ctx, "y", 8);
+    ggml_set_input(y);
+    struct ggml_tensor * t = ggml_scale(ctx, y, 10.0f);
+    struct ggml_tensor * o = ggml_add(ctx, t, h);
+    ggml_set_output(o);
+    struct ggml_tensor * nodes[2] = { t, o };
+    struct ggml_cgraph * g2 = graph_of(ctx, nodes, 2);
+    struct ggml_tensor * leafs[1] = { y };
+    (void) leafs;
+    CHECK(ggml_gallocr_alloc_graph(ga, g2), "alloc g2");
+    CHECK(!overlap(y, h) && !overlap(t, h) && !overlap(o, h), "g2 placed a tensor on h");
+    fill(y, 0.6f);
+    ggml_backend_graph_compute(g_cpu, g2);
+    CHECK_FLOAT(get0(o), 6.0 + 6.0);
+
+    // (c1): the result handed over as another tensor aliasing its bytes
+    struct ggml_tensor * h2 = vec(ctx, "h_alias", 8);
+    CHECK(ggml_backend_tensor_alloc(h->buffer, h2, h->data) == GGML_STATUS_SUCCESS, "alias h");
+    struct ggml_tensor * u = ggml_scale(ctx, y, 10.0f);
+    struct ggml_tensor * p = ggml_add(ctx, u, h2);
+    ggml_set_output(p);
+    struct ggml_tensor * nodes3[2] = { u, p };
+    struct ggml_cgraph * g3 = graph_of(ctx, nodes3, 2);
+    CHECK(ggml_gallocr_alloc_graph(ga, g3), "alloc g3");
+    CHECK(!overlap(u, h2) && !overlap(p, h2), "g3 placed a tensor on the alias");
+    fill(y, 0.6f);
+    ggml_backend_graph_compute(g_cpu, g3);
+    CHECK_FLOAT(get0(p), 12.0);
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
+// the same, when the memory of h was handed to another graph in between: a named error
+static void test_lost_result_is_a_named_error(void) {
+    struct ggml_context * ctx = new_ctx(64);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * x = vec(ctx, "x", 64);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
+    ggml_set_name(h, "h");
+    struct ggml_tensor * hs = ggml_sqr(ctx, h);   // h is read and then freed: its memory is reusable
+    ggml_set_output(hs);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, hs);
+    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
+    fill(x, 1.0f);
+    ggml_backend_graph_compute(g_cpu, g1);
+
+    // a graph in between that reuses the whole buffer
+    struct ggml_tensor * q = vec(ctx, "q", 64);
+    ggml_set_input(q);
+    struct ggml_tensor * q1 = ggml_scale(ctx, q, 2.0f);
+    ggml_set_name(q1, "q1");
+    struct ggml_tensor * q2 = ggml_sqr(ctx, q1);
+    ggml_set_name(q2, "q2");
+    ggml_set_output(q2);
+    struct ggml_cgraph * gm = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gm, q2);
+    CHECK(ggml_gallocr_alloc_graph(ga, gm), "alloc the graph in between");
+    CHECK(overlap(q, h) || overlap(q1, h) || overlap(q2, h), "the scenario needs h's memory to be reused");
+
+    // now read h again
+    struct ggml_tensor * r = ggml_scale(ctx, h, 1.0f);
+    ggml_set_output(r);
+    struct ggml_tensor * nodes[1] = { r };
+    struct ggml_cgraph * g2 = graph_of(ctx, nodes, 1);
+    log_capture_begin();
+    CHECK(!ggml_gallocr_alloc_graph(ga, g2), "reading h after its memory was reused must fail");
+    ggml_log_set(NULL, NULL);
+    CHECK(strstr(g_log, "tensor 'h'") != NULL, "the message names the tensor: %s", g_log);
+    CHECK(strstr(g_log, "graph #1") != NULL && strstr(g_log, "graph #2") != NULL, "the message names the graphs: %s", g_log);
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
+// a carried result moves with its bytes when the buffer must grow for the graph reading it
+static void test_carried_result_survives_buffer_growth(void) {
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * x = vec(ctx, "x", 8);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
+    ggml_set_name(h, "h");
+    ggml_set_output(h);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, h);
+    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
+    fill(x, 3.0f);
+    ggml_backend_graph_compute(g_cpu, g1);
+    size_t before = ggml_gallocr_get_buffer_size(ga, 0);
+
+    struct ggml_tensor * big = vec(ctx, "big", 256);
+    ggml_set_input(big);
+    struct ggml_tensor * s = ggml_sum(ctx, big);
+    struct ggml_tensor * o = ggml_add(ctx, ggml_repeat(ctx, s, h), h);
+    ggml_set_output(o);
+    struct ggml_cgraph * g2 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g2, o);
+    // build_forward_expand pulled h in as a node: make it a plain source again
+    struct ggml_tensor * nodes[16];
+    int n = 0;
+    for (int i = 0; i < ggml_graph_n_nodes(g2); i++) {
+        if (ggml_graph_node(g2, i) != h) {
+            nodes[n++] = ggml_graph_node(g2, i);
+        }
+    }
+    struct ggml_cgraph * g3 = graph_of(ctx, nodes, n);
+    CHECK(ggml_gallocr_alloc_graph(ga, g3), "alloc g3");
+    CHECK(ggml_gallocr_get_buffer_size(ga, 0) > before, "the scenario needs the buffer to grow");
+    float ones[256];
+    for (int i = 0; i < 256; i++) {
+        ones[i] = 1.0f;
+    }
+    ggml_backend_tensor_set(big, ones, 0, sizeof(ones));
+    ggml_backend_graph_compute(g_cpu, g3);
+    CHECK_FLOAT(get0(o), 256.0 + 6.0);
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
+// a result lost because the buffer was reallocated for another graph: a named error
+static void test_result_lost_to_reallocation_is_a_named_error(void) {
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * x = vec(ctx, "x", 8);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
+    ggml_set_name(h, "h");
+    ggml_set_output(h);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, h);
+    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
+    ggml_backend_graph_compute(g_cpu, g1);
+
+    struct ggml_tensor * big = vec(ctx, "big", 512);
+    ggml_set_input(big);
+    struct ggml_tensor * bs = ggml_scale(ctx, big, 2.0f);
+    ggml_set_output(bs);
+    struct ggml_cgraph * gbig = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gbig, bs);
+    CHECK(ggml_gallocr_alloc_graph(ga, gbig), "alloc the big graph (reallocates)");
+
+    struct ggml_tensor * r = ggml_scale(ctx, h, 1.0f);
+    struct ggml_tensor * nodes[1] = { r };
+    struct ggml_cgraph * g2 = graph_of(ctx, nodes, 1);
+    log_capture_begin();
+    CHECK(!ggml_gallocr_alloc_graph(ga, g2), "reading h from a freed buffer must fail");
+    ggml_log_set(NULL, NULL);
+    CHECK(strstr(g_log, "tensor 'h'") != NULL && strstr(g_log, "reallocated") != NULL, "message: %s", g_log);
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
+int main(void) {
+    g_cpu = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(g_cpu, 1);
+    RUN(test_tensor_from_an_earlier_allocation_is_not_external);
+    RUN(test_forward_backward_graphs_sharing_tensors);
+    RUN(test_same_counts_different_topology_is_planned_anew);
+    RUN(test_result_carried_over_to_the_next_graph);
+    RUN(test_lost_result_is_a_named_error);
+    RUN(test_carried_result_survives_buffer_growth);
+    RUN(test_result_lost_to_reallocation_is_a_named_error);
+    ggml_backend_free(g_cpu);
+    printf("%d tests passed\n", g_tests_run);
+    return 0;
+}

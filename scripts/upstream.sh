@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The pinned upstream tree (scripts/pin.env): fetch it, check it, build it. Nothing here is
+# committed: everything lands in a git-ignored cache keyed by the pin, so a second run is fast.
+#
+#   scripts/upstream.sh deps          install the system tools the builds need (cmake, ninja, ccache)
+#   scripts/upstream.sh fetch         download the sdist with pip, verify sha256, unpack
+#   scripts/upstream.sh build stock   upstream as it is (the reference)
+#   scripts/upstream.sh build ours    ggml-base without ggml-backend.cpp/ggml-alloc.c + this library
+#   scripts/upstream.sh paths         print the paths other scripts use (sourceable)
+#
+# GGML_RS_CACHE overrides the cache folder (default: <repo>/.upstream).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=pin.env
+source "$ROOT/scripts/pin.env"
+
+PIN="$GGML_RS_PIN_PACKAGE-$GGML_RS_PIN_VERSION"
+CACHE=${GGML_RS_CACHE:-$ROOT/.upstream}/$PIN
+SRC=$CACHE/src
+TREE=$SRC/vendor/llama.cpp
+JOBS=${GGML_RS_JOBS:-$(nproc)}
+
+log() { printf '[upstream] %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+cmd_deps() {
+    local missing=()
+    command -v cmake  >/dev/null || missing+=(cmake)
+    command -v ninja  >/dev/null || missing+=(ninja-build)
+    command -v ccache >/dev/null || missing+=(ccache)
+    command -v g++    >/dev/null || missing+=(g++)
+    command -v pkg-config >/dev/null || missing+=(pkg-config)
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing: ${missing[*]}"
+        as_root apt-get update -qq || true
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+cmd_fetch() {
+    if [ -f "$SRC/.ggml-rs-unpacked" ]; then
+        return 0
+    fi
+    mkdir -p "$CACHE/sdist"
+    local sdist="$CACHE/sdist/$GGML_RS_PIN_SDIST"
+    if [ ! -f "$sdist" ]; then
+        log "downloading $GGML_RS_PIN_PACKAGE==$GGML_RS_PIN_VERSION (sdist)"
+        python3 -m pip download --quiet --no-deps --no-binary "$GGML_RS_PIN_PACKAGE" \
+            "$GGML_RS_PIN_PACKAGE==$GGML_RS_PIN_VERSION" -d "$CACHE/sdist"
+    fi
+    local sum
+    sum=$(sha256sum "$sdist" | cut -d' ' -f1)
+    if [ "$sum" != "$GGML_RS_PIN_SHA256" ]; then
+        log "checksum mismatch for $sdist: got $sum, want $GGML_RS_PIN_SHA256"
+        rm -f "$sdist"
+        exit 1
+    fi
+    log "sha256 ok ($sum)"
+    rm -rf "$SRC" "$CACHE/unpack"
+    mkdir -p "$CACHE/unpack"
+    tar -xzf "$sdist" -C "$CACHE/unpack"
+    mv "$CACHE/unpack/${GGML_RS_PIN_SDIST%.tar.gz}" "$SRC"
+    rmdir "$CACHE/unpack"
+    local version
+    version=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$TREE/ggml/CMakeLists.txt" | paste -sd.)
+    if [ "$version" != "$GGML_RS_PIN_GGML_VERSION" ]; then
+        log "the tree is ggml $version, the pin says $GGML_RS_PIN_GGML_VERSION"
+        exit 1
+    fi
+    touch "$SRC/.ggml-rs-unpacked"
+    log "unpacked ggml $version into $TREE"
+}
+
+# build <variant>: variant is `stock` or `ours`
+cmd_build() {
+    local variant=$1
+    local build=$CACHE/build-$variant
+    local flags=(-DGGML_RS_LLAMA_CPP_DIR="$TREE")
+    case "$variant" in
+        stock) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF) ;;
+        ours)  flags+=(-DGGML_RS_REPLACE=ON  -DGGML_RS_BUILD_RUST=ON) ;;
+        *) log "unknown variant $variant"; exit 2 ;;
+    esac
+    cmd_deps
+    cmd_fetch
+    export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
+    export CCACHE_BASEDIR=$CACHE
+    # the same objects are compiled for both variants: ccache makes the second one cheap
+    if [ ! -f "$build/build.ninja" ]; then
+        log "configuring $variant in $build"
+        cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >"$CACHE/configure-$variant.log" 2>&1 \
+            || { tail -40 "$CACHE/configure-$variant.log"; exit 1; }
+    fi
+    log "building $variant (ggml-rs-programs and C tests)"
+    cmake --build "$build" --parallel "$JOBS" --target ggml-rs-programs all >"$CACHE/build-$variant.log" 2>&1 \
+        || { grep -E "error|Error" "$CACHE/build-$variant.log" | head -40; tail -20 "$CACHE/build-$variant.log"; exit 1; }
+    log "built $variant: $build/bin"
+}
+
+cmd_paths() {
+    cat <<EOF
+GGML_RS_PIN=$PIN
+GGML_RS_TREE=$TREE
+GGML_RS_BUILD_STOCK=$CACHE/build-stock
+GGML_RS_BUILD_OURS=$CACHE/build-ours
+EOF
+}
+
+case "${1:-}" in
+    deps)  cmd_deps ;;
+    fetch) cmd_fetch ;;
+    build) cmd_build "${2:?variant: stock or ours}" ;;
+    paths) cmd_paths ;;
+    *) sed -n '2,12p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,79 @@
+//! `ggml_backend_alloc_ctx_tensors*`: one buffer (or a multi-buffer, when the buffer type's max
+//! size is exceeded) holding every unallocated tensor of a context, in creation order.
+
+use crate::alloc::tallocr::{tallocr_alloc, tallocr_new};
+use crate::backend::buffer::{buffer_free, buft_alloc_buffer, buft_alloc_size, buft_max_size, multi_buffer_alloc};
+use crate::backend::tensor_io::view_init;
+use crate::ggml::context::ContextRef;
+use crate::ggml::handles::{Buffer, BufferType};
+use crate::ggml::sys::GGML_STATUS_SUCCESS;
+use crate::ggml::tensor::TensorRef;
+
+/// Consecutive tensors of the context that share one buffer, and that buffer's size.
+fn ranges(tensors: &[TensorRef], buft: BufferType) -> Vec<(usize, usize, usize)> {
+    let alignment = buft.alignment().max(1);
+    let max_size = buft_max_size(buft);
+    let mut out = Vec::new();
+    let (mut first, mut cur) = (0usize, 0usize);
+    for (i, &t) in tensors.iter().enumerate() {
+        let this = if t.data().is_null() && !t.is_view() { buft_alloc_size(buft, t).next_multiple_of(alignment) } else { 0 };
+        if cur > 0 && cur + this > max_size {
+            out.push((first, i, cur));
+            first = i;
+            cur = this;
+        } else {
+            cur += this;
+        }
+    }
+    if cur > 0 {
+        out.push((first, tensors.len(), cur));
+    }
+    out
+}
+
+pub fn ctx_tensors_size(ctx: ContextRef, buft: BufferType) -> usize {
+    crate::ensure!(ctx.no_alloc(), "ggml_backend_alloc_ctx_tensors_from_buft_size: the context must be no_alloc");
+    ranges(&ctx.tensors(), buft).iter().map(|r| r.2).sum()
+}
+
+fn free_all(buffers: Vec<Buffer>) {
+    for b in buffers {
+        // SAFETY: created by this function and not handed out.
+        unsafe { buffer_free(b) };
+    }
+}
+
+pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
+    crate::ensure!(ctx.no_alloc(), "ggml_backend_alloc_ctx_tensors_from_buft: the context must be no_alloc");
+    let tensors = ctx.tensors();
+    let mut buffers = Vec::new();
+    for (first, last, size) in ranges(&tensors, buft) {
+        let Some(buffer) = buft_alloc_buffer(buft, size) else {
+            crate::log_error!("alloc_tensor_range: failed to allocate {} buffer of size {size}\n", buft.name());
+            free_all(buffers);
+            return None;
+        };
+        buffers.push(buffer);
+        let mut talloc = tallocr_new(buffer);
+        for &t in &tensors[first..last] {
+            let status = match (t.data().is_null(), t.is_view(), t.buffer_ptr().is_null()) {
+                (true, false, _) => tallocr_alloc(&mut talloc, t),
+                (_, true, true) => view_init(t),
+                _ => GGML_STATUS_SUCCESS,
+            };
+            if status != GGML_STATUS_SUCCESS {
+                crate::log_error!("alloc_tensor_range: failed to initialize tensor {}\n", t);
+                free_all(buffers);
+                return None;
+            }
+        }
+    }
+    match buffers.len() {
+        0 => {
+            crate::log_debug!("ggml_backend_alloc_ctx_tensors_from_buft: all tensors in the context are already allocated\n");
+            None
+        }
+        1 => buffers.pop(),
+        _ => Some(multi_buffer_alloc(buffers)),
+    }
+}

@@ -1,0 +1,601 @@
+//! `ggml_gallocr`: plans where every tensor of a graph lives in one compute buffer per buffer
+//! type, (re)allocates those buffers, and places the tensors.
+//!
+//! Behaves as upstream's ggml-alloc for every graph upstream gets right, and differs where it
+//! does not:
+//! - **Ownership.** A tensor that already has data in this allocator's own memory is not
+//!   "external": recomputed nodes and inputs are placed again; a tensor that is only read (a
+//!   result of an earlier graph) keeps its bytes (it is pinned while the new graph is planned),
+//!   unless they were handed to another tensor since, which is an error naming both.
+//! - **Replay only for the same graph.** A plan is replayed only when the new graph has the same
+//!   structure (tensors, sources, views, flags, layouts, buffer ids), checked in O(n); anything
+//!   else is planned anew. Upstream replays any graph with the same node and leaf counts.
+//! - Views are re-initialised whenever their source moved, not only when they have no buffer.
+//!
+//! The planning itself is `plan::plan` on the `model` of the graph.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
+
+use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
+use crate::alloc::model::{GraphModel, NodeDesc, Presence, TensorDesc, Tid};
+use crate::alloc::plan::{self, Plan, PlanError, Planner};
+use crate::alloc::residency::{Contents, PlanRecord, Residency};
+use crate::alloc::{inplace, poison};
+use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
+use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set, view_init};
+use crate::ggml::handles::{Buffer, BufferType};
+use crate::ggml::sys::{self, GGML_STATUS_SUCCESS};
+use crate::ggml::tensor::TensorRef;
+
+/// Hashes tensor addresses (distinct, 16-byte aligned) with one multiply.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _bytes: &[u8]) {
+        unreachable!("only usize keys are hashed")
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = ((n as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub type AddrMap<V> = HashMap<usize, V, BuildHasherDefault<AddrHasher>>;
+
+/// A graph as handed to the allocator: node and leaf lists with their buffer ids, plus flags the
+/// caller wants added without writing them into the tensors (the scheduler's pipeline copies).
+pub struct GraphInput<'a> {
+    pub nodes: &'a [TensorRef],
+    pub node_ids: Option<&'a [i32]>,
+    pub leafs: &'a [TensorRef],
+    pub leaf_ids: Option<&'a [i32]>,
+    pub extra_flags: Option<&'a AddrMap<i32>>,
+}
+
+/// Why an allocation failed (already logged when returned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// several buffer types and a graph that needs a new plan: call reserve_n first (upstream)
+    NeedsReserve,
+    /// a backend could not allocate a compute buffer, or refused a tensor
+    Backend(String),
+    /// the plan does not fit in the chunks a buffer type allows
+    Plan(String),
+    /// a result of an earlier graph is read, but its memory was reused in between
+    LostResult(String),
+}
+
+struct AllocState {
+    buft: BufferType,
+    dyn_alloc: DynAllocator,
+    /// the chunks of the compute buffer; None until reserved (upstream's NULL vbuffer)
+    chunks: Option<Vec<Buffer>>,
+}
+
+/// A planned graph: its model (to recognise the same graph again), the plan, and the tensors it
+/// was last applied to.
+struct Planned {
+    model: GraphModel,
+    record: Rc<PlanRecord>,
+    /// the tensors the plan was made with (their names are in the record)
+    tensors: Vec<usize>,
+}
+
+pub struct Gallocr {
+    /// buffer type of each buffer id
+    bufts: Vec<BufferType>,
+    /// allocator of each buffer id (ids with the same buffer type share one)
+    alloc_of_id: Vec<usize>,
+    allocs: Vec<AllocState>,
+    planner: Planner,
+    last: Option<Planned>,
+    residency: Residency,
+    seq: u64,
+    /// (chunk buffer address, allocator, chunk, base, size) of all live chunks
+    chunk_index: Vec<(usize, usize, usize, usize, usize)>,
+    /// plans made and plans replayed (for tests and benchmarks)
+    pub n_plans: u64,
+    pub n_replays: u64,
+}
+
+struct Built {
+    model: GraphModel,
+    tensors: Vec<TensorRef>,
+}
+
+impl Gallocr {
+    pub fn new(bufts: &[BufferType]) -> Gallocr {
+        let mut allocs: Vec<AllocState> = Vec::new();
+        let mut alloc_of_id = Vec::with_capacity(bufts.len());
+        for &buft in bufts {
+            match allocs.iter().position(|a| a.buft == buft) {
+                Some(a) => alloc_of_id.push(a),
+                None => {
+                    let dyn_alloc = DynAllocator::new(buft.alignment(), buft_max_size(buft));
+                    allocs.push(AllocState { buft, dyn_alloc, chunks: None });
+                    alloc_of_id.push(allocs.len() - 1);
+                }
+            }
+        }
+        let n = allocs.len();
+        Gallocr {
+            bufts: bufts.to_vec(),
+            alloc_of_id,
+            allocs,
+            planner: Planner::from_env(),
+            last: None,
+            residency: Residency::new(n),
+            seq: 0,
+            chunk_index: Vec::new(),
+            n_plans: 0,
+            n_replays: 0,
+        }
+    }
+
+    pub fn n_buffers(&self) -> usize {
+        self.bufts.len()
+    }
+
+    pub fn set_planner(&mut self, planner: Planner) {
+        self.planner = planner;
+    }
+
+    /// Number of `alloc_graph` calls so far: "graph #n" in messages.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn id_of(&self, ids: Option<&[i32]>, i: usize, what: &str) -> usize {
+        let id = ids.map(|ids| ids[i]).unwrap_or(0);
+        crate::ensure!(
+            id >= 0 && (id as usize) < self.bufts.len(),
+            "ggml_gallocr: {what} {i} has buffer id {id}, but the allocator has {} buffer(s)",
+            self.bufts.len()
+        );
+        id as usize
+    }
+
+    fn find_chunk(&self, buffer: usize) -> Option<(usize, usize, usize, usize)> {
+        self.chunk_index.iter().find(|e| e.0 == buffer).map(|&(_, a, c, base, size)| (a, c, base, size))
+    }
+
+    fn rebuild_chunk_index(&mut self) {
+        self.chunk_index.clear();
+        for (a, st) in self.allocs.iter().enumerate() {
+            for (c, &b) in st.chunks.iter().flatten().enumerate() {
+                self.chunk_index.push((b.as_ptr() as usize, a, c, buffer_base(b) as usize, b.size()));
+            }
+        }
+    }
+
+    /// Where `t`'s memory comes from, given whether this graph computes it.
+    fn classify(&self, t: TensorRef, is_node: bool, input: bool) -> Result<Presence, AllocError> {
+        if t.is_view() {
+            return Ok(Presence::External);
+        }
+        let data = t.data() as usize;
+        let buf = t.buffer_ptr() as usize;
+        if data == 0 {
+            // upstream: a tensor with a buffer but no data is on an external buffer
+            return Ok(if buf == 0 { Presence::Fresh } else { Presence::External });
+        }
+        if let Some((a, c, base, size)) = self.find_chunk(buf) {
+            if is_node || input {
+                return Ok(Presence::Fresh); // recomputed, or rewritten by the caller: place again
+            }
+            if data < base || data >= base + size {
+                return self.lost_with_buffer(t, data, is_node || input);
+            }
+            let off = data - base;
+            let bytes = buft_alloc_size(self.allocs[a].buft, t).max(1);
+            let pinned = Presence::Pinned { alloc: a, addr: Addr { chunk: c, offset: off }, size: bytes };
+            let overwritten_by = match self.residency.contents(a, c, off, off + bytes) {
+                Contents::Unknown => None,
+                // its own bytes, or bytes it aliases on purpose (placed there by the caller)
+                Contents::Valid { writer, .. } if writer == t.addr() || !self.residency.placed(t.addr()) => None,
+                Contents::Valid { name, seq, .. } | Contents::Overwritten { by: name, seq } => Some((name, seq)),
+            };
+            let Some((by, seq)) = overwritten_by else { return Ok(pinned) };
+            return match self.residency.computed_in(t.addr()) {
+                Some(computed) => Err(AllocError::LostResult(format!(
+                    "tensor {t} was computed by graph #{computed} and is read again by graph #{}, but its memory was \
+                     given to tensor '{by}' of graph #{seq} in between; keep it in a buffer of its own, or mark it \
+                     as an output and read it before allocating another graph",
+                    self.seq + 1
+                ))),
+                // a leaf whose bytes came from the caller: the caller sets it again (upstream's contract)
+                None => Ok(Presence::Fresh),
+            };
+        }
+        if buf == 0 {
+            return Ok(Presence::External); // allocated without ggml-backend
+        }
+        if let Some(stone) = self.residency.tombstone(t.addr(), data) {
+            if is_node || input || !stone.result {
+                return Ok(Presence::Fresh);
+            }
+            return Err(AllocError::LostResult(format!(
+                "tensor {t} was computed by graph #{} and is read again by graph #{}, but the compute buffer that held it \
+                 was reallocated by graph #{} (it grew); reserve the largest graph first, or keep the tensor in a buffer of its own",
+                stone.seq,
+                self.seq + 1,
+                stone.lost_at
+            )));
+        }
+        Ok(Presence::External)
+    }
+
+    /// `t` points into a compute buffer of ours that was freed since (its struct's address was
+    /// reused by a newer chunk).
+    fn lost_with_buffer(&self, t: TensorRef, data: usize, rewritten: bool) -> Result<Presence, AllocError> {
+        if rewritten {
+            return Ok(Presence::Fresh);
+        }
+        let lost_at = self.residency.tombstone(t.addr(), data).map(|s| s.lost_at);
+        match (self.residency.computed_in(t.addr()), lost_at) {
+            (Some(computed), Some(lost_at)) => Err(AllocError::LostResult(format!(
+                "tensor {t} was computed by graph #{computed} and is read again by graph #{}, but the compute buffer that \
+                 held it was reallocated by graph #{lost_at} (it grew); reserve the largest graph first, or keep the tensor \
+                 in a buffer of its own",
+                self.seq + 1
+            ))),
+            (Some(computed), None) => Err(AllocError::LostResult(format!(
+                "tensor {t} was computed by graph #{computed}, but the compute buffer that held it was reallocated since"
+            ))),
+            _ => Ok(Presence::Fresh),
+        }
+    }
+
+    /// Numbers the tensors of the graph and describes them (see `model`).
+    fn build(&self, g: &GraphInput) -> Result<Built, AllocError> {
+        let n_hint = g.nodes.len() * 2 + g.leafs.len();
+        let mut map: AddrMap<Tid> = AddrMap::with_capacity_and_hasher(n_hint, Default::default());
+        let mut tensors: Vec<TensorRef> = Vec::with_capacity(n_hint);
+        let mut view_of: Vec<Option<Tid>> = Vec::with_capacity(n_hint);
+
+        fn tid_of(t: TensorRef, map: &mut AddrMap<Tid>, tensors: &mut Vec<TensorRef>, view_of: &mut Vec<Option<Tid>>) -> Tid {
+            if let Some(&id) = map.get(&t.addr()) {
+                return id;
+            }
+            let v = t.view_src().map(|v| tid_of(v, map, tensors, view_of));
+            let id = tensors.len();
+            tensors.push(t);
+            view_of.push(v);
+            map.insert(t.addr(), id);
+            id
+        }
+
+        let mut leafs = Vec::with_capacity(g.leafs.len());
+        for (i, &leaf) in g.leafs.iter().enumerate() {
+            let id = self.id_of(g.leaf_ids, i, "leaf");
+            leafs.push((tid_of(leaf, &mut map, &mut tensors, &mut view_of), id));
+        }
+        let mut nodes = Vec::with_capacity(g.nodes.len());
+        for (i, &node) in g.nodes.iter().enumerate() {
+            let id = self.id_of(g.node_ids, i, "node");
+            let mut srcs = Vec::new();
+            for s in node.srcs().into_iter().flatten() {
+                srcs.push(tid_of(s, &mut map, &mut tensors, &mut view_of));
+            }
+            let tensor = tid_of(node, &mut map, &mut tensors, &mut view_of);
+            nodes.push(NodeDesc { tensor, srcs, buffer_id: id });
+        }
+
+        let mut is_node = vec![false; tensors.len()];
+        for n in &nodes {
+            is_node[n.tensor] = true;
+        }
+        let mut descs = Vec::with_capacity(tensors.len());
+        for (i, &t) in tensors.iter().enumerate() {
+            let extra = g.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
+            let flags = t.flags() | extra;
+            let input = flags & sys::GGML_TENSOR_FLAG_INPUT != 0;
+            let op = t.op();
+            descs.push(TensorDesc {
+                view_of: view_of[i],
+                input,
+                output: flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0,
+                inplace_op: inplace::op_can_inplace(op),
+                op_none: op == sys::op::NONE,
+                layout: t.layout(),
+                presence: self.classify(t, is_node[i], input)?,
+            });
+        }
+        Ok(Built { model: GraphModel { tensors: descs, leafs, nodes }, tensors })
+    }
+
+    fn plan_model(&mut self, built: &Built) -> Result<Plan, AllocError> {
+        self.n_plans += 1;
+        let bufts = &self.bufts;
+        let tensors = &built.tensors;
+        let mut memo: Vec<(usize, usize)> = vec![(usize::MAX, 0); tensors.len()];
+        let mut sizer = |t: Tid, id: usize| {
+            if memo[t].0 != id {
+                memo[t] = (id, buft_alloc_size(bufts[id], tensors[t]));
+            }
+            memo[t].1
+        };
+        let mut dyn_allocs: Vec<DynAllocator> = self.allocs.iter().map(|a| a.dyn_alloc.clone()).collect();
+        let result = plan::plan(&built.model, &self.alloc_of_id, &mut dyn_allocs, &mut sizer, &self.planner);
+        for (st, d) in self.allocs.iter_mut().zip(dyn_allocs) {
+            st.dyn_alloc = d;
+        }
+        result.map_err(|PlanError { alloc, tensor, size, largest_free }| {
+            let msg = format!(
+                "ggml_gallocr: not enough space in the {} compute buffer for tensor {} ({size} bytes, largest free block \
+                 {largest_free} bytes, all {} chunks used)",
+                self.allocs[alloc].buft.name(),
+                built.tensors[tensor],
+                crate::alloc::dyn_tallocr::MAX_CHUNKS
+            );
+            crate::log_error!("{msg}\n");
+            AllocError::Plan(msg)
+        })
+    }
+
+    /// Makes the compute buffers at least as large as `plan` needs. With `no_alloc`, buffers that
+    /// would have to grow are freed and left unallocated (reserve_n_size).
+    fn ensure_buffers(&mut self, plan: &Plan, built: Option<&Built>, no_alloc: bool) -> Result<(), AllocError> {
+        for a in 0..self.allocs.len() {
+            let wanted = &plan.chunk_sizes[a];
+            let realloc = match &self.allocs[a].chunks {
+                None => true,
+                Some(chunks) => wanted.iter().enumerate().any(|(c, &w)| w > chunks.get(c).map(|b| b.size()).unwrap_or(0)),
+            };
+            if !realloc {
+                continue;
+            }
+            // results that stay pinned in this allocator move to the new chunks with their bytes
+            let mut moving: Vec<(TensorRef, Addr, Vec<u8>)> = Vec::new();
+            if let (Some(b), Some(_), false) = (built, &self.allocs[a].chunks, no_alloc) {
+                for (t, d) in b.model.tensors.iter().enumerate() {
+                    if let Presence::Pinned { alloc, addr, .. } = d.presence {
+                        if alloc == a {
+                            let tensor = b.tensors[t];
+                            let mut bytes = vec![0u8; tensor.nbytes()];
+                            tensor_get(tensor, bytes.as_mut_ptr() as *mut c_void, 0, bytes.len());
+                            moving.push((tensor, addr, bytes));
+                        }
+                    }
+                }
+            }
+            let old_size: usize = self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum();
+            let new_size: usize = wanted.iter().sum();
+            if old_size > 0 && cfg!(debug_assertions) {
+                crate::log_debug!(
+                    "ggml_gallocr: reallocating {} compute buffer from {:.2} MiB to {:.2} MiB\n",
+                    self.allocs[a].buft.name(),
+                    old_size as f64 / 1048576.0,
+                    new_size as f64 / 1048576.0
+                );
+            }
+            self.free_chunks(a);
+            if no_alloc {
+                continue;
+            }
+            let buft = self.allocs[a].buft;
+            let mut chunks = Vec::with_capacity(wanted.len());
+            for &size in wanted {
+                match buft_alloc_buffer(buft, size) {
+                    Some(b) => {
+                        buffer_set_usage(b, sys::USAGE_COMPUTE);
+                        chunks.push(b);
+                    }
+                    None => {
+                        for b in chunks {
+                            // SAFETY: created just above by buft_alloc_buffer, not shared.
+                            unsafe { buffer_free(b) };
+                        }
+                        let msg = format!("ggml_gallocr: failed to allocate {} buffer of size {new_size}", buft.name());
+                        crate::log_error!("{msg}\n");
+                        self.rebuild_chunk_index();
+                        return Err(AllocError::Backend(msg));
+                    }
+                }
+            }
+            self.allocs[a].chunks = Some(chunks);
+            self.rebuild_chunk_index();
+            for (tensor, addr, bytes) in moving {
+                let chunk = self.allocs[a].chunks.as_ref().expect("just allocated")[addr.chunk];
+                tensor.set_buffer(std::ptr::null_mut());
+                tensor.set_data(std::ptr::null_mut());
+                let at = (buffer_base(chunk) as usize + addr.offset) as *mut c_void;
+                if place(chunk, tensor, at) != GGML_STATUS_SUCCESS {
+                    return Err(AllocError::Backend(format!("ggml_gallocr: buffer refused tensor {tensor}")));
+                }
+                tensor_set(tensor, bytes.as_ptr() as *const c_void, 0, bytes.len());
+            }
+        }
+        self.rebuild_chunk_index();
+        Ok(())
+    }
+
+    fn free_chunks(&mut self, a: usize) {
+        if let Some(chunks) = self.allocs[a].chunks.take() {
+            let bases: Vec<usize> = chunks.iter().map(|&b| buffer_base(b) as usize).collect();
+            self.residency.chunks_freed(a, &bases, self.seq + 1);
+            for b in chunks {
+                // SAFETY: the allocator created these chunks and is their only owner.
+                unsafe { buffer_free(b) };
+            }
+        }
+    }
+
+    fn record_of(&self, built: &Built, plan: Plan) -> Rc<PlanRecord> {
+        let is_node = built.model.node_tensors();
+        let names = built.tensors.iter().map(|t| t.name()).collect();
+        Rc::new(PlanRecord::new(plan, is_node, names))
+    }
+
+    /// Plans `g` and makes the buffers large enough, without placing any tensor.
+    pub fn reserve(&mut self, g: &GraphInput, no_alloc: bool) -> Result<(), AllocError> {
+        let built = self.build(g).inspect_err(|e| log_alloc_error(e))?;
+        let plan = self.plan_model(&built)?;
+        self.ensure_buffers(&plan, Some(&built), no_alloc)?;
+        let record = self.record_of(&built, plan);
+        let tensors = built.tensors.iter().map(|t| t.addr()).collect();
+        self.last = Some(Planned { model: built.model, record, tensors });
+        Ok(())
+    }
+
+    /// The buffer ids the last plan used, by position, when a graph of the same size comes
+    /// without ids (upstream's alloc_graph keeps the ids given to reserve_n).
+    pub fn last_ids(&self, n_nodes: usize, n_leafs: usize) -> (Option<Vec<i32>>, Option<Vec<i32>>) {
+        match &self.last {
+            Some(p) if p.model.nodes.len() == n_nodes && p.model.leafs.len() == n_leafs => (
+                Some(p.model.nodes.iter().map(|n| n.buffer_id as i32).collect()),
+                Some(p.model.leafs.iter().map(|&(_, id)| id as i32).collect()),
+            ),
+            _ => (None, None),
+        }
+    }
+
+    /// Per buffer id, the bytes the last plan needs (upstream's reserve_n_size).
+    pub fn planned_sizes(&self) -> Vec<usize> {
+        let plan = self.last.as_ref().map(|p| &p.record.plan);
+        self.alloc_of_id.iter().map(|&a| plan.map(|p| p.total_size(a)).unwrap_or(0)).collect()
+    }
+
+    /// The lower bound of the last plan for buffer id `id`: the most bytes live at once.
+    pub fn planned_lower_bound(&self, id: usize) -> usize {
+        self.last.as_ref().map(|p| p.record.plan.live_peak.get(self.alloc_of_id[id]).copied().unwrap_or(0)).unwrap_or(0)
+    }
+
+    /// Allocates `g`: replays the last plan when `g` is the same graph, else plans it (unless
+    /// `auto_reserve` is false, as for upstream's multi-buffer alloc_graph).
+    /// Returns whether a new plan was made.
+    pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<bool, AllocError> {
+        let built = self.build(g).inspect_err(|e| log_alloc_error(e))?;
+        let same = match &self.last {
+            Some(last) => last.model == built.model && self.sizes_fit(&built, &last.record.plan),
+            None => false,
+        };
+        let replanned = !same;
+        if same {
+            self.n_replays += 1;
+        }
+        if !same {
+            if !auto_reserve {
+                crate::log_debug!("ggml_gallocr_alloc_graph: cannot reallocate multi buffer graph automatically, call reserve\n");
+                return Err(AllocError::NeedsReserve);
+            }
+            let plan = self.plan_model(&built)?;
+            self.ensure_buffers(&plan, Some(&built), false)?;
+            let record = self.record_of(&built, plan);
+            let tensors = built.tensors.iter().map(|t| t.addr()).collect();
+            self.last = Some(Planned { model: built.model.clone(), record, tensors });
+        } else if self.allocs.iter().any(|a| a.chunks.is_none()) {
+            // reserved without memory (reserve_n_size) and nothing reallocated it since
+            let plan = self.last.as_ref().expect("same").record.plan.clone();
+            self.ensure_buffers(&plan, Some(&built), false)?;
+        }
+        self.seq += 1;
+        let record = self.last.as_ref().expect("planned above").record.clone();
+        self.apply(&built, &record.plan)?;
+        let addrs: Vec<usize> = built.tensors.iter().map(|t| t.addr()).collect();
+        for &t in &addrs {
+            self.residency.forget_tombstone(t);
+        }
+        // a structurally equal graph of other tensors: remember their names for messages
+        let names = (self.last.as_ref().expect("planned above").tensors != addrs).then(|| Rc::new(built.tensors.iter().map(|t| t.name()).collect()));
+        self.residency.record(self.seq, record, Rc::new(addrs), names);
+        Ok(replanned)
+    }
+
+    /// Buffer types with their own alloc size may need more for the same layout (a different
+    /// op): check those against the sizes the plan reserved.
+    fn sizes_fit(&self, built: &Built, plan: &Plan) -> bool {
+        if !self.bufts.iter().any(|b| b.has_alloc_size()) {
+            return true; // sizes follow from the layouts, which are equal
+        }
+        built.tensors.iter().enumerate().all(|(t, &tensor)| match plan.placements[t] {
+            Some(p) => buft_alloc_size(self.bufts[p.buffer_id], tensor) <= p.size,
+            None => true,
+        })
+    }
+
+    fn apply(&mut self, built: &Built, plan: &Plan) -> Result<(), AllocError> {
+        for st in &self.allocs {
+            for &b in st.chunks.iter().flatten() {
+                b.reset();
+            }
+        }
+        let bases: Vec<Vec<(Buffer, usize)>> =
+            self.allocs.iter().map(|st| st.chunks.iter().flatten().map(|&b| (b, buffer_base(b) as usize)).collect()).collect();
+        let mut moved = vec![false; built.tensors.len()];
+        let poisoning = poison::enabled();
+        for (t, &tensor) in built.tensors.iter().enumerate() {
+            let desc = &built.model.tensors[t];
+            let status = if let Some(v) = desc.view_of {
+                moved[t] = moved[v];
+                if moved[v] {
+                    reinit_view(tensor)
+                } else if tensor.buffer_ptr().is_null() && !built.tensors[v].buffer_ptr().is_null() && !built.tensors[v].data().is_null() {
+                    view_init(tensor)
+                } else {
+                    GGML_STATUS_SUCCESS
+                }
+            } else if let Some(p) = plan.placements[t] {
+                moved[t] = true;
+                let (chunk, base) = bases[p.alloc][p.addr.chunk];
+                let status = place(chunk, tensor, (base + p.addr.offset) as *mut c_void);
+                if poisoning && status == GGML_STATUS_SUCCESS {
+                    poison::fill(tensor);
+                }
+                status
+            } else {
+                GGML_STATUS_SUCCESS
+            };
+            if status != GGML_STATUS_SUCCESS {
+                let msg = format!("ggml_gallocr: the buffer refused tensor {tensor} (init_tensor returned {status})");
+                crate::log_error!("{msg}\n");
+                return Err(AllocError::Backend(msg));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of the compute buffer of buffer id `id` (0 when it shares an earlier id's buffer).
+    pub fn buffer_size(&self, id: usize) -> usize {
+        crate::ensure!(id < self.bufts.len(), "ggml_gallocr_get_buffer_size: buffer id {id} out of range ({})", self.bufts.len());
+        let a = self.alloc_of_id[id];
+        if self.alloc_of_id[..id].contains(&a) {
+            return 0;
+        }
+        self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum()
+    }
+
+    /// The chunk buffers of buffer id `id` (for tests and the scheduler's diagnostics).
+    pub fn chunks(&self, id: usize) -> Vec<Buffer> {
+        self.allocs[self.alloc_of_id[id]].chunks.clone().unwrap_or_default()
+    }
+
+    pub fn owns_buffer(&self, buffer: usize) -> bool {
+        self.find_chunk(buffer).is_some()
+    }
+}
+
+impl Drop for Gallocr {
+    fn drop(&mut self) {
+        for a in 0..self.allocs.len() {
+            if let Some(chunks) = self.allocs[a].chunks.take() {
+                for b in chunks {
+                    // SAFETY: the allocator created these chunks and is their only owner.
+                    unsafe { buffer_free(b) };
+                }
+            }
+        }
+    }
+}
+
+pub fn log_alloc_error(e: &AllocError) {
+    if let AllocError::LostResult(msg) = e {
+        crate::log_error!("ggml_gallocr: {msg}\n");
+    }
+}

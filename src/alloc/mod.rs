@@ -1,0 +1,17 @@
+//! ggml-alloc: the linear tensor allocator (`tallocr`), the graph allocator (`gallocr`: planning
+//! in `plan` over the `model` of a graph, with `dyn_tallocr` bookkeeping and `offline` placement,
+//! and `residency` to know what its memory holds), and context allocation (`ctx_tensors`).
+
+pub mod ctx_tensors;
+pub mod dyn_tallocr;
+pub mod gallocr;
+pub mod inplace;
+pub mod model;
+pub mod offline;
+pub mod plan;
+pub mod poison;
+pub mod residency;
+pub mod tallocr;
+
+#[cfg(test)]
+mod plan_tests;

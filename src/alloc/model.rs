@@ -1,0 +1,67 @@
+//! The graph as the planner sees it: tensors numbered in first-use order, with only what decides
+//! where they go (views, in-place eligibility, input/output flags, layout, whether the memory is
+//! already somebody's). Built from a `ggml_cgraph` (or the scheduler's graph) by `gallocr`; pure
+//! data, so the planner and its tests need no ggml.
+
+use crate::alloc::dyn_tallocr::Addr;
+use crate::ggml::tensor::Layout;
+
+/// Index of a tensor in a [`GraphModel`].
+pub type Tid = usize;
+
+/// Where a tensor's memory comes from before planning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Presence {
+    /// needs memory from this allocator
+    Fresh,
+    /// already lives somewhere the allocator does not manage (weights, caller buffers)
+    External,
+    /// lives in this allocator's memory at a fixed place and its bytes must survive: a result
+    /// carried over from an earlier graph. `alloc` is the allocator index.
+    Pinned { alloc: usize, addr: Addr, size: usize },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorDesc {
+    /// the view source: views never get memory of their own, they keep their source alive
+    pub view_of: Option<Tid>,
+    pub input: bool,
+    pub output: bool,
+    /// the op may write its result over an operand (`ggml_op_can_inplace`)
+    pub inplace_op: bool,
+    /// op NONE: in the node list, upstream uses op-NONE views as "keep alive" markers
+    pub op_none: bool,
+    pub layout: Layout,
+    pub presence: Presence,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NodeDesc {
+    pub tensor: Tid,
+    /// sources in order, without NULLs (a repeated source appears repeatedly)
+    pub srcs: Vec<Tid>,
+    pub buffer_id: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GraphModel {
+    pub tensors: Vec<TensorDesc>,
+    /// (tensor, buffer id) in graph order
+    pub leafs: Vec<(Tid, usize)>,
+    pub nodes: Vec<NodeDesc>,
+}
+
+impl GraphModel {
+    pub fn is_view(&self, t: Tid) -> bool {
+        self.tensors[t].view_of.is_some()
+    }
+
+    /// Whether `t` is computed by a node of this graph (as opposed to only read).
+    pub fn node_tensors(&self) -> Vec<bool> {
+        let mut is_node = vec![false; self.tensors.len()];
+        for n in &self.nodes {
+            is_node[n.tensor] = true;
+        }
+        is_node
+    }
+}

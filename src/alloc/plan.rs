@@ -1,0 +1,341 @@
+//! The planning pass: walks the graph in execution order, gives every fresh tensor an address
+//! and takes it back after its last use, exactly as upstream's ggml-alloc does:
+//!
+//! - leafs first, then tensors flagged input (before anything is freed, so inputs never overlap);
+//! - a node may take over a parent's memory (in place) when its op allows it, the parent is this
+//!   plan's own, not an output, has the same layout, and this node is its only remaining reader;
+//! - a tensor is freed when its last reader and its last view are done; outputs never are.
+//!
+//! On top of upstream: memory pinned before planning (results carried over from an earlier graph,
+//! see `residency`), a live-bytes lower bound, and an alternative offline placement
+//! (`offline::greedy_by_size`) that is kept when it needs less memory.
+
+use crate::alloc::dyn_tallocr::{Addr, DynAllocator, OutOfChunks};
+use crate::alloc::model::{GraphModel, Presence, Tid};
+use crate::alloc::offline;
+
+/// Alloc size of tensor `t` in the buffer type of `buffer_id` (the buffer type may pad).
+pub trait Sizer {
+    fn size(&mut self, t: Tid, buffer_id: usize) -> usize;
+}
+
+impl<F: FnMut(Tid, usize) -> usize> Sizer for F {
+    fn size(&mut self, t: Tid, buffer_id: usize) -> usize {
+        self(t, buffer_id)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Placement {
+    pub buffer_id: usize,
+    /// allocator index (buffer ids of one buffer type share an allocator)
+    pub alloc: usize,
+    pub addr: Addr,
+    /// the alloc size it was planned with (the most it may grow to on replay)
+    pub size: usize,
+}
+
+/// A contiguous allocation and the steps it is live in, `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub alloc: usize,
+    pub size: usize,
+    pub start: u32,
+    pub end: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Planner {
+    /// upstream's online placement, offset for offset
+    Upstream,
+    /// the smaller of upstream's placement and offline greedy-by-size, per allocator
+    Best,
+}
+
+impl Planner {
+    pub fn from_env() -> Planner {
+        match std::env::var("GGML_RS_ALLOC_PLANNER").as_deref() {
+            Ok("upstream") => Planner::Upstream,
+            _ => Planner::Best,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// per tensor: where it lives (None: external, pinned, a view, or unused)
+    pub placements: Vec<Option<Placement>>,
+    /// per tensor: the order in which it was given memory (later writers overwrite earlier ones)
+    pub write_order: Vec<Option<u32>>,
+    /// per allocator: the size each chunk must have
+    pub chunk_sizes: Vec<Vec<usize>>,
+    /// per allocator: the most bytes live at once (the lower bound of any placement)
+    pub live_peak: Vec<usize>,
+    /// per allocator: which placement was kept
+    pub offline: Vec<bool>,
+}
+
+impl Plan {
+    pub fn total_size(&self, alloc: usize) -> usize {
+        self.chunk_sizes.get(alloc).map(|c| c.iter().sum()).unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanError {
+    pub alloc: usize,
+    pub tensor: Tid,
+    pub size: usize,
+    pub largest_free: usize,
+}
+
+struct Sim<'a, S: Sizer> {
+    model: &'a GraphModel,
+    alloc_of_id: &'a [usize],
+    allocs: &'a mut [DynAllocator],
+    sizer: &'a mut S,
+    n_children: Vec<i32>,
+    n_views: Vec<i32>,
+    own: Vec<bool>,
+    buffer_id: Vec<usize>,
+    addr: Vec<Addr>,
+    block: Vec<Option<usize>>,
+    placements: Vec<Option<Placement>>,
+    write_order: Vec<Option<u32>>,
+    writes: u32,
+    step: u32,
+    blocks: Vec<Block>,
+    live: Vec<usize>,
+    live_peak: Vec<usize>,
+    srcs_of: Vec<Option<usize>>,
+}
+
+impl<S: Sizer> Sim<'_, S> {
+    fn is_allocated(&self, t: Tid) -> bool {
+        self.model.tensors[t].presence != Presence::Fresh || self.own[t]
+    }
+
+    fn alloc_bytes(&mut self, t: Tid, buffer_id: usize) -> Result<(), PlanError> {
+        let a = self.alloc_of_id[buffer_id];
+        let size = self.sizer.size(t, buffer_id);
+        let addr = self.allocs[a].alloc(size).map_err(|OutOfChunks { size, largest_free }| PlanError { alloc: a, tensor: t, size, largest_free })?;
+        let aligned = self.allocs[a].aligned(size);
+        self.buffer_id[t] = buffer_id;
+        self.addr[t] = addr;
+        self.block[t] = Some(self.blocks.len());
+        self.blocks.push(Block { alloc: a, size: aligned, start: self.step, end: u32::MAX });
+        self.step += 1;
+        self.live[a] += aligned;
+        self.live_peak[a] = self.live_peak[a].max(self.live[a]);
+        self.placements[t] = Some(Placement { buffer_id, alloc: a, addr, size });
+        self.write_order[t] = Some(self.writes);
+        self.writes += 1;
+        Ok(())
+    }
+
+    fn allocate(&mut self, t: Tid, buffer_id: usize) -> Result<(), PlanError> {
+        if self.is_allocated(t) || self.model.is_view(t) {
+            return Ok(());
+        }
+        self.own[t] = true;
+        let desc = &self.model.tensors[t];
+        if desc.inplace_op {
+            if let Some(n) = self.srcs_of[t] {
+                for &p in &self.model.nodes[n].srcs {
+                    if !self.own[p] {
+                        continue; // external, pinned, or already handed over
+                    }
+                    let pd = &self.model.tensors[p];
+                    let view_src_output = pd.view_of.is_some_and(|v| self.model.tensors[v].output);
+                    if pd.output || view_src_output || pd.layout != desc.layout {
+                        continue;
+                    }
+                    if self.n_children[p] == 1 && self.n_views[p] == 0 {
+                        self.take_over(t, p);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.alloc_bytes(t, buffer_id)
+    }
+
+    /// `t` computes in place of its parent `p`: same address, and the parent's tail comes back
+    /// when `t` is smaller.
+    fn take_over(&mut self, t: Tid, p: Tid) {
+        let buffer_id = self.buffer_id[p];
+        let a = self.alloc_of_id[buffer_id];
+        self.buffer_id[t] = buffer_id;
+        self.addr[t] = self.addr[p];
+        self.block[t] = self.block[p];
+        self.own[p] = false;
+        let p_size = self.sizer.size(p, buffer_id);
+        let t_size = self.sizer.size(t, buffer_id);
+        assert!(p_size >= t_size, "in-place tensor is larger than its parent");
+        let (p_aligned, t_aligned) = (self.allocs[a].aligned(p_size), self.allocs[a].aligned(t_size));
+        if p_aligned > t_aligned {
+            let tail = Addr { chunk: self.addr[p].chunk, offset: self.addr[p].offset + t_aligned };
+            self.allocs[a].free(tail, p_aligned - t_aligned);
+            self.live[a] -= p_aligned - t_aligned;
+        }
+        self.placements[t] = Some(Placement { buffer_id, alloc: a, addr: self.addr[p], size: t_size });
+        self.write_order[t] = Some(self.writes);
+        self.writes += 1;
+    }
+
+    fn free(&mut self, t: Tid) {
+        if self.model.tensors[t].output {
+            return;
+        }
+        let buffer_id = self.buffer_id[t];
+        let a = self.alloc_of_id[buffer_id];
+        let size = self.sizer.size(t, buffer_id);
+        self.allocs[a].free(self.addr[t], size);
+        self.live[a] -= self.allocs[a].aligned(size);
+        if let Some(b) = self.block[t] {
+            self.blocks[b].end = self.step;
+        }
+        self.step += 1;
+        self.own[t] = false;
+    }
+
+    fn run(&mut self) -> Result<(), PlanError> {
+        let model = self.model;
+        for &(leaf, id) in &model.leafs {
+            self.allocate(leaf, id)?;
+        }
+
+        // count readers and views; place explicit inputs before anything is freed
+        for node in &model.nodes {
+            let t = node.tensor;
+            let desc = &model.tensors[t];
+            if let Some(v) = desc.view_of {
+                // op-NONE views in the node list are keep-alive markers, not views
+                if !desc.op_none {
+                    self.n_views[v] += 1;
+                }
+            }
+            if desc.input {
+                self.allocate(t, node.buffer_id)?;
+            }
+            for &s in &node.srcs {
+                self.n_children[s] += 1;
+                if model.tensors[s].input {
+                    self.allocate(s, node.buffer_id)?;
+                }
+            }
+        }
+
+        for node in &model.nodes {
+            for &s in &node.srcs {
+                self.allocate(s, node.buffer_id)?;
+            }
+            self.allocate(node.tensor, node.buffer_id)?;
+            for &s in &node.srcs {
+                self.n_children[s] -= 1;
+                if self.n_children[s] != 0 || self.n_views[s] != 0 {
+                    continue;
+                }
+                if let Some(v) = model.tensors[s].view_of {
+                    self.n_views[v] -= 1;
+                    if self.n_views[v] == 0 && self.n_children[v] == 0 && self.own[v] {
+                        self.free(v);
+                    }
+                } else if self.own[s] {
+                    self.free(s);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Plans `model` into `allocs` (reset first). `alloc_of_id[buffer_id]` names the allocator of
+/// each buffer id.
+pub fn plan(
+    model: &GraphModel,
+    alloc_of_id: &[usize],
+    allocs: &mut [DynAllocator],
+    sizer: &mut impl Sizer,
+    planner: &Planner,
+) -> Result<Plan, PlanError> {
+    for a in allocs.iter_mut() {
+        a.reset();
+    }
+    let n = model.tensors.len();
+    let n_allocs = allocs.len();
+    let mut live = vec![0usize; n_allocs];
+    let mut pinned_any = vec![false; n_allocs];
+    for t in &model.tensors {
+        if let Presence::Pinned { alloc, addr, size } = t.presence {
+            allocs[alloc].reserve_at(addr, size);
+            live[alloc] += allocs[alloc].aligned(size);
+            pinned_any[alloc] = true;
+        }
+    }
+    let mut srcs_of = vec![None; n];
+    for (i, node) in model.nodes.iter().enumerate() {
+        srcs_of[node.tensor] = Some(i);
+    }
+    let live_peak = live.clone();
+    let mut sim = Sim {
+        model,
+        alloc_of_id,
+        allocs,
+        sizer,
+        n_children: vec![0; n],
+        n_views: vec![0; n],
+        own: vec![false; n],
+        buffer_id: vec![0; n],
+        addr: vec![Addr { chunk: 0, offset: 0 }; n],
+        block: vec![None; n],
+        placements: vec![None; n],
+        write_order: vec![None; n],
+        writes: 0,
+        step: 0,
+        blocks: Vec::new(),
+        live,
+        live_peak,
+        srcs_of,
+    };
+    sim.run()?;
+
+    let Sim { placements, write_order, blocks, block, live_peak, allocs, .. } = sim;
+    let mut plan = Plan {
+        chunk_sizes: allocs.iter().map(|a| a.chunk_sizes()).collect(),
+        placements,
+        write_order,
+        live_peak,
+        offline: vec![false; n_allocs],
+    };
+
+    if *planner == Planner::Best {
+        for a in 0..n_allocs {
+            let online = plan.total_size(a);
+            let single_chunk = plan.chunk_sizes[a].len() <= 1;
+            if pinned_any[a] || !single_chunk || online <= plan.live_peak[a] {
+                continue; // already optimal, or constrained by pins/chunks: keep upstream's
+            }
+            let ids: Vec<usize> = (0..blocks.len()).filter(|&b| blocks[b].alloc == a).collect();
+            let intervals: Vec<offline::Interval> =
+                ids.iter().map(|&b| offline::Interval { size: blocks[b].size, start: blocks[b].start, end: blocks[b].end }).collect();
+            let (offsets, arena) = offline::greedy_by_size(&intervals);
+            if arena < online && arena <= allocs[a].max_chunk_size() {
+                let mut offset_of_block = vec![usize::MAX; blocks.len()];
+                for (k, &b) in ids.iter().enumerate() {
+                    offset_of_block[b] = offsets[k];
+                }
+                for t in 0..n {
+                    if let (Some(p), Some(b)) = (plan.placements[t].as_mut(), block[t]) {
+                        if p.alloc == a {
+                            p.addr = Addr { chunk: 0, offset: offset_of_block[b] };
+                        }
+                    }
+                }
+                plan.chunk_sizes[a] = vec![arena];
+                plan.offline[a] = true;
+            }
+        }
+    }
+    Ok(plan)
+}

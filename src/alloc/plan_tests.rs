@@ -1,0 +1,292 @@
+//! Property tests of the planner on random graphs (no ggml needed): every tensor that needs
+//! memory gets it, no two tensors that are live together overlap, inputs never share memory,
+//! outputs are never reused, chunks respect the max size, and the plan is never below the live
+//! lower bound. A seeded corpus runs in the suite; `GGML_RS_PLAN_FUZZ=<n>` runs n more graphs.
+
+use crate::alloc::dyn_tallocr::{DynAllocator, MAX_CHUNKS};
+use crate::alloc::model::{GraphModel, NodeDesc, Presence, TensorDesc, Tid};
+use crate::alloc::plan::{Plan, Planner, plan};
+use crate::ggml::tensor::Layout;
+
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn layout(elems: i64) -> Layout {
+    Layout { type_: 0, ne: [elems, 1, 1, 1], nb: [4, 4 * elems as usize, 4 * elems as usize, 4 * elems as usize] }
+}
+
+fn desc(elems: i64) -> TensorDesc {
+    TensorDesc { view_of: None, input: false, output: false, inplace_op: false, op_none: false, layout: layout(elems), presence: Presence::Fresh }
+}
+
+/// A random DAG: leafs (some external, some inputs), nodes reading 1 to 3 earlier tensors, some
+/// in place, some views, some outputs; sizes from a small set so that layouts repeat.
+pub fn random_model(rng: &mut Rng, n_nodes: usize) -> GraphModel {
+    let sizes = [1i64, 2, 4, 8, 16, 33, 64, 100];
+    let mut m = GraphModel::default();
+    let n_leafs = 1 + rng.below(6) as usize;
+    for _ in 0..n_leafs {
+        let mut d = desc(sizes[rng.below(sizes.len() as u64) as usize] * 4);
+        if rng.chance(30) {
+            d.presence = Presence::External;
+        } else if rng.chance(50) {
+            d.input = true;
+        }
+        m.tensors.push(d);
+        m.leafs.push((m.tensors.len() - 1, 0));
+    }
+    for _ in 0..n_nodes {
+        let pool = m.tensors.len() as u64;
+        let n_src = 1 + rng.below(3) as usize;
+        let mut srcs: Vec<Tid> = (0..n_src).map(|_| rng.below(pool) as usize).collect();
+        // prefer recent tensors, as real graphs do
+        if rng.chance(70) {
+            srcs[0] = m.tensors.len() - 1 - rng.below(pool.min(4)) as usize;
+        }
+        let mut d = if rng.chance(40) { m.tensors[srcs[0]].clone() } else { desc(sizes[rng.below(sizes.len() as u64) as usize] * 4) };
+        d.presence = Presence::Fresh;
+        d.view_of = None;
+        d.input = false;
+        d.output = rng.chance(8);
+        d.inplace_op = rng.chance(50);
+        if rng.chance(12) {
+            // a view of its first source (or of that source's own view source)
+            let base = m.tensors[srcs[0]].view_of.unwrap_or(srcs[0]);
+            d.view_of = Some(base);
+            d.inplace_op = false;
+            d.output = false;
+            srcs.truncate(1);
+        }
+        m.tensors.push(d);
+        m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs, buffer_id: 0 });
+    }
+    m
+}
+
+fn sizer(m: &GraphModel) -> impl FnMut(Tid, usize) -> usize + '_ {
+    move |t, _| m.tensors[t].layout.nb[3]
+}
+
+fn run(m: &GraphModel, planner: Planner, alignment: usize, max: usize) -> (Plan, DynAllocator) {
+    let mut allocs = vec![DynAllocator::new(alignment, max)];
+    let mut s = sizer(m);
+    let p = plan(m, &[0], &mut allocs, &mut s, &planner).expect("random graphs fit in 16 chunks");
+    (p, allocs.pop().unwrap())
+}
+
+fn root(m: &GraphModel, t: Tid) -> Tid {
+    let mut t = t;
+    while let Some(v) = m.tensors[t].view_of {
+        t = v;
+    }
+    t
+}
+
+/// The invariants, checked from the model alone (not from the planner's bookkeeping).
+pub fn check(m: &GraphModel, p: &Plan, alignment: usize, max: usize) {
+    let n = m.tensors.len();
+    let step_of_node: Vec<Option<usize>> = {
+        let mut s = vec![None; n];
+        for (i, node) in m.nodes.iter().enumerate() {
+            s[node.tensor] = Some(i + 1);
+        }
+        s
+    };
+    // birth: leafs and inputs at 0, nodes at their step, lazily allocated sources at their first
+    // reader's step; death: one past the last reader (through views); outputs and unread: never
+    let mut birth = vec![usize::MAX; n];
+    let mut death = vec![0usize; n];
+    let mut read = vec![false; n];
+    for &(l, _) in &m.leafs {
+        birth[l] = 0;
+    }
+    for (t, d) in m.tensors.iter().enumerate() {
+        if d.input {
+            birth[t] = 0;
+        }
+    }
+    for (i, node) in m.nodes.iter().enumerate() {
+        let step = i + 1;
+        for &s in &node.srcs {
+            let r = root(m, s);
+            birth[r] = birth[r].min(step);
+            death[r] = death[r].max(step + 1);
+            read[r] = true;
+        }
+        // op-NONE views in the node list keep their source alive, as readers
+        if let Some(v) = m.tensors[node.tensor].view_of {
+            let r = root(m, v);
+            death[r] = death[r].max(step + 1);
+        }
+        let t = node.tensor;
+        birth[t] = birth[t].min(step);
+    }
+    for t in 0..n {
+        if m.tensors[t].output || !read[t] {
+            death[t] = usize::MAX;
+        }
+    }
+    let _ = step_of_node;
+
+    let placed: Vec<Tid> = (0..n).filter(|&t| p.placements[t].is_some()).collect();
+    // every fresh, non-view tensor the graph uses has memory
+    for t in 0..n {
+        let d = &m.tensors[t];
+        let used = birth[t] != usize::MAX;
+        if d.view_of.is_none() && d.presence == Presence::Fresh && used {
+            assert!(p.placements[t].is_some(), "tensor {t} has no memory");
+        }
+        if d.presence != Presence::Fresh || d.view_of.is_some() {
+            assert!(p.placements[t].is_none(), "tensor {t} is not the allocator's but got memory");
+        }
+    }
+    for (ia, &a) in placed.iter().enumerate() {
+        let pa = p.placements[a].unwrap();
+        assert_eq!(pa.addr.offset % alignment, 0, "tensor {a} misaligned");
+        for &b in &placed[ia + 1..] {
+            let pb = p.placements[b].unwrap();
+            if pa.alloc != pb.alloc || pa.addr.chunk != pb.addr.chunk {
+                continue;
+            }
+            let mem = pa.addr.offset < pb.addr.offset + pb.size && pb.addr.offset < pa.addr.offset + pa.size;
+            let time = birth[a] < death[b] && birth[b] < death[a];
+            if !(mem && time) {
+                continue;
+            }
+            // the only legal case: one computes in place of the other (same address, it reads it)
+            let (first, second) = if p.write_order[a] < p.write_order[b] { (a, b) } else { (b, a) };
+            let in_place = pa.addr == pb.addr
+                && m.tensors[second].inplace_op
+                && m.nodes.iter().any(|node| node.tensor == second && node.srcs.iter().any(|&s| root(m, s) == first))
+                && !m.tensors[first].output
+                && death[first] <= birth[second] + 1;
+            assert!(in_place, "tensors {a} and {b} overlap while both are live");
+        }
+    }
+    for (c, &size) in p.chunk_sizes[0].iter().enumerate() {
+        let largest = placed.iter().filter_map(|&t| p.placements[t]).filter(|pl| pl.addr.chunk == c).map(|pl| pl.size).max().unwrap_or(0);
+        assert!(size <= max.max(largest.next_multiple_of(alignment)) || c == MAX_CHUNKS - 1, "chunk {c} is {size} bytes, max {max}");
+    }
+    assert!(p.total_size(0) >= p.live_peak[0], "a plan below the lower bound is impossible");
+}
+
+#[test]
+fn random_graphs_upstream_placement() {
+    for seed in 0..400 {
+        let mut rng = Rng::new(seed);
+        let n = 5 + rng.below(120) as usize;
+        let m = random_model(&mut rng, n);
+        let max = if seed % 3 == 0 { 256 } else { usize::MAX };
+        let (p, _) = run(&m, Planner::Upstream, 8, max);
+        check(&m, &p, 8, max);
+    }
+}
+
+#[test]
+fn random_graphs_best_placement_is_valid_and_never_larger() {
+    let mut better = 0;
+    for seed in 0..400 {
+        let mut rng = Rng::new(1000 + seed);
+        let n = 20 + rng.below(200) as usize;
+        let m = random_model(&mut rng, n);
+        let (up, _) = run(&m, Planner::Upstream, 16, usize::MAX);
+        let (best, _) = run(&m, Planner::Best, 16, usize::MAX);
+        check(&m, &best, 16, usize::MAX);
+        assert!(best.total_size(0) <= up.total_size(0));
+        if best.total_size(0) < up.total_size(0) {
+            better += 1;
+        }
+    }
+    assert!(better > 0, "the offline placement never helped on 400 random graphs");
+}
+
+#[test]
+fn fuzz_from_env() {
+    let n: u64 = std::env::var("GGML_RS_PLAN_FUZZ").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    for seed in 0..n {
+        let mut rng = Rng::new(0xF00D + seed);
+        let n = 1 + rng.below(600) as usize;
+        let m = random_model(&mut rng, n);
+        let max = [64usize, 1024, usize::MAX][seed as usize % 3];
+        for planner in [Planner::Upstream, Planner::Best] {
+            let (p, _) = run(&m, planner, 32, max);
+            check(&m, &p, 32, max);
+        }
+    }
+}
+
+#[test]
+fn inputs_are_placed_first_and_never_overlap() {
+    // scenario: three inputs read at different times; upstream places all inputs before freeing
+    // anything, so they get three distinct ranges
+    let mut m = GraphModel::default();
+    for _ in 0..3 {
+        let mut d = desc(8);
+        d.input = true;
+        m.tensors.push(d);
+        m.leafs.push((m.tensors.len() - 1, 0));
+    }
+    for i in 0..3 {
+        m.tensors.push(desc(8));
+        m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs: vec![i], buffer_id: 0 });
+    }
+    let (p, _) = run(&m, Planner::Upstream, 8, usize::MAX);
+    let offs: Vec<usize> = (0..3).map(|t| p.placements[t].unwrap().addr.offset).collect();
+    assert_eq!(offs, vec![0, 32, 64]);
+    check(&m, &p, 8, usize::MAX);
+}
+
+#[test]
+fn in_place_reuse_follows_upstream_conditions() {
+    // x (input) -> a = scale(x) [in place on x] -> b = add(a, a) [a has two readers: no reuse]
+    let mut m = GraphModel::default();
+    let mut x = desc(4);
+    x.input = true;
+    m.tensors.push(x);
+    m.leafs.push((0, 0));
+    let mut a = desc(4);
+    a.inplace_op = true;
+    m.tensors.push(a.clone());
+    m.nodes.push(NodeDesc { tensor: 1, srcs: vec![0], buffer_id: 0 });
+    m.tensors.push(a);
+    m.nodes.push(NodeDesc { tensor: 2, srcs: vec![1, 1], buffer_id: 0 });
+    let (p, _) = run(&m, Planner::Upstream, 8, usize::MAX);
+    assert_eq!(p.placements[1].unwrap().addr, p.placements[0].unwrap().addr, "scale reuses its input in place");
+    // b reads a twice: upstream counts two readers, so a is not taken over
+    assert_ne!(p.placements[2].unwrap().addr, p.placements[1].unwrap().addr);
+}
+
+#[test]
+fn pinned_memory_is_never_handed_out() {
+    use crate::alloc::dyn_tallocr::Addr;
+    let mut m = GraphModel::default();
+    let mut h = desc(4);
+    h.presence = Presence::Pinned { alloc: 0, addr: Addr { chunk: 0, offset: 0 }, size: 16 };
+    m.tensors.push(h);
+    m.leafs.push((0, 0));
+    for i in 0..4 {
+        m.tensors.push(desc(4));
+        m.nodes.push(NodeDesc { tensor: i + 1, srcs: vec![i], buffer_id: 0 });
+    }
+    let (p, _) = run(&m, Planner::Best, 16, usize::MAX);
+    for t in 1..5 {
+        assert!(p.placements[t].unwrap().addr.offset >= 16, "tensor {t} placed over pinned memory");
+    }
+}

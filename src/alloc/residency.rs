@@ -1,0 +1,340 @@
+//! What an allocator's memory holds now: which tensor last wrote each byte range, allocation by
+//! allocation. This is how the allocator tells a result carried over from an earlier graph (its
+//! bytes are still there: keep them) from one whose memory was handed to other tensors since
+//! (say so, by name, instead of computing with garbage).
+//!
+//! Each allocation is recorded as its plan plus the tensors it was applied to; the final painting
+//! of a plan (last writer per byte range) is computed lazily, only when a question is asked, so
+//! recording costs nothing on the hot path. Lookups walk the history from the newest allocation
+//! back. Memory is only ever reasoned about as offsets in chunks; no bytes are read.
+
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+
+use crate::alloc::dyn_tallocr::Addr;
+use crate::alloc::model::Tid;
+use crate::alloc::plan::Plan;
+
+/// The newest allocations kept; older ones are folded into `base` when dropped.
+const HISTORY: usize = 8;
+
+/// A plan plus what lookups need to explain themselves.
+pub struct PlanRecord {
+    pub plan: Plan,
+    /// per tensor: computed by a node of the graph (a result) rather than only read
+    pub is_node: Vec<bool>,
+    /// per tensor: its name when the plan was made (for messages)
+    pub names: Vec<String>,
+    painting: OnceCell<Painting>,
+}
+
+impl PlanRecord {
+    pub fn new(plan: Plan, is_node: Vec<bool>, names: Vec<String>) -> PlanRecord {
+        PlanRecord { plan, is_node, names, painting: OnceCell::new() }
+    }
+
+    fn painting(&self) -> &Painting {
+        self.painting.get_or_init(|| Painting::of(&self.plan))
+    }
+}
+
+/// Last writer of each byte range at the end of one plan, per (allocator, chunk).
+#[derive(Default)]
+struct Painting {
+    /// sorted, disjoint segments (start, end, writer)
+    segments: HashMap<(usize, usize), Vec<(usize, usize, Tid)>>,
+}
+
+impl Painting {
+    fn of(plan: &Plan) -> Painting {
+        let mut writes: Vec<(u32, Tid)> =
+            plan.write_order.iter().enumerate().filter_map(|(t, w)| w.map(|w| (w, t))).filter(|&(_, t)| plan.placements[t].is_some()).collect();
+        writes.sort_unstable_by(|a, b| b.0.cmp(&a.0)); // newest first
+        let mut covered: HashMap<(usize, usize), BTreeMap<usize, usize>> = HashMap::new();
+        let mut segments: HashMap<(usize, usize), Vec<(usize, usize, Tid)>> = HashMap::new();
+        for (_, t) in writes {
+            let p = plan.placements[t].expect("filtered above");
+            let key = (p.alloc, p.addr.chunk);
+            let (start, end) = (p.addr.offset, p.addr.offset + p.size.max(1));
+            let cov = covered.entry(key).or_default();
+            for (s, e) in uncovered(cov, start, end) {
+                segments.entry(key).or_default().push((s, e, t));
+            }
+            insert_interval(cov, start, end);
+        }
+        for segs in segments.values_mut() {
+            segs.sort_unstable();
+        }
+        Painting { segments }
+    }
+
+    /// The segments overlapping `[start, end)`.
+    fn query(&self, alloc: usize, chunk: usize, start: usize, end: usize) -> Vec<(usize, usize, Tid)> {
+        let Some(segs) = self.segments.get(&(alloc, chunk)) else { return Vec::new() };
+        let first = segs.partition_point(|&(_, e, _)| e <= start);
+        segs[first..].iter().take_while(|&&(s, _, _)| s < end).copied().collect()
+    }
+}
+
+fn uncovered(cov: &BTreeMap<usize, usize>, start: usize, end: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut cur = start;
+    // intervals starting before `end`, beginning with the last one that starts before `start`
+    let from = cov.range(..=start).next_back().map(|(&s, _)| s).unwrap_or(start);
+    for (&s, &e) in cov.range(from..end) {
+        if e <= cur {
+            continue;
+        }
+        if s > cur {
+            out.push((cur, s.min(end)));
+        }
+        cur = cur.max(e);
+        if cur >= end {
+            break;
+        }
+    }
+    if cur < end {
+        out.push((cur, end));
+    }
+    out
+}
+
+fn insert_interval(cov: &mut BTreeMap<usize, usize>, start: usize, end: usize) {
+    let mut s = start;
+    let mut e = end;
+    let from = cov.range(..=start).next_back().map(|(&k, _)| k).unwrap_or(start);
+    let overlapping: Vec<(usize, usize)> = cov.range(from..=end).filter(|&(&k, &v)| v >= start && k <= end).map(|(&k, &v)| (k, v)).collect();
+    for (k, v) in overlapping {
+        s = s.min(k);
+        e = e.max(v);
+        cov.remove(&k);
+    }
+    cov.insert(s, e);
+}
+
+/// One applied allocation.
+struct Applied {
+    seq: u64,
+    record: Rc<PlanRecord>,
+    /// tensor id -> address of the ggml_tensor it was applied to
+    tensors: Rc<Vec<usize>>,
+    /// names of those tensors when they differ from the ones the plan was made with
+    names: Option<Rc<Vec<String>>>,
+    /// generation of every (allocator, chunk) when applied
+    generations: Vec<Vec<u64>>,
+}
+
+impl Applied {
+    fn name(&self, t: Tid) -> String {
+        match &self.names {
+            Some(n) => n[t].clone(),
+            None => self.record.names[t].clone(),
+        }
+    }
+}
+
+/// What a byte range holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Contents {
+    /// the bytes of one tensor (`writer`, named `name`) written by allocation `seq`, not
+    /// overwritten since
+    Valid { writer: usize, name: String, seq: u64 },
+    /// overwritten by `by` (a tensor of allocation `seq`) since
+    Overwritten { by: String, seq: u64 },
+    /// no recorded allocation touched it
+    Unknown,
+}
+
+/// A result whose chunk was freed (the compute buffer was reallocated).
+#[derive(Clone, Debug)]
+pub struct Tombstone {
+    pub data: usize,
+    pub seq: u64,
+    pub result: bool,
+    pub lost_at: u64,
+}
+
+#[derive(Default)]
+pub struct Residency {
+    history: VecDeque<Applied>,
+    /// current generation of each (allocator, chunk); bumped when the chunk's buffer is freed
+    generations: Vec<Vec<u64>>,
+    tombstones: HashMap<usize, Tombstone>,
+    /// results of allocations that fell out of the history: tensor address -> allocation
+    evicted_results: HashMap<usize, u64>,
+}
+
+impl Residency {
+    pub fn new(n_allocs: usize) -> Residency {
+        Residency { history: VecDeque::new(), generations: vec![Vec::new(); n_allocs], tombstones: HashMap::new(), evicted_results: HashMap::new() }
+    }
+
+    fn generation(&self, alloc: usize, chunk: usize) -> u64 {
+        self.generations[alloc].get(chunk).copied().unwrap_or(0)
+    }
+
+    pub fn record(&mut self, seq: u64, record: Rc<PlanRecord>, tensors: Rc<Vec<usize>>, names: Option<Rc<Vec<String>>>) {
+        // an older application of the same plan to the same tensors says nothing this one does not
+        self.history.retain(|a| !(Rc::ptr_eq(&a.record, &record) && (Rc::ptr_eq(&a.tensors, &tensors) || a.tensors == tensors)));
+        let generations = self.generations.clone();
+        self.history.push_back(Applied { seq, record, tensors, names, generations });
+        while self.history.len() > HISTORY {
+            let old = self.history.pop_front().expect("longer than HISTORY");
+            // keep knowing which tensors were results, for the messages of later lookups
+            if self.evicted_results.len() > 1 << 16 {
+                self.evicted_results.clear();
+            }
+            for (t, &addr) in old.tensors.iter().enumerate() {
+                if old.record.is_node[t] {
+                    self.evicted_results.insert(addr, old.seq);
+                }
+            }
+        }
+    }
+
+    /// The chunks of allocator `alloc` are about to be freed: remember which results lived there
+    /// (`chunk_bases[c]` is the address of chunk c), then forget the memory.
+    pub fn chunks_freed(&mut self, alloc: usize, chunk_bases: &[usize], lost_at: u64) {
+        let mut stones = Vec::new();
+        for a in self.history.iter().rev() {
+            let painting = a.record.painting();
+            for (c, &base) in chunk_bases.iter().enumerate() {
+                if a.generations[alloc].get(c).copied().unwrap_or(0) != self.generation(alloc, c) {
+                    continue;
+                }
+                let Some(segs) = painting.segments.get(&(alloc, c)) else { continue };
+                for &(s, e, t) in segs {
+                    let p = a.record.plan.placements[t].expect("painted tensors are placed");
+                    let whole = s == p.addr.offset && e == p.addr.offset + p.size.max(1);
+                    let valid = matches!(self.contents(alloc, c, s, e), Contents::Valid { writer, seq, .. } if writer == a.tensors[t] && seq == a.seq);
+                    if whole && valid {
+                        stones.push((a.tensors[t], Tombstone { data: base + s, seq: a.seq, result: a.record.is_node[t], lost_at }));
+                    }
+                }
+            }
+        }
+        if self.tombstones.len() > 1 << 16 {
+            self.tombstones.clear();
+        }
+        self.tombstones.extend(stones);
+        let gens = &mut self.generations[alloc];
+        let n = gens.len().max(chunk_bases.len());
+        gens.resize(n, 0);
+        for g in gens.iter_mut() {
+            *g += 1;
+        }
+    }
+
+    pub fn tombstone(&self, tensor: usize, data: usize) -> Option<&Tombstone> {
+        self.tombstones.get(&tensor).filter(|t| t.data == data)
+    }
+
+    pub fn forget_tombstone(&mut self, tensor: usize) {
+        self.tombstones.remove(&tensor);
+    }
+
+    /// Who last wrote `[start, end)` of chunk `chunk` of allocator `alloc`.
+    pub fn contents(&self, alloc: usize, chunk: usize, start: usize, end: usize) -> Contents {
+        let generation = self.generation(alloc, chunk);
+        for a in self.history.iter().rev() {
+            if a.generations[alloc].get(chunk).copied().unwrap_or(0) != generation {
+                continue;
+            }
+            let segs = a.record.painting().query(alloc, chunk, start, end);
+            if segs.is_empty() {
+                continue;
+            }
+            let newest = segs.iter().max_by_key(|&&(_, _, t)| a.record.plan.write_order[t]).expect("not empty").2;
+            let single = segs.iter().all(|&(_, _, t)| t == newest);
+            let contiguous = segs.windows(2).all(|w| w[0].1 == w[1].0);
+            let covers = segs.first().is_some_and(|s| s.0 <= start) && segs.last().is_some_and(|s| s.1 >= end);
+            if single && contiguous && covers {
+                return Contents::Valid { writer: a.tensors[newest], name: a.name(newest), seq: a.seq };
+            }
+            return Contents::Overwritten { by: a.name(newest), seq: a.seq };
+        }
+        Contents::Unknown
+    }
+
+    /// The newest recorded allocation in which tensor `tensor` was computed by a node.
+    pub fn computed_in(&self, tensor: usize) -> Option<u64> {
+        self.history
+            .iter()
+            .rev()
+            .find_map(|a| {
+                let t = a.tensors.iter().position(|&p| p == tensor)?;
+                a.record.is_node[t].then_some(a.seq)
+            })
+            .or_else(|| self.evicted_results.get(&tensor).copied())
+    }
+
+    /// Whether an allocation of the history gave `tensor` memory of its own.
+    pub fn placed(&self, tensor: usize) -> bool {
+        self.history.iter().any(|a| a.tensors.iter().enumerate().any(|(t, &p)| p == tensor && a.record.plan.placements[t].is_some()))
+            || self.evicted_results.contains_key(&tensor)
+    }
+
+    /// Addresses of `alloc`'s placements in the newest allocation (for tests and debugging).
+    pub fn newest_placement(&self, tensor: usize) -> Option<(usize, Addr)> {
+        let a = self.history.back()?;
+        let t = a.tensors.iter().position(|&p| p == tensor)?;
+        a.record.plan.placements[t].map(|p| (p.alloc, p.addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::plan::Placement;
+
+    fn plan_of(places: &[(usize, usize, u32)]) -> Plan {
+        // (offset, size, write order), all in allocator 0, chunk 0
+        Plan {
+            placements: places
+                .iter()
+                .map(|&(o, s, _)| Some(Placement { buffer_id: 0, alloc: 0, addr: Addr { chunk: 0, offset: o }, size: s }))
+                .collect(),
+            write_order: places.iter().map(|&(_, _, w)| Some(w)).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn later_writers_overwrite_earlier_ones() {
+        // a at [0,16) written first, b at [8,24) later: a is overwritten, b is intact
+        let rec = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (8, 16, 1)]), vec![true, true], vec!["a".into(), "b".into()]));
+        let mut r = Residency::new(1);
+        r.record(1, rec, Rc::new(vec![100, 200]), None);
+        assert_eq!(r.contents(0, 0, 0, 16), Contents::Overwritten { by: "b".into(), seq: 1 });
+        assert_eq!(r.contents(0, 0, 8, 24), Contents::Valid { writer: 200, name: "b".into(), seq: 1 });
+        assert_eq!(r.contents(0, 0, 32, 40), Contents::Unknown);
+    }
+
+    #[test]
+    fn a_newer_allocation_shadows_an_older_one() {
+        let g1 = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (16, 16, 1)]), vec![true, true], vec!["h".into(), "x".into()]));
+        let g2 = Rc::new(PlanRecord::new(plan_of(&[(16, 16, 0)]), vec![true], vec!["y".into()]));
+        let mut r = Residency::new(1);
+        r.record(1, g1, Rc::new(vec![100, 101]), None);
+        r.record(2, g2, Rc::new(vec![300]), None);
+        assert_eq!(r.contents(0, 0, 0, 16), Contents::Valid { writer: 100, name: "h".into(), seq: 1 });
+        assert_eq!(r.contents(0, 0, 16, 32), Contents::Valid { writer: 300, name: "y".into(), seq: 2 });
+        assert_eq!(r.computed_in(100), Some(1));
+        r.chunks_freed(0, &[0x1000], 3);
+        assert_eq!(r.contents(0, 0, 0, 16), Contents::Unknown);
+        let stone = r.tombstone(100, 0x1000).expect("h was valid when its chunk was freed");
+        assert!(stone.result);
+        assert_eq!(stone.lost_at, 3);
+    }
+
+    #[test]
+    fn interval_helpers() {
+        let mut cov = BTreeMap::new();
+        insert_interval(&mut cov, 10, 20);
+        insert_interval(&mut cov, 30, 40);
+        assert_eq!(uncovered(&cov, 0, 50), vec![(0, 10), (20, 30), (40, 50)]);
+        insert_interval(&mut cov, 15, 35);
+        assert_eq!(cov.into_iter().collect::<Vec<_>>(), vec![(10, 40)]);
+    }
+}

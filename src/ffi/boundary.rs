@@ -1,0 +1,75 @@
+//! The panic boundary every `extern "C"` function of the library runs inside.
+//!
+//! A panic must never unwind into C. `ffi_boundary!` catches an unwinding panic and aborts
+//! through `ggml_abort` with the function's name and the panic message; in release builds panics
+//! abort at once (`panic = "abort"`), and the hook installed on first entry routes them through
+//! `ggml_abort` as well, so `ggml_set_abort_callback` sees them either way.
+
+use std::any::Any;
+use std::sync::Once;
+
+static HOOK: Once = Once::new();
+
+fn message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+/// Called on entry to every export: installs (once) the hook that sends panics to ggml_abort.
+#[inline]
+pub fn enter() {
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let (file, line) = info.location().map(|l| (l.file().to_string(), l.line())).unwrap_or(("ggml-rs".to_string(), 0));
+            let text = message(info.payload());
+            crate::ggml::log::abort(&file, line, &format!("ggml-rs: internal error (panic): {text}"));
+        }));
+    });
+}
+
+/// Reached only when a panic unwound without the hook (the hook aborts first otherwise).
+pub fn panicked(function: &str, payload: Box<dyn Any + Send>) -> ! {
+    crate::ggml::log::abort(file!(), line!(), &format!("{function}: internal error (panic): {}", message(&*payload)))
+}
+
+/// Runs `$body` inside the panic boundary; see the module docs.
+#[macro_export]
+macro_rules! ffi_boundary {
+    ($name:expr, $body:block) => {{
+        $crate::ffi::boundary::enter();
+        match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $body)) {
+            Ok(value) => value,
+            Err(payload) => $crate::ffi::boundary::panicked($name, payload),
+        }
+    }};
+}
+
+/// Converts a raw pointer argument into its handle, aborting with a message when it is NULL
+/// (upstream asserts on these).
+#[macro_export]
+macro_rules! arg {
+    ($function:expr, $kind:ident, $ptr:expr) => {{
+        // SAFETY: the C API contract: a non-NULL handle argument points to a live object.
+        match unsafe { $crate::ggml::handles::$kind::from_raw($ptr) } {
+            Some(h) => h,
+            None => $crate::fatal!("{}: argument `{}` is NULL", $function, stringify!($ptr)),
+        }
+    }};
+}
+
+/// As `arg!`, for tensors.
+#[macro_export]
+macro_rules! tensor_arg {
+    ($function:expr, $ptr:expr) => {{
+        // SAFETY: the C API contract: a non-NULL tensor argument points to a live tensor.
+        match unsafe { $crate::ggml::tensor::TensorRef::from_raw($ptr) } {
+            Some(t) => t,
+            None => $crate::fatal!("{}: argument `{}` is NULL", $function, stringify!($ptr)),
+        }
+    }};
+}

@@ -1,0 +1,75 @@
+//! Exports: graph copy and backend comparison, and the CPU buffer types (`ggml-backend.h`).
+
+use std::ffi::c_void;
+
+use crate::backend::cpu_buffer;
+use crate::backend::graph_copy as imp;
+use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
+use crate::ggml::abi_backend::{ggml_backend_eval_callback, ggml_backend_graph_copy};
+use crate::ggml::graph::GraphRef;
+use crate::ggml::sys::{ggml_cgraph, ggml_tensor};
+use crate::ggml::tensor::TensorRef;
+use crate::{arg, ffi_boundary};
+
+fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
+    // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
+    match unsafe { GraphRef::from_raw(graph) } {
+        Some(g) => g,
+        None => crate::fatal!("{function}: argument `graph` is NULL"),
+    }
+}
+
+/// Copies a graph to a different backend.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_graph_copy(backend: ggml_backend_t, graph: *mut ggml_cgraph) -> ggml_backend_graph_copy {
+    ffi_boundary!("ggml_backend_graph_copy", {
+        let backend = arg!("ggml_backend_graph_copy", Backend, backend);
+        imp::graph_copy(backend, graph_arg("ggml_backend_graph_copy", graph))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_graph_copy_free(copy: ggml_backend_graph_copy) {
+    ffi_boundary!("ggml_backend_graph_copy_free", { imp::graph_copy_free(copy) })
+}
+
+/// Computes `graph` on both backends and hands each pair of results to `callback`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_compare_graph_backend(
+    backend1: ggml_backend_t,
+    backend2: ggml_backend_t,
+    graph: *mut ggml_cgraph,
+    callback: ggml_backend_eval_callback,
+    user_data: *mut c_void,
+    test_nodes: *const *const ggml_tensor,
+    num_test_nodes: usize,
+) -> bool {
+    ffi_boundary!("ggml_backend_compare_graph_backend", {
+        let b1 = arg!("ggml_backend_compare_graph_backend", Backend, backend1);
+        let b2 = arg!("ggml_backend_compare_graph_backend", Backend, backend2);
+        let graph = graph_arg("ggml_backend_compare_graph_backend", graph);
+        let tests: Vec<TensorRef> = if num_test_nodes == 0 {
+            Vec::new()
+        } else {
+            crate::ensure!(!test_nodes.is_null(), "ggml_backend_compare_graph_backend: test_nodes is NULL");
+            // SAFETY: the caller passes num_test_nodes tensor pointers.
+            unsafe { std::slice::from_raw_parts(test_nodes, num_test_nodes) }
+                .iter()
+                .filter_map(|&p| unsafe { TensorRef::from_raw(p) })
+                .collect()
+        };
+        imp::compare_graph_backend(b1, b2, graph, callback, user_data, &tests)
+    })
+}
+
+/// A buffer over host memory the caller owns (32-byte aligned); freeing it leaves the memory.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_cpu_buffer_from_ptr(ptr: *mut c_void, size: usize) -> ggml_backend_buffer_t {
+    ffi_boundary!("ggml_backend_cpu_buffer_from_ptr", { cpu_buffer::cpu_buffer_from_ptr(ptr, size).as_ptr() })
+}
+
+/// The CPU buffer type: the same pointer for the life of the process.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_cpu_buffer_type() -> ggml_backend_buffer_type_t {
+    ffi_boundary!("ggml_backend_cpu_buffer_type", { cpu_buffer::cpu_buffer_type() })
+}

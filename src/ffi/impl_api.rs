@@ -1,0 +1,61 @@
+//! Exports of `ggml-backend-impl.h`: what backends call to build buffers, and the multi-buffer.
+
+use std::ffi::c_void;
+
+use crate::backend::buffer as imp;
+use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t};
+use crate::ggml::abi_impl::ggml_backend_buffer_i;
+use crate::ggml::sys::{BufferUsage, ggml_op, ggml_tensor};
+use crate::{arg, ffi_boundary, tensor_arg};
+
+/// True for ops that may need more than `ggml_nbytes` for their result on some backends.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_op_alloc_size_may_expand(op: ggml_op) -> bool {
+    ffi_boundary!("ggml_op_alloc_size_may_expand", { imp::op_alloc_size_may_expand(op) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_buffer_init(
+    buft: ggml_backend_buffer_type_t,
+    iface: ggml_backend_buffer_i,
+    context: *mut c_void,
+    size: usize,
+) -> ggml_backend_buffer_t {
+    ffi_boundary!("ggml_backend_buffer_init", { imp::buffer_init(buft, iface, context, size).as_ptr() })
+}
+
+/// Do not use directly: use `ggml_backend_tensor_copy`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_buffer_copy_tensor(src: *const ggml_tensor, dst: *mut ggml_tensor) -> bool {
+    ffi_boundary!("ggml_backend_buffer_copy_tensor", {
+        let src = tensor_arg!("ggml_backend_buffer_copy_tensor", src);
+        crate::backend::tensor_io::buffer_copy_tensor(src, tensor_arg!("ggml_backend_buffer_copy_tensor", dst))
+    })
+}
+
+//
+// multi-buffer
+//
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_multi_buffer_alloc_buffer(buffers: *mut ggml_backend_buffer_t, n_buffers: usize) -> ggml_backend_buffer_t {
+    ffi_boundary!("ggml_backend_multi_buffer_alloc_buffer", {
+        crate::ensure!(!buffers.is_null() && n_buffers > 0, "ggml_backend_multi_buffer_alloc_buffer: no buffers given");
+        // SAFETY: the caller passes n_buffers buffer pointers.
+        let raw = unsafe { std::slice::from_raw_parts(buffers, n_buffers) };
+        let parts = raw.iter().map(|&b| arg!("ggml_backend_multi_buffer_alloc_buffer", Buffer, b)).collect();
+        imp::multi_buffer_alloc(parts).as_ptr()
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_buffer_is_multi_buffer(buffer: ggml_backend_buffer_t) -> bool {
+    ffi_boundary!("ggml_backend_buffer_is_multi_buffer", { imp::is_multi_buffer(arg!("ggml_backend_buffer_is_multi_buffer", Buffer, buffer)) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_multi_buffer_set_usage(buffer: ggml_backend_buffer_t, usage: BufferUsage) {
+    ffi_boundary!("ggml_backend_multi_buffer_set_usage", {
+        imp::multi_buffer_set_usage(arg!("ggml_backend_multi_buffer_set_usage", Buffer, buffer), usage)
+    })
+}

@@ -1,0 +1,200 @@
+//! Exports: the backend scheduler (`ggml-backend.h`).
+
+use std::ffi::{c_int, c_void};
+
+use crate::ggml::abi_alloc::{ggml_backend_buffer_type_t, ggml_backend_t};
+use crate::ggml::abi_backend::{ggml_backend_sched, ggml_backend_sched_eval_callback, ggml_backend_sched_t};
+use crate::ggml::graph::GraphRef;
+use crate::ggml::handles::Backend;
+use crate::ggml::sys::{GGML_STATUS_FAILED, ggml_cgraph, ggml_status, ggml_tensor};
+use crate::sched::scheduler::Sched;
+use crate::{arg, ffi_boundary, tensor_arg};
+
+pub(crate) fn sched_arg<'a>(function: &str, sched: ggml_backend_sched_t) -> &'a mut Sched {
+    crate::ensure!(!sched.is_null(), "{function}: argument `sched` is NULL");
+    // SAFETY: a ggml_backend_sched_t is a Box<Sched> made by ggml_backend_sched_new; the C API
+    // gives the caller exclusive use of it during the call.
+    unsafe { &mut *(sched as *mut Sched) }
+}
+
+pub(crate) fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
+    // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
+    match unsafe { GraphRef::from_raw(graph) } {
+        Some(g) => g,
+        None => crate::fatal!("{function}: argument `graph` is NULL"),
+    }
+}
+
+/// Creates a scheduler; backends with a lower index have priority, the last one must be a CPU
+/// backend. `bufts` may be NULL (each backend's default buffer type).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_new(
+    backends: *mut ggml_backend_t,
+    bufts: *mut ggml_backend_buffer_type_t,
+    n_backends: c_int,
+    graph_size: usize,
+    parallel: bool,
+    op_offload: bool,
+) -> ggml_backend_sched_t {
+    ffi_boundary!("ggml_backend_sched_new", {
+        let _ = graph_size; // the scheduler grows with the graph; kept for the ABI
+        crate::ensure!(!backends.is_null() && n_backends > 0, "ggml_backend_sched_new: need at least one backend (got {n_backends})");
+        // SAFETY: the caller passes n_backends backends (and as many buffer types, or NULL).
+        let raw = unsafe { std::slice::from_raw_parts(backends, n_backends as usize) };
+        let list: Vec<Backend> = raw.iter().map(|&b| arg!("ggml_backend_sched_new", Backend, b)).collect();
+        let bufts = if bufts.is_null() {
+            None
+        } else {
+            let raw = unsafe { std::slice::from_raw_parts(bufts, n_backends as usize) };
+            Some(raw.iter().map(|&b| arg!("ggml_backend_sched_new", BufferType, b)).collect())
+        };
+        Box::into_raw(Box::new(Sched::new(list, bufts, parallel, op_offload))) as *mut ggml_backend_sched
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
+    ffi_boundary!("ggml_backend_sched_free", {
+        if !sched.is_null() {
+            // SAFETY: made by ggml_backend_sched_new; the caller gives it up.
+            drop(unsafe { Box::from_raw(sched as *mut Sched) });
+        }
+    })
+}
+
+/// Writes the compute buffer size each backend would need for `measure_graph` to `sizes`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_reserve_size(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph, sizes: *mut usize) {
+    ffi_boundary!("ggml_backend_sched_reserve_size", {
+        let s = sched_arg("ggml_backend_sched_reserve_size", sched);
+        crate::ensure!(!sizes.is_null(), "ggml_backend_sched_reserve_size: argument `sizes` is NULL");
+        let got = s.reserve_size(graph_arg("ggml_backend_sched_reserve_size", measure_graph));
+        // SAFETY: the caller passes one slot per backend.
+        unsafe { std::slice::from_raw_parts_mut(sizes, got.len()) }.copy_from_slice(&got);
+    })
+}
+
+/// Allocates the compute buffers for a worst-case graph.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_reserve(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph) -> bool {
+    ffi_boundary!("ggml_backend_sched_reserve", {
+        sched_arg("ggml_backend_sched_reserve", sched).reserve(graph_arg("ggml_backend_sched_reserve", measure_graph))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_get_n_backends(sched: ggml_backend_sched_t) -> c_int {
+    ffi_boundary!("ggml_backend_sched_get_n_backends", { sched_arg("ggml_backend_sched_get_n_backends", sched).n_backends() as i32 })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_get_backend(sched: ggml_backend_sched_t, i: c_int) -> ggml_backend_t {
+    ffi_boundary!("ggml_backend_sched_get_backend", {
+        let s = sched_arg("ggml_backend_sched_get_backend", sched);
+        crate::ensure!(i >= 0, "ggml_backend_sched_get_backend: index {i} is negative");
+        s.backend(i as usize).as_ptr()
+    })
+}
+
+/// The number of splits of the last graph.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_get_n_splits(sched: ggml_backend_sched_t) -> c_int {
+    ffi_boundary!("ggml_backend_sched_get_n_splits", { sched_arg("ggml_backend_sched_get_n_splits", sched).n_splits() as i32 })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_get_n_copies(sched: ggml_backend_sched_t) -> c_int {
+    ffi_boundary!("ggml_backend_sched_get_n_copies", { sched_arg("ggml_backend_sched_get_n_copies", sched).n_copies() as i32 })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_get_buffer_type(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> ggml_backend_buffer_type_t {
+    ffi_boundary!("ggml_backend_sched_get_buffer_type", {
+        let s = sched_arg("ggml_backend_sched_get_buffer_type", sched);
+        let b = s.backend_index(backend, "ggml_backend_sched_get_buffer_type");
+        s.buffer_type(b).as_ptr()
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_get_buffer_size(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> usize {
+    ffi_boundary!("ggml_backend_sched_get_buffer_size", {
+        let s = sched_arg("ggml_backend_sched_get_buffer_size", sched);
+        let b = s.backend_index(backend, "ggml_backend_sched_get_buffer_size");
+        s.buffer_size(b)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor, backend: ggml_backend_t) {
+    ffi_boundary!("ggml_backend_sched_set_tensor_backend", {
+        let s = sched_arg("ggml_backend_sched_set_tensor_backend", sched);
+        let b = s.backend_index(backend, "ggml_backend_sched_set_tensor_backend");
+        s.set_tensor_backend(tensor_arg!("ggml_backend_sched_set_tensor_backend", node), b)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor) -> ggml_backend_t {
+    ffi_boundary!("ggml_backend_sched_get_tensor_backend", {
+        let s = sched_arg("ggml_backend_sched_get_tensor_backend", sched);
+        match s.tensor_backend(tensor_arg!("ggml_backend_sched_get_tensor_backend", node)) {
+            Some(b) => b.as_ptr(),
+            None => std::ptr::null_mut(),
+        }
+    })
+}
+
+/// Assigns backends and splits the graph without allocating it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_split_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) {
+    ffi_boundary!("ggml_backend_sched_split_graph", {
+        sched_arg("ggml_backend_sched_split_graph", sched).split_graph(graph_arg("ggml_backend_sched_split_graph", graph))
+    })
+}
+
+/// Allocates `graph` (its compute tensors and the copies between backends).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_alloc_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> bool {
+    ffi_boundary!("ggml_backend_sched_alloc_graph", {
+        sched_arg("ggml_backend_sched_alloc_graph", sched).alloc_graph(graph_arg("ggml_backend_sched_alloc_graph", graph))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_graph_compute(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> ggml_status {
+    ffi_boundary!("ggml_backend_sched_graph_compute", {
+        sched_arg("ggml_backend_sched_graph_compute", sched).graph_compute(graph_arg("ggml_backend_sched_graph_compute", graph))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> ggml_status {
+    ffi_boundary!("ggml_backend_sched_graph_compute_async", {
+        if graph.is_null() {
+            crate::log_error!("ggml_backend_sched_graph_compute_async: graph is NULL\n");
+            return GGML_STATUS_FAILED;
+        }
+        sched_arg("ggml_backend_sched_graph_compute_async", sched).graph_compute_async(graph_arg("ggml_backend_sched_graph_compute_async", graph))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_synchronize(sched: ggml_backend_sched_t) {
+    ffi_boundary!("ggml_backend_sched_synchronize", { sched_arg("ggml_backend_sched_synchronize", sched).synchronize() })
+}
+
+/// Clears the assignments and the allocation: needed before changing assignments or allocating
+/// another graph. The caller's graph is left exactly as it was built.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_reset(sched: ggml_backend_sched_t) {
+    ffi_boundary!("ggml_backend_sched_reset", { sched_arg("ggml_backend_sched_reset", sched).reset() })
+}
+
+/// Calls `callback` for each node during compute (see `ggml_backend_sched_eval_callback`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_sched_set_eval_callback(sched: ggml_backend_sched_t, callback: ggml_backend_sched_eval_callback, user_data: *mut c_void) {
+    ffi_boundary!("ggml_backend_sched_set_eval_callback", {
+        sched_arg("ggml_backend_sched_set_eval_callback", sched).set_eval_callback(callback, user_data)
+    })
+}

@@ -1,0 +1,190 @@
+//! Facts of ggml 0.25.3 (`ggml.h`, `ggml-impl.h`) that this library reads: the layout of
+//! `struct ggml_tensor` and `struct ggml_cgraph`, the enum values it tests, and the functions of
+//! the rest of ggml-base it calls. Layouts and values are checked against the pinned headers by
+//! the ABI test (`c_tests/abi_layout.c`), never assumed.
+//!
+//! Nothing here is exported; the header generator does not read this file.
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, c_void};
+
+pub const GGML_MAX_DIMS: usize = 4;
+pub const GGML_MAX_SRC: usize = 10;
+pub const GGML_MAX_NAME: usize = 64;
+pub const GGML_MAX_OP_PARAMS: usize = 64;
+/// `TENSOR_ALIGNMENT` of ggml-impl.h: alignment of the CPU buffer type.
+pub const TENSOR_ALIGNMENT: usize = 32;
+
+pub type ggml_type = c_int;
+pub type ggml_op = c_int;
+pub type ggml_status = c_int;
+pub type ggml_log_level = c_int;
+
+pub const GGML_STATUS_ALLOC_FAILED: ggml_status = -2;
+pub const GGML_STATUS_FAILED: ggml_status = -1;
+pub const GGML_STATUS_SUCCESS: ggml_status = 0;
+pub const GGML_STATUS_ABORTED: ggml_status = 1;
+
+pub const GGML_LOG_LEVEL_DEBUG: ggml_log_level = 1;
+pub const GGML_LOG_LEVEL_INFO: ggml_log_level = 2;
+pub const GGML_LOG_LEVEL_WARN: ggml_log_level = 3;
+pub const GGML_LOG_LEVEL_ERROR: ggml_log_level = 4;
+pub const GGML_LOG_LEVEL_CONT: ggml_log_level = 5;
+
+pub const GGML_TENSOR_FLAG_INPUT: i32 = 1;
+pub const GGML_TENSOR_FLAG_OUTPUT: i32 = 2;
+pub const GGML_TENSOR_FLAG_PARAM: i32 = 4;
+pub const GGML_TENSOR_FLAG_LOSS: i32 = 8;
+pub const GGML_TENSOR_FLAG_COMPUTE: i32 = 16;
+
+/// The `enum ggml_op` values this library tests, at the pin.
+pub mod op {
+    use super::ggml_op;
+    pub const NONE: ggml_op = 0;
+    pub const ADD: ggml_op = 2;
+    pub const ADD_ID: ggml_op = 3;
+    pub const ADD1: ggml_op = 4;
+    pub const SUB: ggml_op = 6;
+    pub const MUL: ggml_op = 7;
+    pub const DIV: ggml_op = 8;
+    pub const SQR: ggml_op = 9;
+    pub const SQRT: ggml_op = 10;
+    pub const LOG: ggml_op = 11;
+    pub const CUMSUM: ggml_op = 16;
+    pub const SILU_BACK: ggml_op = 23;
+    pub const RMS_NORM: ggml_op = 25;
+    pub const RMS_NORM_BACK: ggml_op = 26;
+    pub const MUL_MAT: ggml_op = 29;
+    pub const MUL_MAT_ID: ggml_op = 30;
+    pub const SCALE: ggml_op = 32;
+    pub const RESHAPE: ggml_op = 36;
+    pub const VIEW: ggml_op = 37;
+    pub const PERMUTE: ggml_op = 38;
+    pub const TRANSPOSE: ggml_op = 39;
+    pub const DIAG_MASK_INF: ggml_op = 44;
+    pub const DIAG_MASK_ZERO: ggml_op = 45;
+    pub const SOFT_MAX: ggml_op = 46;
+    pub const SOFT_MAX_BACK: ggml_op = 47;
+    pub const ROPE: ggml_op = 48;
+    pub const ROPE_BACK: ggml_op = 49;
+    pub const CLAMP: ggml_op = 50;
+    pub const ARGSORT: ggml_op = 69;
+    pub const TOP_K: ggml_op = 70;
+    pub const FILL: ggml_op = 73;
+    pub const FLASH_ATTN_EXT: ggml_op = 74;
+    pub const UNARY: ggml_op = 91;
+    pub const COUNT: ggml_op = 101;
+
+    /// Ops whose destination only re-describes its source's memory.
+    pub fn is_view(op: ggml_op) -> bool {
+        matches!(op, VIEW | RESHAPE | PERMUTE | TRANSPOSE)
+    }
+
+    /// Ops that compute nothing (`ggml_op_is_empty` of ggml-impl.h).
+    pub fn is_empty(op: ggml_op) -> bool {
+        op == NONE || is_view(op)
+    }
+}
+
+#[repr(C)]
+pub struct ggml_tensor {
+    pub type_: ggml_type,
+    pub buffer: *mut crate::ggml::abi_impl::ggml_backend_buffer,
+    pub ne: [i64; GGML_MAX_DIMS],
+    pub nb: [usize; GGML_MAX_DIMS],
+    pub op: ggml_op,
+    pub op_params: [i32; GGML_MAX_OP_PARAMS / 4],
+    pub flags: i32,
+    pub src: [*mut ggml_tensor; GGML_MAX_SRC],
+    pub view_src: *mut ggml_tensor,
+    pub view_offs: usize,
+    pub data: *mut c_void,
+    pub name: [c_char; GGML_MAX_NAME],
+    pub extra: *mut c_void,
+    pub padding: [c_char; 8],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ggml_hash_set {
+    pub size: usize,
+    pub used: *mut u32,
+    pub keys: *mut *mut ggml_tensor,
+}
+
+#[repr(C)]
+pub struct ggml_cgraph {
+    pub size: c_int,
+    pub n_nodes: c_int,
+    pub n_leafs: c_int,
+    pub nodes: *mut *mut ggml_tensor,
+    pub grads: *mut *mut ggml_tensor,
+    pub grad_accs: *mut *mut ggml_tensor,
+    pub leafs: *mut *mut ggml_tensor,
+    pub use_counts: *mut i32,
+    pub visited_hash_set: ggml_hash_set,
+    pub order: c_int,
+    pub uid: u64,
+}
+
+/// `struct ggml_context` is opaque to us.
+#[repr(C)]
+pub struct ggml_context {
+    _private: [u8; 0],
+}
+
+#[repr(C)]
+pub struct ggml_init_params {
+    pub mem_size: usize,
+    pub mem_buffer: *mut c_void,
+    pub no_alloc: bool,
+}
+
+// The rest of ggml-base. These symbols are resolved at load time from libggml-base (or from the
+// ggml-base archive the static library is linked with).
+unsafe extern "C" {
+    pub fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char, ...) -> !;
+    pub fn ggml_log_internal(level: ggml_log_level, format: *const c_char, ...);
+    pub fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
+    pub fn ggml_nelements(tensor: *const ggml_tensor) -> i64;
+    pub fn ggml_is_quantized(type_: ggml_type) -> bool;
+    pub fn ggml_op_name(op: ggml_op) -> *const c_char;
+    pub fn ggml_op_desc(tensor: *const ggml_tensor) -> *const c_char;
+    pub fn ggml_aligned_malloc(size: usize) -> *mut c_void;
+    pub fn ggml_aligned_free(ptr: *mut c_void, size: usize);
+    pub fn ggml_init(params: ggml_init_params) -> *mut ggml_context;
+    pub fn ggml_free(ctx: *mut ggml_context);
+    pub fn ggml_get_no_alloc(ctx: *mut ggml_context) -> bool;
+    pub fn ggml_get_first_tensor(ctx: *const ggml_context) -> *mut ggml_tensor;
+    pub fn ggml_get_next_tensor(ctx: *const ggml_context, tensor: *mut ggml_tensor) -> *mut ggml_tensor;
+    pub fn ggml_tensor_overhead() -> usize;
+    pub fn ggml_graph_overhead_custom(size: usize, grads: bool) -> usize;
+    pub fn ggml_new_graph_custom(ctx: *mut ggml_context, size: usize, grads: bool) -> *mut ggml_cgraph;
+    pub fn ggml_dup_tensor(ctx: *mut ggml_context, src: *const ggml_tensor) -> *mut ggml_tensor;
+    pub fn ggml_set_name(tensor: *mut ggml_tensor, name: *const c_char) -> *mut ggml_tensor;
+    pub fn ggml_graph_next_uid() -> u64;
+    pub fn ggml_hash_size(min_sz: usize) -> usize;
+
+    // ggml-backend-meta.cpp (stays in ggml-base)
+    pub fn ggml_backend_buffer_is_meta(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer) -> bool;
+    pub fn ggml_backend_buft_is_meta(buft: *mut crate::ggml::abi_impl::ggml_backend_buffer_type) -> bool;
+    pub fn ggml_backend_meta_buffer_set_usage(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer, usage: BufferUsage);
+    pub fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
+        ctx: *mut ggml_context,
+        buft: *mut crate::ggml::abi_impl::ggml_backend_buffer_type,
+    ) -> *mut crate::ggml::abi_impl::ggml_backend_buffer;
+}
+
+/// `typedef uint8_t ggml_guid[16]; typedef ggml_guid * ggml_guid_t;`
+pub type ggml_guid_t = *mut [u8; 16];
+
+/// `enum ggml_backend_buffer_usage` as it crosses the C boundary: a plain integer, so a value C
+/// wrote is never an invalid Rust enum. The header generator renders it as the enum.
+pub type BufferUsage = u32;
+pub const USAGE_ANY: BufferUsage = 0;
+pub const USAGE_WEIGHTS: BufferUsage = 1;
+pub const USAGE_COMPUTE: BufferUsage = 2;
+
+/// `enum ggml_backend_dev_type` as it crosses the C boundary (see `BufferUsage`).
+pub type DevType = u32;
+pub const DEV_TYPE_CPU: DevType = 0;

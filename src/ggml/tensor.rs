@@ -1,0 +1,280 @@
+//! A typed view over `struct ggml_tensor`, the one place that reads and writes its fields.
+//!
+//! Tensors belong to ggml contexts the caller owns; a [`TensorRef`] is a checked, copyable
+//! pointer to one. The C API contract is that tensor pointers handed to us stay valid while we
+//! use them. We never hold a Rust reference into a tensor across calls: every access is a single
+//! field read or write through the raw pointer, because C code (backends, the caller) may write
+//! the same struct between our accesses.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::fmt;
+use std::ptr::NonNull;
+
+use crate::ggml::abi_impl::ggml_backend_buffer;
+use crate::ggml::handles::Buffer;
+use crate::ggml::sys::{self, GGML_MAX_DIMS, GGML_MAX_NAME, GGML_MAX_SRC, ggml_op, ggml_tensor, ggml_type};
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorRef(NonNull<ggml_tensor>);
+
+/// What decides the size and in-place compatibility of a tensor: type, shape and strides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub type_: ggml_type,
+    pub ne: [i64; GGML_MAX_DIMS],
+    pub nb: [usize; GGML_MAX_DIMS],
+}
+
+macro_rules! read_field {
+    ($t:expr, $field:ident) => {
+        // SAFETY: a TensorRef is only built from a valid tensor pointer (see `from_raw`); this
+        // is a plain read of one field through that pointer, no reference is created.
+        unsafe { (*$t.0.as_ptr()).$field }
+    };
+}
+
+macro_rules! write_field {
+    ($t:expr, $field:ident, $value:expr) => {
+        // SAFETY: as for `read_field!`; the caller's contract lets the library write the allocation
+        // fields (`data`, `buffer`) and the fields of tensors the library created itself.
+        unsafe { (*$t.0.as_ptr()).$field = $value }
+    };
+}
+
+impl TensorRef {
+    /// # Safety
+    /// `ptr` is NULL or points to a live `ggml_tensor` that stays valid while the returned
+    /// value is used.
+    pub unsafe fn from_raw(ptr: *const ggml_tensor) -> Option<TensorRef> {
+        NonNull::new(ptr as *mut ggml_tensor).map(TensorRef)
+    }
+
+    pub fn as_ptr(self) -> *mut ggml_tensor {
+        self.0.as_ptr()
+    }
+
+    pub fn addr(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
+    pub fn type_(self) -> ggml_type {
+        read_field!(self, type_)
+    }
+
+    pub fn op(self) -> ggml_op {
+        read_field!(self, op)
+    }
+
+    pub fn flags(self) -> i32 {
+        read_field!(self, flags)
+    }
+
+    pub fn set_flags(self, flags: i32) {
+        write_field!(self, flags, flags)
+    }
+
+    pub fn is_input(self) -> bool {
+        self.flags() & sys::GGML_TENSOR_FLAG_INPUT != 0
+    }
+
+    pub fn is_output(self) -> bool {
+        self.flags() & sys::GGML_TENSOR_FLAG_OUTPUT != 0
+    }
+
+    pub fn ne(self) -> [i64; GGML_MAX_DIMS] {
+        read_field!(self, ne)
+    }
+
+    pub fn nb(self) -> [usize; GGML_MAX_DIMS] {
+        read_field!(self, nb)
+    }
+
+    pub fn layout(self) -> Layout {
+        Layout { type_: self.type_(), ne: self.ne(), nb: self.nb() }
+    }
+
+    /// `ggml_are_same_layout`: same type, shape and strides.
+    pub fn same_layout(self, other: TensorRef) -> bool {
+        self.layout() == other.layout()
+    }
+
+    pub fn src(self, i: usize) -> Option<TensorRef> {
+        let srcs = read_field!(self, src);
+        // SAFETY: sources of a valid tensor are NULL or valid tensors (ggml's graph contract).
+        unsafe { TensorRef::from_raw(srcs[i]) }
+    }
+
+    pub fn srcs(self) -> [Option<TensorRef>; GGML_MAX_SRC] {
+        let srcs = read_field!(self, src);
+        // SAFETY: as in `src`.
+        srcs.map(|p| unsafe { TensorRef::from_raw(p) })
+    }
+
+    pub fn src_ptrs(self) -> [*mut ggml_tensor; GGML_MAX_SRC] {
+        read_field!(self, src)
+    }
+
+    /// Replaces source `i`. The scheduler uses this only for the duration of one backend call
+    /// and puts the caller's pointer back right after (see `sched::compute`).
+    pub fn set_src(self, i: usize, src: *mut ggml_tensor) {
+        // SAFETY: as for `write!`; `src` is a single array element.
+        unsafe { (*self.0.as_ptr()).src[i] = src }
+    }
+
+    pub fn view_src(self) -> Option<TensorRef> {
+        let v = read_field!(self, view_src);
+        // SAFETY: view_src of a valid tensor is NULL or a valid tensor.
+        unsafe { TensorRef::from_raw(v) }
+    }
+
+    pub fn is_view(self) -> bool {
+        !read_field!(self, view_src).is_null()
+    }
+
+    pub fn view_offs(self) -> usize {
+        read_field!(self, view_offs)
+    }
+
+    pub fn data(self) -> *mut c_void {
+        read_field!(self, data)
+    }
+
+    pub fn set_data(self, data: *mut c_void) {
+        write_field!(self, data, data)
+    }
+
+    pub fn buffer_ptr(self) -> *mut ggml_backend_buffer {
+        read_field!(self, buffer)
+    }
+
+    pub fn buffer(self) -> Option<Buffer> {
+        // SAFETY: the buffer of a live tensor is NULL or a live buffer (ggml's contract: a
+        // buffer outlives the tensors placed in it).
+        unsafe { Buffer::from_raw(self.buffer_ptr()) }
+    }
+
+    pub fn set_buffer(self, buffer: *mut ggml_backend_buffer) {
+        write_field!(self, buffer, buffer)
+    }
+
+    /// The buffer that holds the bytes: the view source's for views.
+    pub fn storage_buffer(self) -> Option<Buffer> {
+        match self.view_src() {
+            Some(v) => v.buffer(),
+            None => self.buffer(),
+        }
+    }
+
+    pub fn nbytes(self) -> usize {
+        // SAFETY: ggml_nbytes reads type/ne/nb of a valid tensor.
+        unsafe { sys::ggml_nbytes(self.as_ptr()) }
+    }
+
+    pub fn nelements(self) -> i64 {
+        // SAFETY: ggml_nelements reads ne of a valid tensor.
+        unsafe { sys::ggml_nelements(self.as_ptr()) }
+    }
+
+    pub fn name_cstr(&self) -> &CStr {
+        // SAFETY: ggml keeps `name` NUL-terminated (ggml_set_name truncates and terminates);
+        // the bound below protects against a tensor that was never named properly.
+        let bytes = unsafe { &(*self.0.as_ptr()).name };
+        let bytes: &[u8; GGML_MAX_NAME] = unsafe { &*(bytes as *const [c_char; GGML_MAX_NAME] as *const [u8; GGML_MAX_NAME]) };
+        match CStr::from_bytes_until_nul(bytes) {
+            Ok(s) => s,
+            Err(_) => c"<unterminated name>",
+        }
+    }
+
+    pub fn name(self) -> String {
+        self.name_cstr().to_string_lossy().into_owned()
+    }
+
+    pub fn set_name(self, name: &str) {
+        let mut bytes = [0 as c_char; GGML_MAX_NAME];
+        for (dst, src) in bytes.iter_mut().zip(name.bytes().take(GGML_MAX_NAME - 1)) {
+            *dst = src as c_char;
+        }
+        write_field!(self, name, bytes)
+    }
+
+    /// Copies what describes the computation (strides, op, op params, flags, name) from `src`,
+    /// for tensors the library created (graph copies).
+    pub fn copy_description_from(self, src: TensorRef) {
+        write_field!(self, nb, src.nb());
+        write_field!(self, op, src.op());
+        let (op_params, name) = (read_field!(src, op_params), read_field!(src, name));
+        write_field!(self, op_params, op_params);
+        write_field!(self, flags, src.flags());
+        write_field!(self, name, name);
+    }
+
+    /// Makes this (library-created) tensor a view of `view_src` at `offs`.
+    pub fn set_view(self, view_src: TensorRef, offs: usize) {
+        write_field!(self, view_src, view_src.as_ptr());
+        write_field!(self, view_offs, offs);
+    }
+
+    /// Sets the op of a tensor the library created.
+    pub fn set_op(self, op: ggml_op) {
+        write_field!(self, op, op)
+    }
+
+    pub fn op_name(self) -> String {
+        // SAFETY: ggml_op_desc returns a static string for any tensor.
+        unsafe { CStr::from_ptr(sys::ggml_op_desc(self.as_ptr())) }.to_string_lossy().into_owned()
+    }
+}
+
+impl fmt::Debug for TensorRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tensor '{}'", self.name())
+    }
+}
+
+impl fmt::Display for TensorRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{}'", self.name())
+    }
+}
+
+/// A tensor struct the library creates and owns (the scheduler's split-input copies). It lives
+/// in a `Box`, so its address is stable while it exists; backends see it as any other tensor.
+pub struct OwnedTensor(Box<ggml_tensor>);
+
+impl OwnedTensor {
+    /// A tensor with the same type, shape and strides as `like` and no data
+    /// (upstream's `ggml_dup_tensor_layout`).
+    pub fn with_layout_of(like: TensorRef, name: &str) -> OwnedTensor {
+        // SAFETY: ggml_tensor is plain old data; all-zero is its "fresh tensor" state
+        // (op NONE, no sources, no data, no buffer, empty name).
+        let mut t: Box<ggml_tensor> = Box::new(unsafe { std::mem::zeroed() });
+        let l = like.layout();
+        t.type_ = l.type_;
+        t.ne = l.ne;
+        t.nb = l.nb;
+        let owned = OwnedTensor(t);
+        owned.tensor().set_name(name);
+        owned
+    }
+
+    pub fn tensor(&self) -> TensorRef {
+        TensorRef(NonNull::from(&*self.0))
+    }
+
+    /// Makes this tensor a fresh copy of `like`'s layout again (pooled tensors are reused from
+    /// one allocation to the next, so their addresses stay the same).
+    pub fn reinit(&mut self, like: TensorRef, name: &str) {
+        // SAFETY: ggml_tensor is plain old data; all-zero is its fresh state.
+        *self.0 = unsafe { std::mem::zeroed() };
+        let l = like.layout();
+        self.0.type_ = l.type_;
+        self.0.ne = l.ne;
+        self.0.nb = l.nb;
+        self.tensor().set_name(name);
+    }
+}
+
+// SAFETY: an OwnedTensor is plain data behind a Box; the library only touches it from the thread
+// that drives the scheduler owning it.
+unsafe impl Send for OwnedTensor {}

@@ -1,0 +1,421 @@
+//! `ggml_backend_sched`: several backends used together on one graph. Owns the backend
+//! assignment state, the split plan of the current graph, the graph allocator for the compute
+//! buffers (one buffer id per backend), and the events of pipeline parallelism.
+//!
+//! Differences from upstream, on purpose:
+//! - the caller's graph is never written (sources, flags, order, uid): copies are swapped in only
+//!   while a split is computed, split node lists are our own, pipeline flags live in a side table;
+//!   so `reset` + `alloc_graph` of the same graph works any number of times;
+//! - `graph_compute` refuses, with a message, a graph other than the one allocated (upstream
+//!   silently computes the allocated one);
+//! - a result read by a later graph keeps its memory, or allocation fails naming it
+//!   (see `alloc::gallocr`);
+//! - a `false` from the eval callback stops the whole compute, as the header documents (upstream
+//!   only leaves the current split).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::c_void;
+
+use crate::alloc::gallocr::{AddrMap, AllocError, Gallocr, GraphInput};
+use crate::backend::buffer::buffer_is_host;
+use crate::backend::stream::{default_buffer_type, event_new};
+use crate::ggml::abi_backend::ggml_backend_sched_eval_callback;
+use crate::ggml::abi_impl::ggml_backend_buffer_type;
+use crate::ggml::graph::GraphRef;
+use crate::ggml::handles::{Backend, Buffer, BufferType, Event};
+use crate::ggml::sys::{self, GGML_STATUS_ALLOC_FAILED, GGML_STATUS_FAILED, ggml_status};
+use crate::ggml::tensor::TensorRef;
+use crate::sched::assign::Backends;
+use crate::sched::compute::ComputeCtx;
+use crate::sched::debug;
+use crate::sched::splits::{SplitParams, SplitPlan, TensorPool, split_graph};
+
+pub const MAX_BACKENDS: usize = 16;
+pub const MAX_COPIES: usize = crate::config::SCHED_MAX_COPIES;
+
+/// The scheduler's backends as the assignment passes see them (supports_buft answers cached:
+/// they depend only on the pair).
+pub struct SchedBackends {
+    pub backends: Vec<Backend>,
+    pub bufts: Vec<BufferType>,
+    names: Vec<String>,
+    buft_support: RefCell<HashMap<(usize, usize), bool>>,
+}
+
+impl Backends for SchedBackends {
+    fn n(&self) -> usize {
+        self.backends.len()
+    }
+    fn name(&self, b: usize) -> String {
+        self.names[b].clone()
+    }
+    fn supports_op(&self, b: usize, t: TensorRef) -> bool {
+        self.backends[b].device().supports_op(t)
+    }
+    fn supports_buft(&self, b: usize, buft: *mut ggml_backend_buffer_type) -> bool {
+        *self.buft_support.borrow_mut().entry((b, buft as usize)).or_insert_with(|| self.backends[b].device().supports_buft(buft))
+    }
+    fn offload_op(&self, b: usize, t: TensorRef) -> bool {
+        self.backends[b].device().offload_op(t.as_ptr()).unwrap_or(false)
+    }
+    fn buft(&self, b: usize) -> *mut ggml_backend_buffer_type {
+        self.bufts[b].as_ptr()
+    }
+    fn buffer_is_host(&self, buffer: Buffer) -> bool {
+        buffer_is_host(buffer)
+    }
+}
+
+/// Which graph is allocated: computing another one is refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct GraphIdentity {
+    n_nodes: usize,
+    n_leafs: usize,
+    nodes_hash: u64,
+}
+
+impl GraphIdentity {
+    fn of(graph: GraphRef) -> GraphIdentity {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &p in graph.node_ptrs().iter().chain(graph.leaf_ptrs()) {
+            h = (h ^ p as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        GraphIdentity { n_nodes: graph.n_nodes(), n_leafs: graph.n_leafs(), nodes_hash: h }
+    }
+}
+
+pub struct Sched {
+    pub be: SchedBackends,
+    galloc: Gallocr,
+    n_copies: usize,
+    cur_copy: usize,
+    next_copy: usize,
+    /// events[backend][copy], pipeline parallelism only
+    events: Vec<Vec<Option<Event>>>,
+    op_offload: bool,
+    debug: i32,
+    debug_realloc: i32,
+    callback: ggml_backend_sched_eval_callback,
+    callback_data: *mut c_void,
+    is_reset: bool,
+    is_alloc: bool,
+    /// set_tensor_backend, kept until reset
+    user_ids: AddrMap<usize>,
+    plan: Option<SplitPlan>,
+    /// whether `plan`'s assignments are still in force (cleared by reset)
+    plan_assigned: bool,
+    n_splits: usize,
+    pool: TensorPool,
+    allocated: Option<GraphIdentity>,
+    prev_buft_ids: (Vec<usize>, Vec<usize>),
+    graph_size: (usize, usize),
+    dump_dir: Option<String>,
+}
+
+fn env_int(name: &str) -> Option<i32> {
+    std::env::var(name).ok().map(|v| v.trim().parse::<i32>().unwrap_or(0))
+}
+
+impl Sched {
+    pub fn new(backends: Vec<Backend>, bufts: Option<Vec<BufferType>>, parallel: bool, op_offload: bool) -> Sched {
+        let n = backends.len();
+        crate::ensure!(n > 0 && n <= MAX_BACKENDS, "ggml_backend_sched_new: {n} backends given, 1 to {MAX_BACKENDS} supported");
+        let last = backends[n - 1];
+        crate::ensure!(
+            last.device().dev_type() == sys::DEV_TYPE_CPU,
+            "ggml_backend_sched_new: the last backend must be a CPU backend ('{}' is not)",
+            last.name()
+        );
+        let bufts: Vec<BufferType> = match bufts {
+            Some(b) => b,
+            None => backends.iter().map(|&b| default_buffer_type(b)).collect(),
+        };
+        for (b, buft) in backends.iter().zip(&bufts) {
+            crate::ensure!(
+                b.device().supports_buft(buft.as_ptr()),
+                "ggml_backend_sched_new: backend '{}' cannot use buffer type '{}'",
+                b.name(),
+                buft.name()
+            );
+        }
+        let n_copies = if parallel { MAX_COPIES } else { 1 };
+        let events = backends
+            .iter()
+            .map(|&b| {
+                (0..n_copies)
+                    .map(|_| if n_copies > 1 { unsafe { Event::from_raw(event_new(Some(b.device()))) } } else { None })
+                    .collect()
+            })
+            .collect();
+        let debug_realloc_default = if cfg!(feature = "sched-no-realloc") { 1 } else { 0 };
+        let names = backends.iter().map(|b| b.name()).collect();
+        let galloc = Gallocr::new(&bufts);
+        if std::env::var("GGML_RS_LOG").is_ok_and(|v| v != "0") {
+            crate::log_info!("ggml-rs {}: scheduler with {n} backend(s), {n_copies} copies (Rust implementation)\n", env!("CARGO_PKG_VERSION"));
+        }
+        Sched {
+            be: SchedBackends { backends, bufts, names, buft_support: RefCell::new(HashMap::new()) },
+            galloc,
+            n_copies,
+            cur_copy: 0,
+            next_copy: 0,
+            events,
+            op_offload,
+            debug: env_int("GGML_SCHED_DEBUG").unwrap_or(0),
+            debug_realloc: env_int("GGML_SCHED_DEBUG_REALLOC").unwrap_or(debug_realloc_default),
+            callback: None,
+            callback_data: std::ptr::null_mut(),
+            is_reset: true,
+            is_alloc: false,
+            user_ids: AddrMap::default(),
+            plan: None,
+            plan_assigned: false,
+            n_splits: 0,
+            pool: TensorPool::default(),
+            allocated: None,
+            prev_buft_ids: (Vec::new(), Vec::new()),
+            graph_size: (0, 0),
+            dump_dir: std::env::var("GGML_RS_SCHED_DUMP").ok().filter(|d| !d.is_empty()),
+        }
+    }
+
+    pub fn n_backends(&self) -> usize {
+        self.be.backends.len()
+    }
+
+    pub fn backend(&self, i: usize) -> Backend {
+        crate::ensure!(i < self.n_backends(), "ggml_backend_sched_get_backend: index {i} out of range ({} backends)", self.n_backends());
+        self.be.backends[i]
+    }
+
+    pub fn backend_index(&self, backend: *mut crate::ggml::abi_impl::ggml_backend, function: &str) -> usize {
+        match self.be.backends.iter().position(|b| b.as_ptr() == backend) {
+            Some(i) => i,
+            None => crate::fatal!("{function}: the backend is not one of the scheduler's"),
+        }
+    }
+
+    pub fn n_splits(&self) -> usize {
+        self.n_splits
+    }
+
+    pub fn n_copies(&self) -> usize {
+        self.n_copies
+    }
+
+    pub fn buffer_type(&self, b: usize) -> BufferType {
+        self.be.bufts[b]
+    }
+
+    pub fn buffer_size(&self, b: usize) -> usize {
+        self.galloc.buffer_size(b)
+    }
+
+    pub fn set_eval_callback(&mut self, callback: ggml_backend_sched_eval_callback, data: *mut c_void) {
+        self.callback = callback;
+        self.callback_data = data;
+    }
+
+    pub fn set_tensor_backend(&mut self, node: TensorRef, b: usize) {
+        self.user_ids.insert(node.addr(), b);
+        if let Some(plan) = &mut self.plan {
+            if let Some(i) = plan.ix.get(node) {
+                plan.ids[i as usize] = b as i32;
+            }
+        }
+        self.is_reset = false;
+    }
+
+    pub fn tensor_backend(&self, node: TensorRef) -> Option<Backend> {
+        let from_plan = if self.plan_assigned { self.plan.as_ref().and_then(|p| p.ix.get(node).map(|i| p.ids[i as usize])) } else { None };
+        match from_plan.filter(|&b| b >= 0).map(|b| b as usize).or_else(|| self.user_ids.get(&node.addr()).copied()) {
+            Some(b) => Some(self.be.backends[b]),
+            None => None,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        if !self.is_reset {
+            self.user_ids.clear();
+            self.plan_assigned = false;
+            self.is_reset = true;
+        }
+        self.is_alloc = false;
+        self.allocated = None;
+    }
+
+    pub fn synchronize(&mut self) {
+        for b in &self.be.backends {
+            b.synchronize();
+        }
+        if !self.is_alloc {
+            // keep using copy 0 between graphs, so repeated graphs stay identical for backends
+            // that cache them (CUDA graphs)
+            self.next_copy = 0;
+        }
+    }
+
+    pub fn split_graph(&mut self, graph: GraphRef) {
+        let nodes: Vec<TensorRef> = graph.nodes().collect();
+        let leafs: Vec<TensorRef> = graph.leafs().collect();
+        let prev = if self.plan_assigned { self.plan.take() } else { None };
+        let user = &self.user_ids;
+        let preset = |t: TensorRef| -> Option<usize> {
+            user.get(&t.addr()).copied().or_else(|| {
+                let p = prev.as_ref()?;
+                let b = p.ids[p.ix.get(t)? as usize];
+                (b >= 0).then_some(b as usize)
+            })
+        };
+        let params = SplitParams { backends: &self.be, handles: &self.be.backends, op_offload: self.op_offload, n_copies: self.n_copies, cur_copy: self.cur_copy };
+        let galloc = &self.galloc;
+        let plan = split_graph(&params, &nodes, &leafs, preset, |b| galloc.owns_buffer(b), &mut self.pool, &graph.view_context());
+        self.is_reset = false;
+        self.n_splits = plan.splits.len();
+        if self.debug > 0 {
+            debug::print_assignments(&plan, graph, &self.be.names, self.debug);
+        }
+        if let Some(dir) = &self.dump_dir {
+            let seq = self.galloc.seq() + 1;
+            let _ = std::fs::create_dir_all(dir);
+            let _ = std::fs::write(format!("{dir}/sched-{seq:04}.json"), debug::plan_json(&plan, &nodes, &self.be.names, self.n_copies, seq));
+            let _ = std::fs::write(format!("{dir}/sched-{seq:04}.dot"), debug::plan_dot(&plan, &nodes, &self.be.names));
+        }
+        let total_inputs: usize = plan.splits.iter().map(|s| s.inputs.len()).sum::<usize>() + plan.graph_inputs.len();
+        let size = nodes.len().max(leafs.len()) + total_inputs * 2 * self.n_copies;
+        self.graph_size = (self.graph_size.1, size);
+        self.plan = Some(plan);
+        self.plan_assigned = true;
+    }
+
+    pub fn dump_plan(&self, graph: Option<GraphRef>, dot: bool) -> String {
+        let Some(plan) = &self.plan else { return String::new() };
+        let nodes: Vec<TensorRef> = match graph {
+            Some(g) => g.nodes().collect(),
+            None => plan.ix.nodes.iter().map(|&i| plan.ix.tensor(i)).collect(),
+        };
+        if dot { debug::plan_dot(plan, &nodes, &self.be.names) } else { debug::plan_json(plan, &nodes, &self.be.names, self.n_copies, self.galloc.seq()) }
+    }
+
+    fn alloc_input(plan: &SplitPlan) -> GraphInput<'_> {
+        let g = &plan.alloc_graph;
+        GraphInput { nodes: &g.nodes, node_ids: Some(&g.node_ids), leafs: &g.leafs, leaf_ids: Some(&g.leaf_ids), extra_flags: Some(&g.extra_flags) }
+    }
+
+    fn buft_ids(&self, ids: &[i32]) -> Vec<usize> {
+        ids.iter().map(|&b| self.be.bufts[b as usize].as_ptr() as usize).collect()
+    }
+
+    fn alloc_splits(&mut self) -> Result<(), AllocError> {
+        let plan = self.plan.as_ref().expect("split_graph ran");
+        let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
+        let changed = ids != self.prev_buft_ids;
+        let replanned = self.galloc.alloc_graph(&Self::alloc_input(plan), true);
+        self.prev_buft_ids = ids;
+        let replanned = replanned?;
+        if replanned && self.debug_realloc > 0 && self.galloc.seq() > 1 {
+            let unexpected = !changed && self.graph_size.0 == self.graph_size.1;
+            if unexpected || self.debug_realloc > 1 {
+                crate::fatal!(
+                    "ggml_backend_sched_alloc_splits: unexpected graph reallocation (graph size = {}, nodes = {}, leafs = {}), debug_realloc = {}",
+                    self.graph_size.1,
+                    plan.alloc_graph.nodes.len(),
+                    plan.alloc_graph.leafs.len(),
+                    self.debug_realloc
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub fn alloc_graph(&mut self, graph: GraphRef) -> bool {
+        crate::ensure!(
+            !self.is_alloc,
+            "ggml_backend_sched_alloc_graph: a graph is already allocated; call ggml_backend_sched_reset first"
+        );
+        self.cur_copy = self.next_copy;
+        self.next_copy = (self.next_copy + 1) % self.n_copies;
+        self.split_graph(graph);
+        // a new plan may move split inputs: let the backends finish with the old addresses first
+        for b in &self.be.backends {
+            b.synchronize();
+        }
+        if let Err(e) = self.alloc_splits() {
+            crate::log_error!("ggml_backend_sched_alloc_graph: failed to allocate the graph: {}\n", describe(&e));
+            return false;
+        }
+        self.is_alloc = true;
+        self.allocated = Some(GraphIdentity::of(graph));
+        true
+    }
+
+    pub fn reserve(&mut self, measure: GraphRef) -> bool {
+        self.synchronize();
+        self.split_graph(measure);
+        let plan = self.plan.as_ref().expect("split_graph ran");
+        let ok = self.galloc.reserve(&Self::alloc_input(plan), false).is_ok();
+        self.reset();
+        ok
+    }
+
+    pub fn reserve_size(&mut self, measure: GraphRef) -> Vec<usize> {
+        self.reset();
+        self.synchronize();
+        self.split_graph(measure);
+        let plan = self.plan.as_ref().expect("split_graph ran");
+        if let Err(e) = self.galloc.reserve(&Self::alloc_input(plan), true) {
+            crate::fatal!("ggml_backend_sched_reserve_size: {}", describe(&e));
+        }
+        self.galloc.planned_sizes()
+    }
+
+    pub fn graph_compute_async(&mut self, graph: GraphRef) -> ggml_status {
+        if !self.is_reset && !self.is_alloc {
+            self.reset();
+        }
+        if !self.is_alloc {
+            if !self.alloc_graph(graph) {
+                return GGML_STATUS_ALLOC_FAILED;
+            }
+        } else if self.allocated != Some(GraphIdentity::of(graph)) {
+            crate::log_error!(
+                "ggml_backend_sched_graph_compute: asked to compute a graph ({} nodes) that is not the allocated one; \
+                 call ggml_backend_sched_reset and ggml_backend_sched_alloc_graph for it first\n",
+                graph.n_nodes()
+            );
+            return GGML_STATUS_FAILED;
+        }
+        let ctx = ComputeCtx {
+            backends: &self.be.backends,
+            events: &self.events,
+            cur_copy: self.cur_copy,
+            callback: self.callback,
+            callback_data: self.callback_data,
+        };
+        ctx.run(self.plan.as_mut().expect("allocated"))
+    }
+
+    pub fn graph_compute(&mut self, graph: GraphRef) -> ggml_status {
+        let status = self.graph_compute_async(graph);
+        self.synchronize();
+        status
+    }
+}
+
+fn describe(e: &AllocError) -> String {
+    match e {
+        AllocError::NeedsReserve => "the graph needs a new plan".to_string(),
+        AllocError::Backend(m) | AllocError::Plan(m) | AllocError::LostResult(m) => m.clone(),
+    }
+}
+
+impl Drop for Sched {
+    fn drop(&mut self) {
+        for per_backend in &self.events {
+            for e in per_backend.iter().flatten() {
+                crate::backend::stream::event_free(*e);
+            }
+        }
+    }
+}

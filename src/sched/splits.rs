@@ -1,0 +1,345 @@
+//! Cutting the assigned graph into splits (consecutive nodes on one backend), the copies each
+//! split needs of sources that live where its backend cannot read them, and the graph the
+//! allocator plans (the caller's nodes plus those copies plus keep-alive markers).
+//!
+//! The caller's graph is never written: a node's source is pointed at its copy only while its
+//! split is computed (`Substitution`), and each split's node list is our own array, so a
+//! backend's `graph_optimize` may reorder it freely.
+
+use std::ffi::c_void;
+
+use crate::alloc::gallocr::AddrMap;
+use crate::ggml::abi_impl::ggml_backend_graph_optimize_params;
+use crate::ggml::graph::{GraphView, ViewContext, next_graph_uid};
+use crate::ggml::handles::Backend;
+use crate::ggml::sys::{self, GGML_MAX_SRC, ggml_tensor, op};
+use crate::ggml::tensor::{OwnedTensor, TensorRef};
+use crate::sched::assign::{Assigner, Backends};
+use crate::sched::index::{GraphIndex, NONE};
+
+/// Point `node->src[index]` at `copy` while the split runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Substitution {
+    pub node: TensorRef,
+    pub index: usize,
+    pub copy: *mut ggml_tensor,
+    pub original: *mut ggml_tensor,
+}
+
+pub struct Split {
+    pub backend: usize,
+    /// positions in the caller's node list
+    pub i_start: usize,
+    pub i_end: usize,
+    /// sources copied in from other backends, in the order they are copied
+    pub inputs: Vec<TensorRef>,
+    /// the copy of each input for this allocation (same order as `inputs`)
+    pub input_copies: Vec<TensorRef>,
+    pub substitutions: Vec<Substitution>,
+    pub graph: GraphView,
+}
+
+/// Tensors the scheduler creates, kept from one allocation to the next so that the same graph
+/// gets the same tensor addresses (cheap plan replay, stable graphs for backends that cache).
+#[derive(Default)]
+pub struct TensorPool {
+    tensors: Vec<OwnedTensor>,
+    used: usize,
+}
+
+impl TensorPool {
+    pub fn rewind(&mut self) {
+        self.used = 0;
+    }
+
+    pub fn take(&mut self, like: TensorRef, name: &str) -> TensorRef {
+        if self.used == self.tensors.len() {
+            self.tensors.push(OwnedTensor::with_layout_of(like, name));
+        } else {
+            self.tensors[self.used].reinit(like, name);
+        }
+        self.used += 1;
+        self.tensors[self.used - 1].tensor()
+    }
+}
+
+/// Keep-alive requests a backend's `graph_optimize` made: `until` -> tensors to keep.
+#[derive(Default)]
+pub struct AllocDeps {
+    pub keep: AddrMap<Vec<*mut ggml_tensor>>,
+    pub n_markers: usize,
+}
+
+/// `add_alloc_dep` of `ggml_backend_graph_optimize_params`.
+pub unsafe extern "C" fn add_alloc_dep(user_data: *mut c_void, tensor: *mut ggml_tensor, until: *mut ggml_tensor) {
+    crate::ffi_boundary!("add_alloc_dep", {
+        // SAFETY: user_data is the &mut AllocDeps passed with the params, alive during the call.
+        let deps = unsafe { &mut *(user_data as *mut AllocDeps) };
+        let keep = deps.keep.entry(until as usize).or_default();
+        if !keep.contains(&tensor) {
+            keep.push(tensor);
+        }
+    })
+}
+
+/// The graph the allocator plans, with one buffer id (= backend index) per entry.
+#[derive(Default)]
+pub struct AllocGraph {
+    pub nodes: Vec<TensorRef>,
+    pub node_ids: Vec<i32>,
+    pub leafs: Vec<TensorRef>,
+    pub leaf_ids: Vec<i32>,
+    /// flags added for the allocator only (pipeline copies of the caller's input leafs)
+    pub extra_flags: AddrMap<i32>,
+}
+
+pub struct SplitPlan {
+    pub ix: GraphIndex,
+    /// backend of every tensor of `ix`
+    pub ids: Vec<i32>,
+    pub splits: Vec<Split>,
+    /// caller leafs flagged input, with their copies (pipeline parallelism only)
+    pub graph_inputs: Vec<(TensorRef, Vec<TensorRef>)>,
+    pub alloc_graph: AllocGraph,
+}
+
+pub struct SplitParams<'a, B: Backends> {
+    pub backends: &'a B,
+    pub handles: &'a [Backend],
+    pub op_offload: bool,
+    pub n_copies: usize,
+    pub cur_copy: usize,
+}
+
+/// Runs the assignment passes and builds the splits for `nodes`/`leafs` (the caller's graph).
+pub fn split_graph<B: Backends>(
+    p: &SplitParams<B>,
+    nodes: &[TensorRef],
+    leafs: &[TensorRef],
+    preset: impl Fn(TensorRef) -> Option<usize>,
+    is_compute_buffer: impl Fn(usize) -> bool,
+    pool: &mut TensorPool,
+    view_ctx: &ViewContext,
+) -> SplitPlan {
+    let ix = GraphIndex::new(nodes, leafs, is_compute_buffer);
+    let mut ids = vec![-1i32; ix.len()];
+    for (i, &t) in ix.tensors.iter().enumerate() {
+        if let Some(b) = preset(t) {
+            ids[i] = b as i32;
+        }
+    }
+    let mut asg = Assigner { ix: &ix, backends: p.backends, op_offload: p.op_offload, ids };
+    asg.run();
+
+    pool.rewind();
+    let n_copies = p.n_copies;
+    // copies of a source for a backend: the first index of n_copies consecutive pool tensors
+    let mut copies: AddrMap<Vec<TensorRef>> = AddrMap::default();
+    let copy_key = |src: u32, backend: usize| ((src as usize) << 5) | backend;
+
+    // pass 5: splits and the copies they need
+    let mut splits: Vec<Split> = Vec::new();
+    let first = ix.nodes.iter().position(|&n| !op::is_view(ix.tensor(n).op()));
+    let mut cur_backend = first.map(|i| asg.ids[ix.nodes[i] as usize]).unwrap_or(0) as usize;
+    let mut cur = SplitBuilder::new(cur_backend, 0);
+    for (i, &n) in ix.nodes.iter().enumerate() {
+        let node = ix.tensor(n);
+        if op::is_view(node.op()) {
+            continue;
+        }
+        let node_b = asg.ids[n as usize];
+        crate::ensure!(node_b != -1, "ggml_backend_sched: node {node} has no backend");
+        let node_b = node_b as usize;
+
+        // a weight on another, incompatible backend starts a new split, so that the memory of
+        // the weights copied so far can be reused
+        let mut new_split = false;
+        if node_b == cur_backend && !cur.inputs.is_empty() {
+            for &s in ix.srcs[i].iter().filter(|&&s| s != NONE) {
+                if ix.storage[s as usize].is_some_and(|b| b.usage() == sys::USAGE_WEIGHTS) {
+                    let sb = asg.ids[s as usize];
+                    if sb != cur_backend as i32 && !asg.buffer_supported(s, cur_backend) {
+                        new_split = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if node_b != cur_backend || new_split {
+            splits.push(cur.finish(i));
+            cur_backend = node_b;
+            cur = SplitBuilder::new(node_b, i);
+        }
+
+        for j in 0..GGML_MAX_SRC {
+            let s = ix.srcs[i][j];
+            if s == NONE {
+                continue;
+            }
+            let sb = asg.ids[s as usize];
+            let src = ix.tensor(s);
+            crate::ensure!(sb != -1, "ggml_backend_sched: source {src} of node {node} has no backend");
+            if sb as usize == cur_backend || asg.buffer_supported(s, cur_backend) {
+                continue;
+            }
+            let key = copy_key(s, cur_backend);
+            if !copies.contains_key(&key) {
+                let name_b = p.backends.name(cur_backend);
+                let made: Vec<TensorRef> = (0..n_copies)
+                    .map(|c| {
+                        let t = pool.take(src, &format!("{}#{}#{}", name_b, src.name(), c));
+                        if n_copies > 1 {
+                            t.set_flags(sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT);
+                        }
+                        t
+                    })
+                    .collect();
+                cur.inputs.push(src);
+                cur.input_copies.push(made[p.cur_copy]);
+                copies.insert(key, made);
+            }
+            let copy = copies[&key][p.cur_copy];
+            cur.substitutions.push(Substitution { node, index: j, copy: copy.as_ptr(), original: src.as_ptr() });
+        }
+    }
+    splits.push(cur.finish(ix.nodes.len()));
+    if first.is_none() {
+        // a graph of views only: one empty split on the first backend, as upstream
+        splits.truncate(1);
+    }
+
+    // pass 6 (pipeline parallelism): every caller leaf flagged input gets n_copies slots
+    let mut graph_inputs = Vec::new();
+    let mut extra_flags = AddrMap::default();
+    if n_copies > 1 {
+        for &l in &ix.leafs {
+            let leaf = ix.tensor(l);
+            if !leaf.is_input() {
+                continue;
+            }
+            let lb = asg.ids[l as usize];
+            crate::ensure!(lb != -1, "ggml_backend_sched: leaf {leaf} has no backend");
+            let name_b = p.backends.name(lb as usize);
+            let slots: Vec<TensorRef> = (0..n_copies)
+                .map(|c| {
+                    if c == p.cur_copy {
+                        leaf
+                    } else {
+                        let t = pool.take(leaf, &format!("{}#{}#{}", name_b, leaf.name(), c));
+                        t.set_flags(sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT);
+                        t
+                    }
+                })
+                .collect();
+            extra_flags.insert(leaf.addr(), sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT);
+            graph_inputs.push((leaf, slots));
+        }
+    }
+
+    // let each backend optimise its splits; collect the keep-alive requests
+    let mut deps = AllocDeps::default();
+    for split in &mut splits {
+        let mut params = ggml_backend_graph_optimize_params { add_alloc_dep: Some(add_alloc_dep), user_data: &mut deps as *mut AllocDeps as *mut c_void };
+        let ptrs: Vec<*mut ggml_tensor> = nodes[split.i_start..split.i_end].iter().map(|t| t.as_ptr()).collect();
+        split.graph = GraphView::new(ptrs, view_ctx, 0);
+        p.handles[split.backend].graph_optimize(split.graph.as_ptr(), &mut params);
+        split.graph.reload();
+    }
+
+    let ids = asg.ids;
+    let mut g = AllocGraph { extra_flags, ..Default::default() };
+    let dep_marker = |pool: &mut TensorPool, of: TensorRef, srcs: &[*mut ggml_tensor]| -> TensorRef {
+        let t = pool.take(of, &format!("{} (dep)", of.name()));
+        t.set_view(of, 0);
+        for (k, &s) in srcs.iter().enumerate() {
+            t.set_src(k, s);
+        }
+        t
+    };
+    let mut n_markers = 0;
+    for split in &splits {
+        for (k, &input) in split.inputs.iter().enumerate() {
+            // keep the source alive until it is copied, and place the copy at the split's start
+            let input_b = ids[ix.get(input).expect("inputs are graph tensors") as usize];
+            let marker = dep_marker(pool, input, &[input.as_ptr()]);
+            g.nodes.push(marker);
+            g.node_ids.push(input_b);
+            g.nodes.push(split.input_copies[k]);
+            g.node_ids.push(split.backend as i32);
+        }
+        for node in split.graph.nodes() {
+            let b = ix.get(node).map(|i| ids[i as usize]).unwrap_or(split.backend as i32);
+            g.nodes.push(node);
+            g.node_ids.push(b);
+            if let Some(keep) = deps.keep.get(&node.addr()) {
+                for chunk in keep.chunks(GGML_MAX_SRC) {
+                    // SAFETY: keep-alive tensors come from the backend's view of our graph.
+                    let of = unsafe { TensorRef::from_raw(chunk[0]) }.expect("add_alloc_dep with a NULL tensor");
+                    g.nodes.push(dep_marker(pool, of, chunk));
+                    g.node_ids.push(split.backend as i32);
+                    n_markers += 1;
+                }
+            }
+        }
+    }
+    let expected: usize = deps.keep.values().map(|v| v.len().div_ceil(GGML_MAX_SRC)).sum();
+    crate::ensure!(
+        n_markers == expected,
+        "ggml_backend_sched: a backend's graph_optimize asked to keep tensors alive until a node that is not in its graph"
+    );
+
+    if n_copies > 1 {
+        for (leaf, slots) in &graph_inputs {
+            let b = ids[ix.get(*leaf).expect("graph input") as usize];
+            for &s in slots {
+                g.leafs.push(s);
+                g.leaf_ids.push(b);
+            }
+        }
+        for split in &splits {
+            for &input in &split.inputs {
+                let key = copy_key(ix.get(input).expect("inputs are graph tensors"), split.backend);
+                for &c in &copies[&key] {
+                    g.leafs.push(c);
+                    g.leaf_ids.push(split.backend as i32);
+                }
+            }
+        }
+    }
+    for &l in &ix.leafs {
+        g.leafs.push(ix.tensor(l));
+        g.leaf_ids.push(ids[l as usize]);
+    }
+
+    for split in &mut splits {
+        split.graph.set_uid(next_graph_uid());
+    }
+    deps.n_markers = n_markers;
+    SplitPlan { ix, ids, splits, graph_inputs, alloc_graph: g }
+}
+
+struct SplitBuilder {
+    backend: usize,
+    i_start: usize,
+    inputs: Vec<TensorRef>,
+    input_copies: Vec<TensorRef>,
+    substitutions: Vec<Substitution>,
+}
+
+impl SplitBuilder {
+    fn new(backend: usize, i_start: usize) -> SplitBuilder {
+        SplitBuilder { backend, i_start, inputs: Vec::new(), input_copies: Vec::new(), substitutions: Vec::new() }
+    }
+
+    fn finish(self, i_end: usize) -> Split {
+        Split {
+            backend: self.backend,
+            i_start: self.i_start,
+            i_end,
+            inputs: self.inputs,
+            input_copies: self.input_copies,
+            substitutions: self.substitutions,
+            graph: GraphView::new(Vec::new(), &ViewContext::empty(), 0),
+        }
+    }
+}
