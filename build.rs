@@ -131,7 +131,7 @@ const HEADERS: &[Header] = &[
         sources: &["src/ggml/abi_alloc.rs", "src/ffi/alloc.rs"],
         includes: &["ggml.h"],
         foreign_structs: &["ggml_backend_buffer_type", "ggml_backend_buffer", "ggml_backend"],
-        exclude: &["ggml_op_can_inplace"],
+        exclude: &[],
         export: &["ggml_tallocr", "ggml_gallocr_t"],
         after_includes: "",
         trailer: "",

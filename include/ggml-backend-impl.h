@@ -251,6 +251,10 @@ bool ggml_backend_buffer_is_multi_buffer(ggml_backend_buffer_t buffer);
 void ggml_backend_multi_buffer_set_usage(ggml_backend_buffer_t buffer,
                                          enum ggml_backend_buffer_usage usage);
 
+// Ops that may compute in place of an operand (backends must not use restrict pointers for
+// them). Upstream declares it in its private ggml-impl.h.
+bool ggml_op_can_inplace(enum ggml_op op);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

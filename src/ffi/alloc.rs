@@ -1,4 +1,4 @@
-//! Exports of `ggml-alloc.h` (and `ggml_op_can_inplace`, declared in ggml-impl.h).
+//! Exports of `ggml-alloc.h`.
 
 use std::ffi::c_int;
 
@@ -9,7 +9,7 @@ use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, 
 use crate::ggml::context::ContextRef;
 use crate::ggml::graph::GraphRef;
 use crate::ggml::handles::BufferType;
-use crate::ggml::sys::{ggml_cgraph, ggml_context, ggml_op, ggml_status, ggml_tensor};
+use crate::ggml::sys::{ggml_cgraph, ggml_context, ggml_status, ggml_tensor};
 use crate::ggml::tensor::TensorRef;
 use crate::{arg, ffi_boundary, tensor_arg};
 
@@ -231,10 +231,4 @@ pub unsafe extern "C" fn ggml_backend_alloc_ctx_tensors(ctx: *mut ggml_context, 
         // SAFETY: same arguments, same contract.
         unsafe { ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft.as_ptr()) }
     })
-}
-
-/// Ops that may compute in place of an operand (backends must not use restrict pointers for them).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ggml_op_can_inplace(op: ggml_op) -> bool {
-    ffi_boundary!("ggml_op_can_inplace", { crate::alloc::inplace::op_can_inplace(op) })
 }

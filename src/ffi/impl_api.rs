@@ -59,3 +59,10 @@ pub unsafe extern "C" fn ggml_backend_multi_buffer_set_usage(buffer: ggml_backen
         imp::multi_buffer_set_usage(arg!("ggml_backend_multi_buffer_set_usage", Buffer, buffer), usage)
     })
 }
+
+/// Ops that may compute in place of an operand (backends must not use restrict pointers for
+/// them). Upstream declares it in its private ggml-impl.h.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_op_can_inplace(op: ggml_op) -> bool {
+    ffi_boundary!("ggml_op_can_inplace", { crate::alloc::inplace::op_can_inplace(op) })
+}

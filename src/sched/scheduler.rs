@@ -27,7 +27,7 @@ use crate::ggml::handles::{Backend, Buffer, BufferType, Event};
 use crate::ggml::sys::{self, GGML_STATUS_ALLOC_FAILED, GGML_STATUS_FAILED, ggml_status};
 use crate::ggml::tensor::TensorRef;
 use crate::sched::assign::Backends;
-use crate::sched::compute::ComputeCtx;
+use crate::sched::compute::{ComputeCtx, Substituted};
 use crate::sched::debug;
 use crate::sched::splits::{SplitParams, SplitPlan, TensorPool, split_graph};
 
@@ -311,7 +311,11 @@ impl Sched {
         let plan = self.plan.as_ref().expect("split_graph ran");
         let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
         let changed = ids != self.prev_buft_ids;
-        let replanned = self.galloc.alloc_graph(&Self::alloc_input(plan), true);
+        // the allocator must see what the backends will read: the copies, not the originals
+        let replanned = {
+            let _guards: Vec<Substituted> = plan.splits.iter().map(|s| Substituted::apply(&s.substitutions)).collect();
+            self.galloc.alloc_graph(&Self::alloc_input(plan), true)
+        };
         self.prev_buft_ids = ids;
         let replanned = replanned?;
         if replanned && self.debug_realloc > 0 && self.galloc.seq() > 1 {
@@ -354,7 +358,10 @@ impl Sched {
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
-        let ok = self.galloc.reserve(&Self::alloc_input(plan), false).is_ok();
+        let ok = {
+            let _guards: Vec<Substituted> = plan.splits.iter().map(|s| Substituted::apply(&s.substitutions)).collect();
+            self.galloc.reserve(&Self::alloc_input(plan), false).is_ok()
+        };
         self.reset();
         ok
     }
@@ -364,7 +371,11 @@ impl Sched {
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
-        if let Err(e) = self.galloc.reserve(&Self::alloc_input(plan), true) {
+        let reserved = {
+            let _guards: Vec<Substituted> = plan.splits.iter().map(|s| Substituted::apply(&s.substitutions)).collect();
+            self.galloc.reserve(&Self::alloc_input(plan), true)
+        };
+        if let Err(e) = reserved {
             crate::fatal!("ggml_backend_sched_reserve_size: {}", describe(&e));
         }
         self.galloc.planned_sizes()

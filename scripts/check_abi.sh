@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The ABI test: measures upstream's symbols and layouts at the pin and compares ours with them.
+#   - every symbol ggml-backend.cpp and ggml-alloc.c export is exported by libggml_rs.so, and
+#     no other ggml_* symbol is (ggml_rs_* extensions are documented in include/ggml-rs.h);
+#   - ggml-base built without the two files defines none of them and resolves all of them;
+#   - every function declared in our generated headers agrees with upstream's declaration
+#     (one translation unit sees both: the compiler rejects any disagreement);
+#   - struct layouts and constants equal upstream's (c_tests/abi_layout.c);
+#   - a C program using only our headers (plus ggml.h) compiles with -Wall -Werror and runs.
+# Usage: scripts/check_abi.sh   (after scripts/upstream.sh build stock|ours and cargo build --release)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+eval "$("$ROOT/scripts/upstream.sh" paths)"
+LIB=${GGML_RS_LIB:-$ROOT/target/release/libggml_rs.so}
+OBJ=$GGML_RS_BUILD_STOCK/llama.cpp/ggml/src/CMakeFiles/ggml-base.dir
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+err() { echo "FAIL: $*"; fail=1; }
+
+# symbols
+nm --defined-only -g "$OBJ/ggml-backend.cpp.o" "$OBJ/ggml-alloc.c.o" | awk '$2=="T"{print $3}' | sort -u > "$TMP/expected"
+nm -D --defined-only "$LIB" | awk '$2=="T"{print $3}' | grep '^ggml' | sort -u > "$TMP/exported"
+comm -23 "$TMP/expected" "$TMP/exported" > "$TMP/missing"
+comm -13 "$TMP/expected" "$TMP/exported" | grep -v '^ggml_rs_' > "$TMP/extra" || true
+[ -s "$TMP/missing" ] && err "not exported: $(tr '\n' ' ' < "$TMP/missing")"
+[ -s "$TMP/extra" ] && err "undocumented extra exports: $(tr '\n' ' ' < "$TMP/extra")"
+n_expected=$(wc -l < "$TMP/expected")
+n_exported=$(comm -12 "$TMP/expected" "$TMP/exported" | wc -l)
+n_ext=$(grep -c '^ggml_rs_' "$TMP/exported" || true)
+# an export is unimplemented when its body says so (none should be)
+unimpl=$(grep -rl 'not implemented:' "$ROOT/src/ffi" 2>/dev/null | xargs -r grep -o 'fn ggml_[a-z0-9_]*' | sort -u || true)
+n_unimpl=$(printf '%s' "$unimpl" | grep -c . || true)
+
+# ggml-base without the two files
+BASE=$GGML_RS_BUILD_OURS/bin/libggml-base.so
+defined_in_base=$(nm -D --defined-only "$BASE" | awk '$2=="T"{print $3}' | sort -u | comm -12 - "$TMP/expected" | wc -l)
+[ "$defined_in_base" -eq 0 ] || err "ggml-base (ours) still defines $defined_in_base of the symbols"
+readelf -d "$BASE" | grep -q 'NEEDED.*libggml_rs.so' || err "ggml-base (ours) does not depend on libggml_rs.so"
+for so in libggml-base.so libggml-cpu.so libggml.so libggml-rpc.so libllama.so; do
+    if LD_LIBRARY_PATH="$GGML_RS_BUILD_OURS/bin:$(dirname "$LIB")" ldd -r "$GGML_RS_BUILD_OURS/bin/$so" 2>&1 | grep -q 'undefined symbol'; then
+        err "$so has unresolved symbols against libggml_rs.so"
+    fi
+done
+
+# signatures: our declarations next to upstream's
+INC="-I$GGML_RS_TREE/ggml/include -I$GGML_RS_TREE/ggml/src"
+python3 "$ROOT/tests/abi/prototypes.py" decls "$ROOT/include/ggml-alloc.h" "$ROOT/include/ggml-backend.h" "$ROOT/include/ggml-backend-impl.h" > "$TMP/ours.h"
+{
+    echo '#include "ggml.h"'
+    echo '#include "ggml-alloc.h"'
+    echo '#include "ggml-backend.h"'
+    echo '#include "ggml-backend-impl.h"'
+    echo '#include "ggml-impl.h"'
+    echo '/* the declarations of our generated headers: */'
+    cat "$TMP/ours.h"
+} > "$TMP/signatures.c"
+gcc -std=c11 -Wall -Wextra -Werror -Wno-unused-function $INC -c "$TMP/signatures.c" -o "$TMP/signatures.o" 2> "$TMP/signatures.err" \
+    || { cat "$TMP/signatures.err"; err "our declarations disagree with upstream's"; }
+n_decls=$(wc -l < "$TMP/ours.h")
+python3 "$ROOT/tests/abi/prototypes.py" names "$ROOT/include/ggml-alloc.h" "$ROOT/include/ggml-backend.h" "$ROOT/include/ggml-backend-impl.h" | sort -u > "$TMP/declared"
+undeclared=$(comm -23 "$TMP/expected" "$TMP/declared" | tr '\n' ' ')
+[ -z "$undeclared" ] || err "not declared in our headers: $undeclared"
+
+# layouts
+layout=$("$GGML_RS_BUILD_OURS/c_tests/abi_layout") || { echo "$layout"; err "layouts differ"; }
+
+# our headers, used on their own
+gcc -std=c11 -Wall -Wextra -Werror -I"$ROOT/include" -I"$GGML_RS_TREE/ggml/include" "$ROOT/c_tests/header_consumer.c" \
+    -L"$(dirname "$LIB")" -lggml_rs -L"$GGML_RS_BUILD_OURS/bin" -lggml-base -lggml-cpu -lggml -o "$TMP/header_consumer" \
+    || err "a program using our headers does not compile or link"
+consumer=$(LD_LIBRARY_PATH="$GGML_RS_BUILD_OURS/bin:$(dirname "$LIB")" "$TMP/header_consumer") || err "the header consumer failed"
+
+echo "symbols expected $n_expected, exported $n_exported, unimplemented $n_unimpl (extensions: $n_ext ggml_rs_*)"
+echo "declarations: $n_decls in our headers, all compatible with upstream's; none missing"
+echo "$layout" | head -1
+echo "header consumer: $consumer"
+[ "$n_unimpl" -eq 0 ] || echo "unimplemented: $unimpl"
+exit $fail
