@@ -29,14 +29,18 @@
     } while (0)
 
 static int g_tests_run = 0;
+// `program NAME` runs only the test called NAME (scripts/test.sh runs tests one by one on upstream)
+static const char * g_only = NULL;
 
-#define RUN(test)                          \
-    do {                                   \
-        printf("%-56s", #test);            \
-        fflush(stdout);                    \
-        test();                            \
-        printf("ok\n");                    \
-        g_tests_run++;                     \
+#define RUN(test)                                             \
+    do {                                                      \
+        if (g_only == NULL || strcmp(g_only, #test) == 0) {   \
+            printf("%-56s", #test);                           \
+            fflush(stdout);                                   \
+            test();                                           \
+            printf("ok\n");                                   \
+            g_tests_run++;                                    \
+        }                                                     \
     } while (0)
 
 static void abort_to_stderr(const char * message) {

@@ -20,11 +20,13 @@ struct ggml_rs_abi_entry {
     int64_t align;
 };
 
-const char * ggml_rs_version(void);
-const struct ggml_rs_abi_entry * ggml_rs_abi_describe(size_t * n);
-bool ggml_rs_gallocr_plan_stats(ggml_gallocr_t galloc, int buffer_id, size_t * planned, size_t * lower_bound);
-void ggml_rs_gallocr_counters(ggml_gallocr_t galloc, uint64_t * n_plans, uint64_t * n_replays);
-size_t ggml_rs_sched_dump_plan(ggml_backend_sched_t sched, struct ggml_cgraph * graph, int format, char * buf, size_t size);
+// weak: the same tests also link against upstream's library, where these are NULL
+#define GGML_RS_EXT __attribute__((weak))
+GGML_RS_EXT const char * ggml_rs_version(void);
+GGML_RS_EXT const struct ggml_rs_abi_entry * ggml_rs_abi_describe(size_t * n);
+GGML_RS_EXT bool ggml_rs_gallocr_plan_stats(ggml_gallocr_t galloc, int buffer_id, size_t * planned, size_t * lower_bound);
+GGML_RS_EXT void ggml_rs_gallocr_counters(ggml_gallocr_t galloc, uint64_t * n_plans, uint64_t * n_replays);
+GGML_RS_EXT size_t ggml_rs_sched_dump_plan(ggml_backend_sched_t sched, struct ggml_cgraph * graph, int format, char * buf, size_t size);
 
 #ifdef __cplusplus
 }

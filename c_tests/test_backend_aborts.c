@@ -89,7 +89,8 @@ static void test_bad_input_aborts_with_a_named_message(void) {
     ggml_backend_free(g_fake);
 }
 
-int main(void) {
+int main(int argc, char ** argv) {
+    g_only = argc > 1 ? argv[1] : NULL;
     RUN(test_bad_input_aborts_with_a_named_message);
     printf("%d tests passed\n", g_tests_run);
     return 0;

@@ -351,7 +351,8 @@ static void test_graph_copy_and_compare(void) {
     ggml_backend_free(cpu);
 }
 
-int main(void) {
+int main(int argc, char ** argv) {
+    g_only = argc > 1 ? argv[1] : NULL;
     RUN(test_cpu_buffer_type_is_a_stable_singleton);
     RUN(test_buffer_life_cycle_and_usage);
     RUN(test_multi_buffer);
