@@ -20,15 +20,15 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
-use crate::alloc::model::{GraphModel, NodeDesc, Presence, TensorDesc, Tid};
+use crate::alloc::model::{GraphModel, NodeDesc, Presence, SrcList, TensorDesc, Tid};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
-use crate::alloc::residency::{Contents, PlanRecord, Residency};
+use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
 use crate::alloc::{inplace, poison};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set, view_init};
 use crate::ggml::handles::{Buffer, BufferType};
 use crate::ggml::sys::{self, GGML_STATUS_SUCCESS};
-use crate::ggml::tensor::TensorRef;
+use crate::ggml::tensor::{TensorRef, TensorSig};
 
 /// Hashes tensor addresses (distinct, 16-byte aligned) with one multiply.
 #[derive(Default)]
@@ -79,12 +79,37 @@ struct AllocState {
 }
 
 /// A planned graph: its model (to recognise the same graph again), the plan, and the tensors it
-/// was last applied to.
+/// was made with.
 struct Planned {
-    model: GraphModel,
+    built: Built,
     record: Rc<PlanRecord>,
-    /// the tensors the plan was made with (their names are in the record)
-    tensors: Vec<usize>,
+    /// addresses of `built.tensors`, shared with the residency history
+    addrs: Rc<Vec<usize>>,
+    /// the graph as it was, node by node and leaf by leaf: an identical graph replays the plan
+    /// without building its model (see `try_replay`)
+    node_sigs: Vec<TensorSig>,
+    leaf_sigs: Vec<(TensorSig, i32)>,
+    /// buffer ids the plan was made with
+    node_ids: Vec<usize>,
+    leaf_ids: Vec<usize>,
+    /// what each tensor must look like for the plan to apply again
+    expect: Vec<Expect>,
+}
+
+/// The state of a tensor's memory a plan relies on.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    /// a view: nothing to check (its source is checked)
+    View,
+    /// computed or written anew: no data, or data in this allocator's memory
+    Fresh,
+    /// a leaf the plan places: no data, or exactly where the plan put it (else its bytes may
+    /// come from elsewhere and deserve the full classification)
+    FreshAt { alloc: usize, chunk: usize, offset: usize },
+    /// somebody else's memory
+    External,
+    /// pinned at this address
+    Pinned(usize),
 }
 
 pub struct Gallocr {
@@ -107,6 +132,9 @@ pub struct Gallocr {
 struct Built {
     model: GraphModel,
     tensors: Vec<TensorRef>,
+    /// tensors of the graph that are neither nodes nor leafs (sources allocated on first use):
+    /// such graphs are always checked through their model
+    has_loose_srcs: bool,
 }
 
 impl Gallocr {
@@ -279,7 +307,7 @@ impl Gallocr {
         let mut nodes = Vec::with_capacity(g.nodes.len());
         for (i, &node) in g.nodes.iter().enumerate() {
             let id = self.id_of(g.node_ids, i, "node");
-            let mut srcs = Vec::new();
+            let mut srcs = SrcList::default();
             for s in node.srcs().into_iter().flatten() {
                 srcs.push(tid_of(s, &mut map, &mut tensors, &mut view_of));
             }
@@ -291,6 +319,11 @@ impl Gallocr {
         for n in &nodes {
             is_node[n.tensor] = true;
         }
+        let mut listed = is_node.clone();
+        for &(l, _) in &leafs {
+            listed[l] = true;
+        }
+        let has_loose_srcs = (0..tensors.len()).any(|t| !listed[t] && view_of[t].is_none());
         let mut descs = Vec::with_capacity(tensors.len());
         for (i, &t) in tensors.iter().enumerate() {
             let extra = g.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
@@ -307,7 +340,7 @@ impl Gallocr {
                 presence: self.classify(t, is_node[i], input)?,
             });
         }
-        Ok(Built { model: GraphModel { tensors: descs, leafs, nodes }, tensors })
+        Ok(Built { model: GraphModel { tensors: descs, leafs, nodes }, tensors, has_loose_srcs })
     }
 
     fn plan_model(&mut self, built: &Built) -> Result<Plan, AllocError> {
@@ -429,8 +462,41 @@ impl Gallocr {
 
     fn record_of(&self, built: &Built, plan: Plan) -> Rc<PlanRecord> {
         let is_node = built.model.node_tensors();
-        let names = built.tensors.iter().map(|t| t.name()).collect();
+        let names = Names::new(built.tensors.iter().map(|t| t.name_bytes()).collect());
         Rc::new(PlanRecord::new(plan, is_node, names))
+    }
+
+    /// Keeps `built` and its plan as the last plan, with what a replay needs to recognise it.
+    fn remember(&mut self, g: &GraphInput, built: Built, plan: Plan) {
+        let record = self.record_of(&built, plan);
+        let is_node = built.model.node_tensors();
+        let expect = built
+            .model
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(t, d)| match d.presence {
+                _ if d.view_of.is_some() => Expect::View,
+                Presence::External => Expect::External,
+                Presence::Pinned { .. } => Expect::Pinned(built.tensors[t].data() as usize),
+                Presence::Fresh => match record.plan.placements[t] {
+                    Some(p) if !is_node[t] && !d.input => Expect::FreshAt { alloc: p.alloc, chunk: p.addr.chunk, offset: p.addr.offset },
+                    _ => Expect::Fresh,
+                },
+            })
+            .collect();
+        let leaf_flags = |t: TensorRef| g.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
+        let addrs = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
+        self.last = Some(Planned {
+            node_sigs: g.nodes.iter().map(|t| t.signature()).collect(),
+            leaf_sigs: g.leafs.iter().map(|&t| (t.signature(), leaf_flags(t))).collect(),
+            node_ids: built.model.nodes.iter().map(|n| n.buffer_id).collect(),
+            leaf_ids: built.model.leafs.iter().map(|&(_, id)| id).collect(),
+            expect,
+            addrs,
+            record,
+            built,
+        });
     }
 
     /// Plans `g` and makes the buffers large enough, without placing any tensor.
@@ -438,9 +504,7 @@ impl Gallocr {
         let built = self.build(g).inspect_err(|e| log_alloc_error(e))?;
         let plan = self.plan_model(&built)?;
         self.ensure_buffers(&plan, Some(&built), no_alloc)?;
-        let record = self.record_of(&built, plan);
-        let tensors = built.tensors.iter().map(|t| t.addr()).collect();
-        self.last = Some(Planned { model: built.model, record, tensors });
+        self.remember(g, built, plan);
         Ok(())
     }
 
@@ -448,9 +512,9 @@ impl Gallocr {
     /// without ids (upstream's alloc_graph keeps the ids given to reserve_n).
     pub fn last_ids(&self, n_nodes: usize, n_leafs: usize) -> (Option<Vec<i32>>, Option<Vec<i32>>) {
         match &self.last {
-            Some(p) if p.model.nodes.len() == n_nodes && p.model.leafs.len() == n_leafs => (
-                Some(p.model.nodes.iter().map(|n| n.buffer_id as i32).collect()),
-                Some(p.model.leafs.iter().map(|&(_, id)| id as i32).collect()),
+            Some(p) if p.node_ids.len() == n_nodes && p.leaf_ids.len() == n_leafs => (
+                Some(p.node_ids.iter().map(|&id| id as i32).collect()),
+                Some(p.leaf_ids.iter().map(|&id| id as i32).collect()),
             ),
             _ => (None, None),
         }
@@ -467,45 +531,105 @@ impl Gallocr {
         self.last.as_ref().map(|p| p.record.plan.live_peak.get(self.alloc_of_id[id]).copied().unwrap_or(0)).unwrap_or(0)
     }
 
+    /// The fast path of `alloc_graph`: `g` is, node for node and source for source, the graph
+    /// the last plan was made for, and every tensor's memory is as the plan expects. O(n), no
+    /// hashing. Anything else goes through the model (`build`), which decides precisely.
+    fn is_last_graph(&self, g: &GraphInput) -> bool {
+        let Some(last) = &self.last else { return false };
+        if last.built.has_loose_srcs || g.nodes.len() != last.node_sigs.len() || g.leafs.len() != last.leaf_sigs.len() {
+            return false;
+        }
+        let id = |ids: Option<&[i32]>, i: usize| ids.map(|v| v[i] as usize).unwrap_or(0);
+        for (i, &n) in g.nodes.iter().enumerate() {
+            if n.signature() != last.node_sigs[i] || id(g.node_ids, i) != last.node_ids[i] {
+                return false;
+            }
+        }
+        for (i, &l) in g.leafs.iter().enumerate() {
+            let extra = g.extra_flags.and_then(|m| m.get(&l.addr()).copied()).unwrap_or(0);
+            if (l.signature(), extra) != last.leaf_sigs[i] || id(g.leaf_ids, i) != last.leaf_ids[i] {
+                return false;
+            }
+        }
+        last.built.tensors.iter().zip(&last.expect).all(|(&t, e)| self.still_as_planned(t, *e))
+    }
+
+    fn still_as_planned(&self, t: TensorRef, expect: Expect) -> bool {
+        let data = t.data() as usize;
+        match expect {
+            Expect::View => true,
+            Expect::Fresh => data == 0 || self.find_chunk(t.buffer_ptr() as usize).is_some(),
+            Expect::FreshAt { alloc, chunk, offset } => {
+                data == 0
+                    || self
+                        .find_chunk(t.buffer_ptr() as usize)
+                        .is_some_and(|(a, c, base, _)| a == alloc && c == chunk && data == base + offset)
+            }
+            Expect::External => data != 0 && self.find_chunk(t.buffer_ptr() as usize).is_none() && self.residency.tombstone(t.addr(), data).is_none(),
+            Expect::Pinned(addr) => data == addr,
+        }
+    }
+
     /// Allocates `g`: replays the last plan when `g` is the same graph, else plans it (unless
     /// `auto_reserve` is false, as for upstream's multi-buffer alloc_graph).
     /// Returns whether a new plan was made.
     pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<bool, AllocError> {
+        if self.allocs.iter().all(|a| a.chunks.is_some()) && self.is_last_graph(g) && self.last_sizes_fit() {
+            self.n_replays += 1;
+            self.seq += 1;
+            let last = self.last.take().expect("checked");
+            let applied = self.apply(&last.built, &last.record.plan);
+            if !self.residency.is_newest(&last.record, &last.addrs) {
+                self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
+            }
+            self.last = Some(last);
+            return applied.map(|_| false);
+        }
         let built = self.build(g).inspect_err(|e| log_alloc_error(e))?;
         let same = match &self.last {
-            Some(last) => last.model == built.model && self.sizes_fit(&built, &last.record.plan),
+            Some(last) => last.built.model == built.model && self.sizes_fit(&built, &last.record.plan),
             None => false,
         };
-        let replanned = !same;
-        if same {
-            self.n_replays += 1;
+        if !same && !auto_reserve {
+            crate::log_debug!("ggml_gallocr_alloc_graph: cannot reallocate multi buffer graph automatically, call reserve\n");
+            return Err(AllocError::NeedsReserve);
         }
         if !same {
-            if !auto_reserve {
-                crate::log_debug!("ggml_gallocr_alloc_graph: cannot reallocate multi buffer graph automatically, call reserve\n");
-                return Err(AllocError::NeedsReserve);
-            }
             let plan = self.plan_model(&built)?;
             self.ensure_buffers(&plan, Some(&built), false)?;
-            let record = self.record_of(&built, plan);
-            let tensors = built.tensors.iter().map(|t| t.addr()).collect();
-            self.last = Some(Planned { model: built.model.clone(), record, tensors });
-        } else if self.allocs.iter().any(|a| a.chunks.is_none()) {
+            self.seq += 1;
+            self.apply(&built, &plan)?;
+            for t in &built.tensors {
+                self.residency.forget_tombstone(t.addr());
+            }
+            self.remember(g, built, plan);
+            let last = self.last.as_ref().expect("just remembered");
+            self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
+            return Ok(true);
+        }
+        self.n_replays += 1;
+        if self.allocs.iter().any(|a| a.chunks.is_none()) {
             // reserved without memory (reserve_n_size) and nothing reallocated it since
             let plan = self.last.as_ref().expect("same").record.plan.clone();
             self.ensure_buffers(&plan, Some(&built), false)?;
         }
+        let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;
-        let record = self.last.as_ref().expect("planned above").record.clone();
         self.apply(&built, &record.plan)?;
-        let addrs: Vec<usize> = built.tensors.iter().map(|t| t.addr()).collect();
-        for &t in &addrs {
+        let addrs: Rc<Vec<usize>> = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
+        for &t in addrs.iter() {
             self.residency.forget_tombstone(t);
         }
-        // a structurally equal graph of other tensors: remember their names for messages
-        let names = (self.last.as_ref().expect("planned above").tensors != addrs).then(|| Rc::new(built.tensors.iter().map(|t| t.name()).collect()));
-        self.residency.record(self.seq, record, Rc::new(addrs), names);
-        Ok(replanned)
+        // a structurally equal graph of other tensors: their names, for messages
+        let differ = *addrs != *self.last.as_ref().expect("same").addrs;
+        let names = differ.then(|| Rc::new(Names::new(built.tensors.iter().map(|t| t.name_bytes()).collect())));
+        self.residency.record(self.seq, record, addrs, names);
+        Ok(false)
+    }
+
+    fn last_sizes_fit(&self) -> bool {
+        let last = self.last.as_ref().expect("checked by the caller");
+        self.sizes_fit(&last.built, &last.record.plan)
     }
 
     /// Buffer types with their own alloc size may need more for the same layout (a different

@@ -4,6 +4,7 @@
 //! data, so the planner and its tests need no ggml.
 
 use crate::alloc::dyn_tallocr::Addr;
+use crate::ggml::sys::GGML_MAX_SRC;
 use crate::ggml::tensor::Layout;
 
 /// Index of a tensor in a [`GraphModel`].
@@ -35,11 +36,43 @@ pub struct TensorDesc {
     pub presence: Presence,
 }
 
+/// The sources of a node in order, without the NULL slots (a repeated source appears
+/// repeatedly). A fixed array: graphs have thousands of nodes, and this is rebuilt often.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SrcList {
+    ids: [u32; GGML_MAX_SRC],
+    len: u8,
+}
+
+impl SrcList {
+    pub fn push(&mut self, t: Tid) {
+        self.ids[self.len as usize] = t as u32;
+        self.len += 1;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Tid> + '_ {
+        self.ids[..self.len as usize].iter().map(|&t| t as Tid)
+    }
+
+    pub fn truncate(&mut self, n: usize) {
+        self.len = self.len.min(n as u8);
+    }
+}
+
+impl From<&[Tid]> for SrcList {
+    fn from(srcs: &[Tid]) -> SrcList {
+        let mut l = SrcList::default();
+        for &s in srcs {
+            l.push(s);
+        }
+        l
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NodeDesc {
     pub tensor: Tid,
-    /// sources in order, without NULLs (a repeated source appears repeatedly)
-    pub srcs: Vec<Tid>,
+    pub srcs: SrcList,
     pub buffer_id: usize,
 }
 

@@ -4,7 +4,7 @@
 //! lower bound. A seeded corpus runs in the suite; `GGML_RS_PLAN_FUZZ=<n>` runs n more graphs.
 
 use crate::alloc::dyn_tallocr::{DynAllocator, MAX_CHUNKS};
-use crate::alloc::model::{GraphModel, NodeDesc, Presence, TensorDesc, Tid};
+use crate::alloc::model::{GraphModel, NodeDesc, Presence, SrcList, TensorDesc, Tid};
 use crate::alloc::plan::{Plan, Planner, plan};
 use crate::ggml::tensor::Layout;
 
@@ -75,7 +75,7 @@ pub fn random_model(rng: &mut Rng, n_nodes: usize) -> GraphModel {
             srcs.truncate(1);
         }
         m.tensors.push(d);
-        m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs, buffer_id: 0 });
+        m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs: SrcList::from(&srcs[..]), buffer_id: 0 });
     }
     m
 }
@@ -124,7 +124,7 @@ pub fn check(m: &GraphModel, p: &Plan, alignment: usize, max: usize) {
     }
     for (i, node) in m.nodes.iter().enumerate() {
         let step = i + 1;
-        for &s in &node.srcs {
+        for s in node.srcs.iter() {
             let r = root(m, s);
             birth[r] = birth[r].min(step);
             death[r] = death[r].max(step + 1);
@@ -174,7 +174,7 @@ pub fn check(m: &GraphModel, p: &Plan, alignment: usize, max: usize) {
             let (first, second) = if p.write_order[a] < p.write_order[b] { (a, b) } else { (b, a) };
             let in_place = pa.addr == pb.addr
                 && m.tensors[second].inplace_op
-                && m.nodes.iter().any(|node| node.tensor == second && node.srcs.iter().any(|&s| root(m, s) == first))
+                && m.nodes.iter().any(|node| node.tensor == second && node.srcs.iter().any(|s| root(m, s) == first))
                 && !m.tensors[first].output
                 && death[first] <= birth[second] + 1;
             assert!(in_place, "tensors {a} and {b} overlap while both are live");
@@ -245,7 +245,7 @@ fn inputs_are_placed_first_and_never_overlap() {
     }
     for i in 0..3 {
         m.tensors.push(desc(8));
-        m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs: vec![i], buffer_id: 0 });
+        m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs: SrcList::from(&[i][..]), buffer_id: 0 });
     }
     let (p, _) = run(&m, Planner::Upstream, 8, usize::MAX);
     let offs: Vec<usize> = (0..3).map(|t| p.placements[t].unwrap().addr.offset).collect();
@@ -264,9 +264,9 @@ fn in_place_reuse_follows_upstream_conditions() {
     let mut a = desc(4);
     a.inplace_op = true;
     m.tensors.push(a.clone());
-    m.nodes.push(NodeDesc { tensor: 1, srcs: vec![0], buffer_id: 0 });
+    m.nodes.push(NodeDesc { tensor: 1, srcs: SrcList::from(&[0][..]), buffer_id: 0 });
     m.tensors.push(a);
-    m.nodes.push(NodeDesc { tensor: 2, srcs: vec![1, 1], buffer_id: 0 });
+    m.nodes.push(NodeDesc { tensor: 2, srcs: SrcList::from(&[1, 1][..]), buffer_id: 0 });
     let (p, _) = run(&m, Planner::Upstream, 8, usize::MAX);
     assert_eq!(p.placements[1].unwrap().addr, p.placements[0].unwrap().addr, "scale reuses its input in place");
     // b reads a twice: upstream counts two readers, so a is not taken over
@@ -283,7 +283,7 @@ fn pinned_memory_is_never_handed_out() {
     m.leafs.push((0, 0));
     for i in 0..4 {
         m.tensors.push(desc(4));
-        m.nodes.push(NodeDesc { tensor: i + 1, srcs: vec![i], buffer_id: 0 });
+        m.nodes.push(NodeDesc { tensor: i + 1, srcs: SrcList::from(&[i][..]), buffer_id: 0 });
     }
     let (p, _) = run(&m, Planner::Best, 16, usize::MAX);
     for t in 1..5 {

@@ -15,9 +15,42 @@ use std::rc::Rc;
 use crate::alloc::dyn_tallocr::Addr;
 use crate::alloc::model::Tid;
 use crate::alloc::plan::Plan;
+use crate::ggml::sys::GGML_MAX_NAME;
 
 /// The newest allocations kept; older ones are folded into `base` when dropped.
 const HISTORY: usize = 8;
+
+/// Tensor names, kept as raw bytes (copied cheaply; turned into text only for a message).
+pub struct Names(Vec<[u8; GGML_MAX_NAME]>);
+
+impl Names {
+    pub fn new(raw: Vec<[u8; GGML_MAX_NAME]>) -> Names {
+        Names(raw)
+    }
+
+    pub fn get(&self, t: Tid) -> String {
+        let raw = &self.0[t];
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        String::from_utf8_lossy(&raw[..end]).into_owned()
+    }
+}
+
+impl From<Vec<String>> for Names {
+    fn from(names: Vec<String>) -> Names {
+        Names(
+            names
+                .iter()
+                .map(|n| {
+                    let mut raw = [0u8; GGML_MAX_NAME];
+                    for (d, s) in raw.iter_mut().zip(n.bytes().take(GGML_MAX_NAME - 1)) {
+                        *d = s;
+                    }
+                    raw
+                })
+                .collect(),
+        )
+    }
+}
 
 /// A plan plus what lookups need to explain themselves.
 pub struct PlanRecord {
@@ -25,12 +58,12 @@ pub struct PlanRecord {
     /// per tensor: computed by a node of the graph (a result) rather than only read
     pub is_node: Vec<bool>,
     /// per tensor: its name when the plan was made (for messages)
-    pub names: Vec<String>,
+    pub names: Names,
     painting: OnceCell<Painting>,
 }
 
 impl PlanRecord {
-    pub fn new(plan: Plan, is_node: Vec<bool>, names: Vec<String>) -> PlanRecord {
+    pub fn new(plan: Plan, is_node: Vec<bool>, names: Names) -> PlanRecord {
         PlanRecord { plan, is_node, names, painting: OnceCell::new() }
     }
 
@@ -120,7 +153,7 @@ struct Applied {
     /// tensor id -> address of the ggml_tensor it was applied to
     tensors: Rc<Vec<usize>>,
     /// names of those tensors when they differ from the ones the plan was made with
-    names: Option<Rc<Vec<String>>>,
+    names: Option<Rc<Names>>,
     /// generation of every (allocator, chunk) when applied
     generations: Vec<Vec<u64>>,
 }
@@ -128,8 +161,8 @@ struct Applied {
 impl Applied {
     fn name(&self, t: Tid) -> String {
         match &self.names {
-            Some(n) => n[t].clone(),
-            None => self.record.names[t].clone(),
+            Some(n) => n.get(t),
+            None => self.record.names.get(t),
         }
     }
 }
@@ -174,7 +207,13 @@ impl Residency {
         self.generations[alloc].get(chunk).copied().unwrap_or(0)
     }
 
-    pub fn record(&mut self, seq: u64, record: Rc<PlanRecord>, tensors: Rc<Vec<usize>>, names: Option<Rc<Vec<String>>>) {
+    /// Whether the newest recorded allocation is exactly this one (a replay of the same plan to
+    /// the same tensors: nothing to record).
+    pub fn is_newest(&self, record: &Rc<PlanRecord>, tensors: &Rc<Vec<usize>>) -> bool {
+        self.history.back().is_some_and(|a| Rc::ptr_eq(&a.record, record) && Rc::ptr_eq(&a.tensors, tensors))
+    }
+
+    pub fn record(&mut self, seq: u64, record: Rc<PlanRecord>, tensors: Rc<Vec<usize>>, names: Option<Rc<Names>>) {
         // an older application of the same plan to the same tensors says nothing this one does not
         self.history.retain(|a| !(Rc::ptr_eq(&a.record, &record) && (Rc::ptr_eq(&a.tensors, &tensors) || a.tensors == tensors)));
         let generations = self.generations.clone();
@@ -303,7 +342,7 @@ mod tests {
     #[test]
     fn later_writers_overwrite_earlier_ones() {
         // a at [0,16) written first, b at [8,24) later: a is overwritten, b is intact
-        let rec = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (8, 16, 1)]), vec![true, true], vec!["a".into(), "b".into()]));
+        let rec = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (8, 16, 1)]), vec![true, true], Names::from(vec!["a".to_string(), "b".to_string()])));
         let mut r = Residency::new(1);
         r.record(1, rec, Rc::new(vec![100, 200]), None);
         assert_eq!(r.contents(0, 0, 0, 16), Contents::Overwritten { by: "b".into(), seq: 1 });
@@ -313,8 +352,8 @@ mod tests {
 
     #[test]
     fn a_newer_allocation_shadows_an_older_one() {
-        let g1 = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (16, 16, 1)]), vec![true, true], vec!["h".into(), "x".into()]));
-        let g2 = Rc::new(PlanRecord::new(plan_of(&[(16, 16, 0)]), vec![true], vec!["y".into()]));
+        let g1 = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (16, 16, 1)]), vec![true, true], Names::from(vec!["h".to_string(), "x".to_string()])));
+        let g2 = Rc::new(PlanRecord::new(plan_of(&[(16, 16, 0)]), vec![true], Names::from(vec!["y".to_string()])));
         let mut r = Residency::new(1);
         r.record(1, g1, Rc::new(vec![100, 101]), None);
         r.record(2, g2, Rc::new(vec![300]), None);

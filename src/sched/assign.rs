@@ -46,17 +46,9 @@ impl<B: Backends> Assigner<'_, B> {
         if t == NONE { -1 } else { self.ids[t as usize] }
     }
 
-    /// The buffer holding `t`'s bytes for this graph (see `GraphIndex::storage`).
-    fn storage(&self, t: TensorRef) -> Option<Buffer> {
-        match self.ix.get(t) {
-            Some(i) => self.ix.storage[i as usize],
-            None => t.storage_buffer(),
-        }
-    }
-
-    /// Highest-priority backend that can use the buffer holding `t` and run `op`.
-    fn backend_from_buffer(&self, t: TensorRef, op: TensorRef) -> i32 {
-        let Some(buffer) = self.storage(t) else { return -1 };
+    /// Highest-priority backend that can use `buffer` and run `op`.
+    fn backend_from_buffer(&self, buffer: Option<Buffer>, op: TensorRef) -> i32 {
+        let Some(buffer) = buffer else { return -1 };
         let buft = buffer.buft_ptr();
         for b in 0..self.backends.n() {
             if self.backends.supports_buft(b, buft) && self.backends.supports_op(b, op) {
@@ -66,19 +58,23 @@ impl<B: Backends> Assigner<'_, B> {
         -1
     }
 
-    /// Pass 1 for one tensor.
-    fn from_current_location(&self, t: TensorRef) -> i32 {
-        let b = self.backend_from_buffer(t, t);
+    /// Pass 1 for tensor `id` (`node`: its position in the node list, for its sources).
+    fn from_current_location(&self, id: u32, node: Option<usize>) -> i32 {
+        let ix = self.ix;
+        let t = ix.tensor(id);
+        let storage = ix.storage[id as usize];
+        let b = self.backend_from_buffer(storage, t);
         if b != -1 {
             return b;
         }
-        if let Some(v) = t.view_src() {
-            let b = self.backend_from_buffer(v, t);
+        let vs = ix.view_src[id as usize];
+        if vs != NONE {
+            let b = self.backend_from_buffer(ix.storage[vs as usize], t);
             if b != -1 {
                 return b;
             }
         }
-        if let Some(buffer) = self.storage(t) {
+        if let Some(buffer) = storage {
             let buft_name = buffer.buft().map(|b| b.name()).unwrap_or_default();
             crate::fatal!(
                 "pre-allocated tensor {} in a buffer ({}) that cannot run the operation ({}): no backend of the scheduler supports it",
@@ -93,15 +89,16 @@ impl<B: Backends> Assigner<'_, B> {
         // ops reading weights run where the weights are; ROPE's frequency table and FLASH_ATTN's
         // sinks are too small to decide
         let o = t.op();
+        let Some(node) = node else { return -1 };
         if o == op::ROPE || o == op::FLASH_ATTN_EXT {
             return -1;
         }
-        for src in t.srcs().into_iter().flatten() {
-            let Some(buffer) = src.buffer() else { continue };
+        for &s in ix.srcs[node].iter().filter(|&&s| s != NONE) {
+            let Some(buffer) = ix.tensor(s).buffer() else { continue };
             if buffer.usage() != sys::USAGE_WEIGHTS {
                 continue;
             }
-            let src_b = self.backend_from_buffer(src, t);
+            let src_b = self.backend_from_buffer(ix.storage[s as usize], t);
             let last = self.backends.n() as i32 - 1;
             if self.op_offload && src_b == last && self.backends.buffer_is_host(buffer) {
                 for b in 0..last as usize {
@@ -149,12 +146,12 @@ impl<B: Backends> Assigner<'_, B> {
         // pass 1
         for &l in &ix.leafs {
             if self.ids[l as usize] == -1 {
-                self.ids[l as usize] = self.from_current_location(ix.tensor(l));
+                self.ids[l as usize] = self.from_current_location(l, None);
             }
         }
-        for &n in &ix.nodes {
+        for (i, &n) in ix.nodes.iter().enumerate() {
             if self.ids[n as usize] == -1 {
-                self.ids[n as usize] = self.from_current_location(ix.tensor(n));
+                self.ids[n as usize] = self.from_current_location(n, Some(i));
             }
         }
 

@@ -14,7 +14,6 @@
 //!   only leaves the current split).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::c_void;
 
 use crate::alloc::gallocr::{AddrMap, AllocError, Gallocr, GraphInput};
@@ -40,7 +39,8 @@ pub struct SchedBackends {
     pub backends: Vec<Backend>,
     pub bufts: Vec<BufferType>,
     names: Vec<String>,
-    buft_support: RefCell<HashMap<(usize, usize), bool>>,
+    /// supports_buft answers: (buffer type, one answer per backend, -1 unknown)
+    buft_support: RefCell<Vec<(usize, [i8; MAX_BACKENDS])>>,
 }
 
 impl Backends for SchedBackends {
@@ -54,7 +54,18 @@ impl Backends for SchedBackends {
         self.backends[b].device().supports_op(t)
     }
     fn supports_buft(&self, b: usize, buft: *mut ggml_backend_buffer_type) -> bool {
-        *self.buft_support.borrow_mut().entry((b, buft as usize)).or_insert_with(|| self.backends[b].device().supports_buft(buft))
+        let mut cache = self.buft_support.borrow_mut();
+        let k = match cache.iter().position(|e| e.0 == buft as usize) {
+            Some(k) => k,
+            None => {
+                cache.push((buft as usize, [-1; MAX_BACKENDS]));
+                cache.len() - 1
+            }
+        };
+        if cache[k].1[b] < 0 {
+            cache[k].1[b] = self.backends[b].device().supports_buft(buft) as i8;
+        }
+        cache[k].1[b] == 1
     }
     fn offload_op(&self, b: usize, t: TensorRef) -> bool {
         self.backends[b].device().offload_op(t.as_ptr()).unwrap_or(false)
@@ -155,7 +166,7 @@ impl Sched {
             crate::log_info!("ggml-rs {}: scheduler with {n} backend(s), {n_copies} copies (Rust implementation)\n", env!("CARGO_PKG_VERSION"));
         }
         Sched {
-            be: SchedBackends { backends, bufts, names, buft_support: RefCell::new(HashMap::new()) },
+            be: SchedBackends { backends, bufts, names, buft_support: RefCell::new(Vec::new()) },
             galloc,
             n_copies,
             cur_copy: 0,

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Benchmarks, ggml-rs against upstream built from the pin, in the same run (tables on stdout):
+#   1. plan quality: compute-buffer bytes of upstream's gallocr, ours, and the live-bytes lower
+#      bound, for llama-shaped graphs and 120 seeded random DAGs
+#   2. allocator and scheduler time (reserve, first alloc, replayed alloc of a ~2000-node graph;
+#      scheduler reset + alloc over two backends; compute overhead with 2000 tiny ops), as the
+#      median of ROUNDS interleaved runs of each build (each run already reports medians)
+#   3. llama-bench pp512 / tg128, 2 threads, on the medium models (f16, q8_0), interleaved
+# Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 9), GGML_RS_BENCH_SKIP_LLAMA=1.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ROUNDS=${ROUNDS:-15}
+LLAMA_ROUNDS=${LLAMA_ROUNDS:-9}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+setup_tools && build_library && build_upstream || exit 1
+for b in "$BUILD_STOCK" "$BUILD_OURS"; do
+    cmake --build "$b" --target bench_alloc llama-bench > /dev/null || exit 1
+done
+STOCK_BENCH=$BUILD_STOCK/bench/bench_alloc
+OURS_BENCH=$BUILD_OURS/bench/bench_alloc
+
+echo "# ggml-rs benchmarks ($(date -u +%Y-%m-%d), $(nproc) cores, $(uname -m))"
+echo
+echo "## 1. Plan quality: compute-buffer bytes"
+"$STOCK_BENCH" quality > "$T/q-stock" || exit 1
+"$OURS_BENCH" quality > "$T/q-ours" || exit 1
+python3 - "$T/q-stock" "$T/q-ours" <<'EOF'
+import statistics, sys
+def load(p):
+    return {l.split()[1]: (int(l.split()[2]), int(l.split()[3])) for l in open(p) if l.startswith("quality ")}
+up, ours = load(sys.argv[1]), load(sys.argv[2])
+print("| graph | upstream | ggml-rs | lower bound | ggml-rs/upstream | upstream/LB | ggml-rs/LB |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+rand_up, rand_ours, worst = [], [], 0.0
+for name in ours:
+    u, (o, lb) = up[name][0], ours[name]
+    r_uo, r_u, r_o = o / u, u / lb, o / lb
+    worst = max(worst, r_uo)
+    if name.startswith("random"):
+        rand_up.append(r_u); rand_ours.append(r_o)
+        if not name.endswith(("-s0", "-s1", "-s2")):
+            continue
+    print(f"| {name} | {u} | {o} | {lb} | {r_uo:.3f} | {r_u:.3f} | {r_o:.3f} |")
+print(f"| random DAGs (120), median | | | | | {statistics.median(rand_up):.3f} | {statistics.median(rand_ours):.3f} |")
+print()
+print(f"- largest ggml-rs/upstream over all {len(ours)} graphs: {worst:.3f} (goal: never above 1)")
+print(f"- random DAGs: median over the lower bound {statistics.median(rand_ours):.3f} for ggml-rs "
+      f"(goal <= 1.05), {statistics.median(rand_up):.3f} for upstream; worst {max(rand_ours):.3f} vs {max(rand_up):.3f}")
+sys.exit(0 if worst <= 1.0 else 1)
+EOF
+
+echo
+echo "## 2. Allocator and scheduler time (median of $ROUNDS interleaved runs, each the median of 41 repetitions)"
+for r in $(seq "$ROUNDS"); do
+    "$STOCK_BENCH" time >> "$T/t-stock" || exit 1
+    "$OURS_BENCH" time >> "$T/t-ours" || exit 1
+done
+python3 - "$T/t-stock" "$T/t-ours" <<'EOF'
+import statistics, sys
+def load(p):
+    d = {}
+    for l in open(p):
+        if l.startswith("time "):
+            k, v = l.split()[1], float(l.split()[2])
+            d.setdefault(k, []).append(v)
+        if l.startswith(("nodes ", "splits ")):
+            d.setdefault("_" + l.split()[0], []).append(int(l.split()[1]))
+    return d
+up, ours = load(sys.argv[1]), load(sys.argv[2])
+labels = {
+    "gallocr_reserve_us": "gallocr reserve (plan + buffer)",
+    "gallocr_alloc_first_us": "gallocr alloc_graph, first (plan)",
+    "gallocr_alloc_replay_us": "gallocr alloc_graph, same graph again",
+    "sched_reset_alloc_us": "sched reset + alloc_graph, 2 backends",
+    "sched_compute_2000_tiny_ops_us": "sched graph_compute, 2000 tiny ops",
+}
+print(f"graph: {up['_nodes'][0]} nodes; scheduler graph: {ours['_splits'][0]} splits")
+print()
+print("| measurement | upstream (us) | ggml-rs (us) | ggml-rs/upstream |")
+print("|---|---:|---:|---:|")
+for k, label in labels.items():
+    u, o = statistics.median(up[k]), statistics.median(ours[k])
+    print(f"| {label} | {u:.1f} | {o:.1f} | {o / u:.2f} |")
+EOF
+
+[ "${GGML_RS_BENCH_SKIP_LLAMA:-0}" = 1 ] && exit 0
+echo
+echo "## 3. llama-bench, medium models (60M parameters), -t 2, median of $LLAMA_ROUNDS interleaved runs"
+make_models medium || exit 1
+for r in $(seq "$LLAMA_ROUNDS"); do
+    for m in f16 q8_0; do
+        for which in stock ours; do
+            b=$BUILD_STOCK; [ "$which" = ours ] && b=$BUILD_OURS
+            "$b/bin/llama-bench" -m "$MODELS/medium-$m.gguf" -p 512 -n 128 -t 2 -r 1 -o csv \
+                > "$T/llama-$which-$m-$r.csv" 2>/dev/null || exit 1
+        done
+    done
+done
+python3 - "$T" <<'EOF'
+import csv, glob, os, statistics, sys
+ts = {}
+for path in glob.glob(os.path.join(sys.argv[1], "llama-*.csv")):
+    _, which, model, _ = os.path.basename(path).split("-", 3)
+    for row in csv.DictReader(open(path)):
+        test = f"pp{row['n_prompt']}" if row["n_gen"] == "0" else f"tg{row['n_gen']}"
+        ts.setdefault((which, model, test), []).append(float(row["avg_ts"]))
+print("| model | test | upstream (t/s) | ggml-rs (t/s) | ggml-rs/upstream |")
+print("|---|---|---:|---:|---:|")
+for model in ("f16", "q8_0"):
+    for test in ("pp512", "tg128"):
+        u, o = statistics.median(ts[("stock", model, test)]), statistics.median(ts[("ours", model, test)])
+        print(f"| medium {model} | {test} | {u:.1f} | {o:.1f} | {o / u:.3f} |")
+EOF
