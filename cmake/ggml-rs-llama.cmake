@@ -43,7 +43,9 @@ endif()
 
 # the programs the project's checks run; `cmake --build . --target ggml-rs-programs` builds them all
 set(GGML_RS_UPSTREAM_PROGRAMS
-    llama-simple llama-bench llama-eval-callback llama-completion ggml-rpc-server
-    test-backend-ops test-opt test-alloc)
+    llama-simple llama-bench llama-imatrix ggml-rpc-server
+    test-backend-ops test-opt test-alloc test-tiled-mulmat test-rpc-multi-server
+    test-llama-archs test-save-load-state test-recurrent-state-rollback test-backend-sampler
+    test-thread-safety test-state-restore-fragmented test-autorelease test-model-load-cancel)
 add_custom_target(ggml-rs-programs DEPENDS ${GGML_RS_UPSTREAM_PROGRAMS})
 # the targets CTest runs, built by `all` in the project's own directories (c_tests/, drivers/)

@@ -41,15 +41,16 @@ struct Options {
     std::string logits_path;
     bool        vary_batch = false;
     bool        verbose    = false;
-    std::string rpc;                 // rpc-server endpoint host:port; empty: CPU only
-    int         n_gpu_layers = 0;    // layers offloaded to the RPC device
+    std::string rpc;                 // rpc-server endpoints host:port[,host:port]; empty: CPU only
+    int         n_gpu_layers = 0;    // layers offloaded to the RPC devices
+    bool        split_tensor = false; // split the offloaded layers' tensors across the devices (meta device)
 };
 
 void usage(FILE * to, const char * argv0) {
     std::fprintf(to,
         "usage: %s -m MODEL [-p PROMPT] [-n N_GEN] [-c N_CTX] [-b N_BATCH] [-ub N_UBATCH]\n"
         "       [-fa on|off|auto] [-t THREADS] [--logits FILE] [--vary-batch] [-v]\n"
-        "       [--rpc HOST:PORT -ngl N]\n"
+        "       [--rpc HOST:PORT[,HOST:PORT...] -ngl N [-sm layer|tensor]]\n"
         "\n"
         "  -m MODEL        GGUF model (loaded on the CPU only)\n"
         "  -p PROMPT       prompt text, tokenized with BOS (default \"Hello world\")\n"
@@ -62,8 +63,10 @@ void usage(FILE * to, const char * argv0) {
         "  --logits FILE   also write every evaluated position's logits, raw float32, in order\n"
         "  --vary-batch    feed the prompt in chunks of 1, 3, 7, then the rest (capped at N_BATCH)\n"
         "  -v              pass llama's full log through to stderr\n"
-        "  --rpc HOST:PORT offload to the device of an rpc-server (ggml-rpc-server)\n"
-        "  -ngl N          layers offloaded to the RPC device (default 0)\n",
+        "  --rpc HOST:PORT offload to the devices of rpc-servers (ggml-rpc-server), comma separated\n"
+        "  -ngl N          layers offloaded to the RPC devices (default 0)\n"
+        "  -sm MODE        layer: whole layers per device (default); tensor: tensors split across\n"
+        "                  the devices (ggml's meta device, tensor parallelism)\n",
         argv0);
 }
 
@@ -109,6 +112,7 @@ int parse_args(int argc, char ** argv, Options & o) {
         else if (a == "--logits")              { o.logits_path = v; }
         else if (a == "--rpc")                 { o.rpc = v; }
         else if (a == "-ngl")                  { ok = parse_int(v, 0, o.n_gpu_layers); }
+        else if (a == "-sm")                   { o.split_tensor = std::string(v) == "tensor"; ok = o.split_tensor || std::string(v) == "layer"; }
         else {
             std::fprintf(stderr, "error: unknown argument %s\n", a.c_str());
             return 2;
@@ -336,22 +340,33 @@ int run(const Options & opt) {
     Session s;
 
     llama_model_params mparams = llama_model_default_params();
-    ggml_backend_dev_t devices[2] = { nullptr, nullptr };  // empty offload list: the CPU only
+    std::vector<ggml_backend_dev_t> devices;  // empty offload list: the CPU only
     if (!opt.rpc.empty()) {
-        // register the server's devices the way llama's --rpc does, then offload to the first one
+        // register the servers' devices the way llama's --rpc does, then offload to them
         ggml_backend_reg_t rpc_reg = ggml_backend_reg_by_name("RPC");
         using add_server_fn = ggml_backend_reg_t (*)(const char *);
         auto add_server = rpc_reg ? (add_server_fn) ggml_backend_reg_get_proc_address(rpc_reg, "ggml_backend_rpc_add_server") : nullptr;
-        ggml_backend_reg_t server = add_server ? add_server(opt.rpc.c_str()) : nullptr;
-        if (!server || ggml_backend_reg_dev_count(server) == 0) {
-            std::fprintf(stderr, "error: cannot reach rpc-server %s\n", opt.rpc.c_str());
-            return 1;
+        size_t start = 0;
+        while (start <= opt.rpc.size()) {
+            size_t end = opt.rpc.find(',', start);
+            if (end == std::string::npos) {
+                end = opt.rpc.size();
+            }
+            const std::string endpoint = opt.rpc.substr(start, end - start);
+            ggml_backend_reg_t server = add_server ? add_server(endpoint.c_str()) : nullptr;
+            if (!server || ggml_backend_reg_dev_count(server) == 0) {
+                std::fprintf(stderr, "error: cannot reach rpc-server %s\n", endpoint.c_str());
+                return 1;
+            }
+            ggml_backend_register(server);
+            devices.push_back(ggml_backend_reg_dev_get(server, 0));
+            start = end + 1;
         }
-        ggml_backend_register(server);
-        devices[0] = ggml_backend_reg_dev_get(server, 0);
     }
-    mparams.devices      = devices;
+    devices.push_back(nullptr);
+    mparams.devices      = devices.data();
     mparams.n_gpu_layers = opt.rpc.empty() ? 0 : opt.n_gpu_layers;
+    mparams.split_mode   = opt.split_tensor ? LLAMA_SPLIT_MODE_TENSOR : LLAMA_SPLIT_MODE_LAYER;
     s.model = llama_model_load_from_file(opt.model.c_str(), mparams);
     if (!s.model) {
         std::fprintf(stderr, "error: cannot load model %s\n", opt.model.c_str());

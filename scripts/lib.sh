@@ -74,12 +74,14 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-# start_rpc_server BUILD: starts BUILD's ggml-rpc-server on a free port; sets RPC_ENDPOINT, RPC_PID
+# start_rpc_server BUILD: starts one more of BUILD's ggml-rpc-server on a free port; sets
+# RPC_ENDPOINT to its host:port and adds it to RPC_PIDS
+RPC_PIDS=()
 start_rpc_server() {
     local port
     port=$(free_port)
     "$1/bin/ggml-rpc-server" -H 127.0.0.1 -p "$port" -t 1 > "${TMPDIR:-/tmp}/ggml-rs-rpc-$port.log" 2>&1 &
-    RPC_PID=$!
+    RPC_PIDS+=($!)
     RPC_ENDPOINT=127.0.0.1:$port
     for _ in $(seq 50); do
         if (echo > "/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -91,7 +93,11 @@ start_rpc_server() {
     return 1
 }
 
+# stop_rpc_server: stops every server start_rpc_server started
 stop_rpc_server() {
-    [ -n "${RPC_PID:-}" ] && kill "$RPC_PID" 2>/dev/null && wait "$RPC_PID" 2>/dev/null
-    RPC_PID=
+    local pid
+    for pid in "${RPC_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    done
+    RPC_PIDS=()
 }

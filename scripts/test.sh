@@ -5,9 +5,13 @@
 #   3. the ABI test (symbols, signatures, layouts, our headers on their own)
 #   4. the C tests (CTest) with our library; upstream must fail the scenarios of its bugs
 #   5. upstream's own programs on our library: test-alloc, test-opt, test-backend-ops
-#   6. two processes: rpc-server on loopback + local CPU (scheduler test, test-backend-ops test
-#      mode against the RPC backend, llama with layers on the server)
-#   7. llama.cpp drop-in: the same logits (bit for bit) and text as upstream for a matrix of
+#   6. upstream llama.cpp's own tests on our library: every architecture (dense, MoE, recurrent,
+#      encoder-decoder) against CPU and through a save/load round trip, state save/load and
+#      rollback, backend sampling, threads, imatrix (eval callback) identical to upstream
+#   7. processes: rpc-servers on loopback + local CPU (scheduler test, test-backend-ops test
+#      mode against the RPC backend, every architecture on RPC and on the meta device, llama with
+#      layers on a server, tensors split across two servers)
+#   8. llama.cpp drop-in: the same logits (bit for bit) and text as upstream for a matrix of
 #      settings, link-time and LD_PRELOAD
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
@@ -17,6 +21,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 FUZZ_ITERS=${GGML_RS_FUZZ_ITERS:-300}
 PLAN_FUZZ=${GGML_RS_PLAN_FUZZ:-3000}
 T=$(mktemp -d)
+PROMPT="Once upon a time there was a little model that generated random text"
+PROMPT_WORDS="the quick brown fox jumps over the lazy dog $PROMPT"
 trap 'stop_rpc_server; rm -rf "$T"' EXIT
 
 step "set-up"
@@ -82,7 +88,63 @@ check "test-backend-ops grad: same results" bash -c \
 check "test-backend-ops support -b CPU: same as reference" bash -c \
     "diff <('$BUILD_STOCK/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') <('$BUILD_OURS/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') > /dev/null"
 
-step "6. two processes: rpc-server + local CPU"
+step "6. upstream llama.cpp's tests on our library"
+check "test-tiled-mulmat" bash -c "'$BUILD_OURS/bin/test-tiled-mulmat' > '$T/tiled.log' 2>&1; rc=\$?; echo \"\$(grep -c PASS '$T/tiled.log') PASS, \$(grep -c FAIL '$T/tiled.log') FAIL\"; exit \$rc"
+# test-llama-archs builds a random model of every architecture llama.cpp knows, runs it on each
+# device against the CPU and through a save/load round trip; -o writes the models instead
+archs() {
+    "$BUILD_OURS/bin/test-llama-archs" "$@" > "$T/archs.log" 2>&1
+    local rc=$?
+    grep -a '^Summary' "$T/archs.log"
+    return $rc
+}
+check "test-llama-archs (every architecture, CPU)" archs
+mkdir -p "$T/arch-models"
+check "test-llama-archs -o: a model of every architecture" bash -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
+per_model() {
+    "$BUILD_OURS/bin/$1" --models "$T/arch-models" > "$T/$1.log" 2>&1
+    local rc=$?
+    echo "$(grep -ac 'gguf' "$T/$1.log") models, $(grep -ao 'PASS' "$T/$1.log" | wc -l) PASS, $(grep -ao 'FAIL' "$T/$1.log" | wc -l) FAIL"
+    return $rc
+}
+check "test-save-load-state --models (every architecture)" per_model test-save-load-state
+check "test-recurrent-state-rollback --models (every architecture)" per_model test-recurrent-state-rollback
+rm -rf "$T/arch-models"
+check "test-thread-safety (4 sequences, 2 threads)" bash -c \
+    "'$BUILD_OURS/bin/test-thread-safety' -m '$MODELS/tiny-f32.gguf' -ngl 99 -p 'The meaning of life is' -n 64 -c 256 -ub 32 -np 4 -t 2 2>&1 | grep -a 'without errors'"
+check "test-state-restore-fragmented" bash -c "'$BUILD_OURS/bin/test-state-restore-fragmented' -m '$MODELS/tiny-f32.gguf' 2>&1 | grep -a SUCCESS"
+check "test-autorelease, test-model-load-cancel" bash -c \
+    "'$BUILD_OURS/bin/test-autorelease' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1 && '$BUILD_OURS/bin/test-model-load-cancel' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1"
+# backend sampling (sampler graphs through the scheduler); cpu_mixed needs a real vocabulary
+# (it aborts on upstream too with our 1024-token model)
+sampler() {
+    local t bad=0 n=0
+    for t in greedy logit_bias penalties temp temp_ext top_k top_p min_p multi_sequence dist dist_and_cpu set_sampler \
+             multi_output_limit multi_sequence_multi_output_dist multi_output_dist_transaction multi_output_sampling_chain \
+             multi_output_cpu mixed; do
+        n=$((n + 1))
+        "$BUILD_OURS/bin/test-backend-sampler" --model "$MODELS/tiny-f32.gguf" --test "$t" > "$T/sampler.log" 2>&1 \
+            || { echo "$t failed"; bad=1; }
+    done
+    echo "$n sampler tests"
+    return $bad
+}
+check "test-backend-sampler" sampler
+imatrix() {
+    python3 -c "import random; random.seed(1); w='$PROMPT_WORDS'.split(); print(' '.join(random.choice(w) for _ in range(3000)))" > "$T/calib.txt"
+    local v
+    for v in stock ours; do
+        local b=$BUILD_STOCK
+        [ $v = ours ] && b=$BUILD_OURS
+        "$b/bin/llama-imatrix" -m "$MODELS/tiny-f32.gguf" -f "$T/calib.txt" -o "$T/imatrix-$v.gguf" -c 128 -t 2 > "$T/imatrix-$v.log" 2>&1 \
+            || { tail -n 3 "$T/imatrix-$v.log"; return 1; }
+    done
+    grep -a 'Final estimate' "$T/imatrix-ours.log"
+    cmp "$T/imatrix-stock.gguf" "$T/imatrix-ours.gguf"
+}
+check "llama-imatrix (eval callback): the same file as upstream" imatrix
+
+step "7. processes: rpc-servers + local CPU"
 if start_rpc_server "$BUILD_OURS"; then
     check "scheduler: rpc-server + CPU = CPU alone" env GGML_RS_RPC_ENDPOINT="$RPC_ENDPOINT" "$BUILD_OURS/c_tests/test_rpc_sched"
     RPC_OPS="ADD,MUL,SCALE,SQR,CPY,CONT,GET_ROWS,SET_ROWS,MUL_MAT,RMS_NORM,SOFT_MAX,ROPE,GLU,ADD_ID"
@@ -96,13 +158,29 @@ if start_rpc_server "$BUILD_OURS"; then
         diff <(grep '^text:' "$T/rpc-llama.txt") <(grep '^text:' "$T/cpu-llama.txt")
     }
     check "llama: layers split between rpc-server and CPU give the CPU's text" rpc_llama
+    check "test-llama-archs with the RPC device (RPC and meta device against CPU)" bash -c \
+        "GGML_RS_RPC_SERVER='$RPC_ENDPOINT' LD_PRELOAD='$BUILD_OURS/c_tests/librpc_preload.so' '$BUILD_OURS/bin/test-llama-archs' > '$T/archs-rpc.log' 2>&1; rc=\$?; grep -a '^Summary' '$T/archs-rpc.log'; exit \$rc"
+    first_endpoint=$RPC_ENDPOINT
+    if start_rpc_server "$BUILD_OURS"; then
+        check "test-rpc-multi-server (upstream's script, two servers)" bash "$TREE/tests/test-rpc-multi-server.sh" \
+            "$BUILD_OURS/bin/ggml-rpc-server" "$BUILD_OURS/bin/test-rpc-multi-server"
+        # tensor parallelism: ggml's meta device splits every offloaded tensor across both servers
+        meta() {
+            local v args=(-m "$MODELS/tiny-f32.gguf" -p "$PROMPT" -n 32 --rpc "$first_endpoint,$RPC_ENDPOINT" -ngl 99 -sm tensor -fa on)
+            "$BUILD_STOCK/bin/llama-compare" "${args[@]}" > "$T/meta-stock.txt" 2> "$T/meta-stock.err" || { tail -n 3 "$T/meta-stock.err"; return 1; }
+            "$BUILD_OURS/bin/llama-compare" "${args[@]}" > "$T/meta-ours.txt" 2> "$T/meta-ours.err" || { tail -n 3 "$T/meta-ours.err"; return 1; }
+            cmp "$T/meta-stock.txt" "$T/meta-ours.txt" && echo "$(grep -c logits_fnv1a64 "$T/meta-ours.txt") logits rows identical"
+        }
+        check "llama: tensors split across two rpc-servers (meta device), same logits as upstream" meta
+    else
+        check "a second rpc-server starts" false
+    fi
     stop_rpc_server
 else
     check "rpc-server starts" false
 fi
 
-step "7. llama.cpp on our library: identical logits and text"
-PROMPT="Once upon a time there was a little model that generated random text"
+step "8. llama.cpp on our library: identical logits and text"
 compare_llama() {
     local args=$*
     "$BUILD_STOCK/bin/llama-compare" $args -p "$PROMPT" > "$T/stock.txt" 2> "$T/stock.err" || { tail -n 3 "$T/stock.err"; return 1; }

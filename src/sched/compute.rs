@@ -8,6 +8,7 @@ use crate::backend::buffer::buffer_is_host;
 use crate::backend::stream::graph_compute_async;
 use crate::backend::tensor_io::{tensor_copy, tensor_get_async, tensor_set_async};
 use crate::ggml::abi_backend::ggml_backend_sched_eval_callback;
+use crate::ggml::graph::GraphView;
 use crate::ggml::handles::{Backend, Event};
 use crate::ggml::sys::{self, GGML_STATUS_SUCCESS, ggml_status, op};
 use crate::ggml::tensor::TensorRef;
@@ -162,11 +163,16 @@ impl ComputeCtx<'_> {
     /// status, and false in the second field when the callback asked to stop.
     fn compute_split(&self, split: &mut Split) -> (ggml_status, bool) {
         let backend = self.backends[split.backend];
-        if crate::alloc::poison::enabled() {
-            return (crate::backend::stream::compute_checking_poison(backend, &split.graph), true);
-        }
+        let poison = crate::alloc::poison::enabled();
+        let compute = |graph: &mut GraphView| {
+            if poison {
+                crate::backend::stream::compute_checking_poison(backend, graph)
+            } else {
+                graph_compute_async(backend, graph.as_ptr())
+            }
+        };
         let Some(cb) = self.callback else {
-            return (graph_compute_async(backend, split.graph.as_ptr()), true);
+            return (compute(&mut split.graph), true);
         };
         let n = split.graph.len();
         let nodes: Vec<TensorRef> = split.graph.nodes().collect();
@@ -181,7 +187,7 @@ impl ComputeCtx<'_> {
                 need = ask(nodes[j1]);
             }
             let mut view = split.graph.sub_view(j0, j1 + 1);
-            let status = graph_compute_async(backend, view.as_ptr());
+            let status = compute(&mut view);
             if status != GGML_STATUS_SUCCESS {
                 return (status, true);
             }
