@@ -308,6 +308,23 @@ static int quality(void) {
     return 0;
 }
 
+// tensors keep the placement of the previous round: clear it for a first allocation (the
+// weights stay where they are)
+static void forget_placement(struct llama_graph * g) {
+    for (int i = 0; i < ggml_graph_n_nodes(g->graph); i++) {
+        struct ggml_tensor * n = ggml_graph_node(g->graph, i);
+        n->data = NULL;
+        n->buffer = NULL;
+    }
+    for (int i = 0; i < g->graph->n_leafs; i++) {
+        struct ggml_tensor * l = g->graph->leafs[i];
+        if (l->buffer != g->wbuf[0]) {
+            l->data = NULL;
+            l->buffer = NULL;
+        }
+    }
+}
+
 static int REPS_ENV(void) { const char * r = getenv("GGML_RS_BENCH_REPS"); return r ? atoi(r) : 41; }
 #define REPS_MAX 41
 
@@ -324,19 +341,7 @@ static int timing(void) {
         ggml_gallocr_reserve(ga, g.graph);
         t_reserve[r] = now() - t0;
         ggml_gallocr_free(ga);
-        // tensors keep the placement of the previous round: clear it for a first allocation
-        for (int i = 0; i < ggml_graph_n_nodes(g.graph); i++) {
-            struct ggml_tensor * n = ggml_graph_node(g.graph, i);
-            n->data = NULL;
-            n->buffer = NULL;
-        }
-        for (int i = 0; i < g.graph->n_leafs; i++) {
-            struct ggml_tensor * l = g.graph->leafs[i];
-            if (l->buffer != g.wbuf[0]) {
-                l->data = NULL;
-                l->buffer = NULL;
-            }
-        }
+        forget_placement(&g);
         ga = ggml_gallocr_new(&virtual_buft);
         t0 = now();
         ggml_gallocr_alloc_graph(ga, g.graph);
@@ -412,6 +417,51 @@ static int timing(void) {
     return 0;
 }
 
+// one operation in a loop, for a profiler: reserve, first (alloc_graph with a new plan), replay
+// (alloc_graph of the same graph again), sched (reset + alloc_graph over two backends);
+// GGML_RS_BENCH_SHAPE picks another graph
+static int profile(const char * what, int n) {
+    const char * shape = getenv("GGML_RS_BENCH_SHAPE"); // index into SHAPES, default the ~2800-node graph
+    const struct llama_shape * s = &SHAPES[shape ? atoi(shape) % (int) (sizeof(SHAPES) / sizeof(SHAPES[0])) : 6];
+    struct llama_graph g = build_llama(s, &virtual_buft, NULL, -1);
+    if (strcmp(what, "sched") == 0) {
+        ggml_backend_t fake = fake_backend_new(NULL);
+        ggml_backend_t cpu = ggml_backend_cpu_init();
+        ggml_backend_t backends[2] = { fake, cpu };
+        ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 8192, false, false);
+        struct llama_graph gs = build_llama(s, fake_backend_buft(fake), ggml_backend_cpu_buffer_type(), s->n_layer / 2);
+        for (int r = 0; r < n; r++) {
+            ggml_backend_sched_reset(sched);
+            if (!ggml_backend_sched_alloc_graph(sched, gs.graph)) {
+                return 1;
+            }
+        }
+        ggml_backend_sched_free(sched);
+        free_llama(&gs);
+        ggml_backend_free(cpu);
+        ggml_backend_free(fake);
+    } else {
+        ggml_gallocr_t ga = ggml_gallocr_new(&virtual_buft);
+        for (int r = 0; r < n; r++) {
+            if (strcmp(what, "reserve") == 0) {
+                ggml_gallocr_free(ga);
+                ga = ggml_gallocr_new(&virtual_buft);
+                ggml_gallocr_reserve(ga, g.graph);
+            } else if (strcmp(what, "first") == 0) {
+                ggml_gallocr_free(ga);
+                ga = ggml_gallocr_new(&virtual_buft);
+                forget_placement(&g);
+                ggml_gallocr_alloc_graph(ga, g.graph);
+            } else {
+                ggml_gallocr_alloc_graph(ga, g.graph);
+            }
+        }
+        ggml_gallocr_free(ga);
+    }
+    free_llama(&g);
+    return 0;
+}
+
 int main(int argc, char ** argv) {
     const char * mode = argc > 1 ? argv[1] : "quality";
     printf("library %s\n", ggml_rs_version ? ggml_rs_version() : "upstream ggml-base");
@@ -421,6 +471,9 @@ int main(int argc, char ** argv) {
     if (strcmp(mode, "time") == 0) {
         return timing();
     }
-    fprintf(stderr, "usage: %s quality|time\n", argv[0]);
+    if (strcmp(mode, "profile") == 0 && argc > 2) {
+        return profile(argv[2], argc > 3 ? atoi(argv[3]) : 1000);
+    }
+    fprintf(stderr, "usage: %s quality|time|profile reserve|first|replay|sched [N]\n", argv[0]);
     return 2;
 }

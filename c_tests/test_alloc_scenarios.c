@@ -3,11 +3,13 @@
 // - forward and backward graphs sharing tensors, allocated alternately, stay correct;
 // - a plan is replayed only for the same graph, never for a different one with equal counts;
 // - a result carried over from one graph to the next keeps its bytes, or allocation fails with
-//   a message naming it; a buffer that grows takes the carried result along.
+//   a message naming it; a buffer that grows takes the carried result along, and a result whose
+//   buffer was freed is not mistaken for one of the new buffer, even at the same address.
 #include "check.h"
 #include "ggml_rs_ext.h"
 
 #include "ggml-alloc.h"
+#include "ggml-backend-impl.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
@@ -210,9 +212,8 @@ static void test_same_counts_different_topology_is_planned_anew(void) {
 }
 
 // upstream repros (c0) and (c1), on the allocator: h of g1 is read by g2
-static void test_result_carried_over_to_the_next_graph(void) {
-    struct ggml_context * ctx = new_ctx(32);
-    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+// graph 1 of the carried-result scenarios: h = 2 * x (x[0] = x0), an output, computed
+static struct ggml_tensor * compute_h(struct ggml_context * ctx, ggml_gallocr_t ga, float x0) {
     struct ggml_tensor * x = vec(ctx, "x", 8);
     ggml_set_input(x);
     struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
@@ -221,9 +222,16 @@ static void test_result_carried_over_to_the_next_graph(void) {
     struct ggml_cgraph * g1 = ggml_new_graph(ctx);
     ggml_build_forward_expand(g1, h);
     CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
-    fill(x, 3.0f);
+    fill(x, x0);
     ggml_backend_graph_compute(g_cpu, g1);
-    CHECK_FLOAT(get0(h), 6.0);
+    CHECK_FLOAT(get0(h), 2.0 * x0);
+    return h;
+}
+
+static void test_result_carried_over_to_the_next_graph(void) {
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * h = compute_h(ctx, ga, 3.0f);
 
     // g2: o = scale(y, 10) + h, h only read
     struct ggml_tensor * y = vec(ctx, "y", 8);
@@ -305,16 +313,7 @@ static void test_lost_result_is_a_named_error(void) {
 static void test_carried_result_survives_buffer_growth(void) {
     struct ggml_context * ctx = new_ctx(32);
     ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
-    struct ggml_tensor * x = vec(ctx, "x", 8);
-    ggml_set_input(x);
-    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
-    ggml_set_name(h, "h");
-    ggml_set_output(h);
-    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
-    ggml_build_forward_expand(g1, h);
-    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
-    fill(x, 3.0f);
-    ggml_backend_graph_compute(g_cpu, g1);
+    struct ggml_tensor * h = compute_h(ctx, ga, 3.0f);
     size_t before = ggml_gallocr_get_buffer_size(ga, 0);
 
     struct ggml_tensor * big = vec(ctx, "big", 256);
@@ -350,15 +349,7 @@ static void test_carried_result_survives_buffer_growth(void) {
 static void test_result_lost_to_reallocation_is_a_named_error(void) {
     struct ggml_context * ctx = new_ctx(32);
     ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
-    struct ggml_tensor * x = vec(ctx, "x", 8);
-    ggml_set_input(x);
-    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
-    ggml_set_name(h, "h");
-    ggml_set_output(h);
-    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
-    ggml_build_forward_expand(g1, h);
-    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
-    ggml_backend_graph_compute(g_cpu, g1);
+    struct ggml_tensor * h = compute_h(ctx, ga, 1.0f);
 
     struct ggml_tensor * big = vec(ctx, "big", 512);
     ggml_set_input(big);
@@ -379,6 +370,55 @@ static void test_result_lost_to_reallocation_is_a_named_error(void) {
     ggml_free(ctx);
 }
 
+// a buffer type whose buffers always start at the same address (as an allocator that hands a
+// freed block back for the next, larger request does)
+static uint8_t g_arena[1 << 16] __attribute__((aligned(64)));
+static const char * arena_name(ggml_backend_buffer_type_t t) { (void) t; return "arena"; }
+static ggml_backend_buffer_t arena_alloc(ggml_backend_buffer_type_t t, size_t size) {
+    (void) t;
+    CHECK(size <= sizeof(g_arena), "arena too small for %zu bytes", size);
+    return ggml_backend_cpu_buffer_from_ptr(g_arena, size);
+}
+static size_t arena_align(ggml_backend_buffer_type_t t) { (void) t; return 32; }
+static bool arena_is_host(ggml_backend_buffer_type_t t) { (void) t; return true; }
+static struct ggml_backend_buffer_type g_arena_buft = {
+    .iface = { .get_name = arena_name, .alloc_buffer = arena_alloc, .get_alignment = arena_align, .is_host = arena_is_host },
+};
+
+static void test_result_lost_to_reallocation_at_the_same_address_is_a_named_error(void) {
+    // the compute buffer grows, and the new one starts where the old one did: h's old address
+    // now lies inside the new buffer, but its bytes are gone
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(&g_arena_buft);
+    struct ggml_tensor * h = compute_h(ctx, ga, 1.0f);
+
+    struct ggml_tensor * big = vec(ctx, "big", 512);
+    ggml_set_input(big);
+    struct ggml_tensor * bs = ggml_scale(ctx, big, 3.0f);
+    ggml_set_name(bs, "bs");
+    ggml_set_output(bs);
+    struct ggml_cgraph * gbig = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gbig, bs);
+    CHECK(ggml_gallocr_alloc_graph(ga, gbig), "alloc the big graph (reallocates)");
+    CHECK((uint8_t *) big->data >= g_arena && (uint8_t *) big->data < g_arena + sizeof(g_arena), "the new buffer is the arena again");
+    float fives[512];
+    for (int i = 0; i < 512; i++) {
+        fives[i] = 5.0f;
+    }
+    ggml_backend_tensor_set(big, fives, 0, sizeof(fives));
+    ggml_backend_graph_compute(g_cpu, gbig);
+
+    struct ggml_tensor * r = ggml_scale(ctx, h, 1.0f);
+    struct ggml_tensor * nodes[1] = { r };
+    struct ggml_cgraph * g2 = graph_of(ctx, nodes, 1);
+    log_capture_begin();
+    CHECK(!ggml_gallocr_alloc_graph(ga, g2), "h's bytes were lost with the old buffer: allocation must fail");
+    ggml_log_set(NULL, NULL);
+    CHECK(strstr(g_log, "tensor 'h'") != NULL && strstr(g_log, "reallocated") != NULL, "message: %s", g_log);
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     g_cpu = ggml_backend_cpu_init();
@@ -390,6 +430,7 @@ int main(int argc, char ** argv) {
     RUN(test_lost_result_is_a_named_error);
     RUN(test_carried_result_survives_buffer_growth);
     RUN(test_result_lost_to_reallocation_is_a_named_error);
+    RUN(test_result_lost_to_reallocation_at_the_same_address_is_a_named_error);
     ggml_backend_free(g_cpu);
     printf("%d tests passed\n", g_tests_run);
     return 0;

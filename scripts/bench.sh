@@ -85,6 +85,27 @@ for k, label in labels.items():
     print(f"| {label} | {u:.1f} | {o:.1f} | {o / u:.2f} |")
 EOF
 
+if command -v valgrind > /dev/null; then
+    echo
+    echo "## 2b. Instructions per operation (callgrind: exact, unlike the times on a shared machine;"
+    echo "replay and sched include their first plan, spread over the repetitions)"
+    echo
+    echo "| operation | upstream | ggml-rs | ggml-rs/upstream |"
+    echo "|---|---:|---:|---:|"
+    # operation, repetitions, the exported function whose inclusive count is taken
+    for spec in "reserve 20 ggml_gallocr_reserve" "first 20 ggml_gallocr_alloc_graph" "replay 200 ggml_gallocr_alloc_graph" \
+                "sched 50 ggml_backend_sched_alloc_graph"; do
+        set -- $spec
+        row="| $1 |"
+        for b in "$STOCK_BENCH" "$OURS_BENCH"; do
+            valgrind --tool=callgrind --callgrind-out-file="$T/cg.out" "$b" profile "$1" "$2" > /dev/null 2>&1
+            ir=$(callgrind_annotate --inclusive=yes "$T/cg.out" 2>/dev/null | grep -E "[: ]$3( \[|$)" | head -n1 | awk '{gsub(",", "", $1); print $1}')
+            row="$row $(( ${ir:-0} / $2 )) |"
+        done
+        python3 -c "import sys; a, b = (int(x.strip().replace(',', '')) for x in sys.argv[1].split('|')[2:4]); print(sys.argv[1], f'{b / a:.2f} |' if a else '- |')" "$row"
+    done
+fi
+
 [ "${GGML_RS_BENCH_SKIP_LLAMA:-0}" = 1 ] && exit 0
 echo
 echo "## 3. llama-bench, medium models (60M parameters), -t 2, median of $LLAMA_ROUNDS interleaved runs"

@@ -10,7 +10,8 @@
 //! - **Replay only for the same graph.** A plan is replayed only when the new graph has the same
 //!   structure (tensors, sources, views, flags, layouts, buffer ids), checked in O(n); anything
 //!   else is planned anew. Upstream replays any graph with the same node and leaf counts.
-//! - Views are re-initialised whenever their source moved, not only when they have no buffer.
+//! - Views are re-initialised whenever they do not point where their source says, not only
+//!   when they have no buffer.
 //!
 //! The planning itself is `plan::plan` on the `model` of the graph.
 
@@ -23,12 +24,12 @@ use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
 use crate::alloc::model::{GraphModel, NodeDesc, Presence, SrcList, TensorDesc, Tid};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
-use crate::alloc::{inplace, poison};
+use crate::alloc::{inplace, poison, recycle};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
-use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set, view_init};
+use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
 use crate::ggml::handles::{Buffer, BufferType};
-use crate::ggml::sys::{self, GGML_STATUS_SUCCESS};
-use crate::ggml::tensor::{TensorRef, TensorSig};
+use crate::ggml::sys::{self, GGML_MAX_SRC, GGML_STATUS_SUCCESS};
+use crate::ggml::tensor::TensorRef;
 
 /// Hashes tensor addresses (distinct, 16-byte aligned) with one multiply.
 #[derive(Default)]
@@ -58,6 +59,43 @@ pub struct GraphInput<'a> {
     pub extra_flags: Option<&'a AddrMap<i32>>,
 }
 
+/// The tensors of a graph as `build` numbers them, in first-use order.
+struct Numbering<'a> {
+    map: AddrMap<Tid>,
+    tensors: Vec<TensorRef>,
+    descs: Vec<TensorDesc>,
+    /// per tensor: (data, buffer) when first seen
+    placed: Vec<(usize, usize)>,
+    extra_flags: Option<&'a AddrMap<i32>>,
+}
+
+impl Numbering<'_> {
+    /// The id of `t`, numbering it (after its view source) and reading its header on first sight.
+    fn tid_of(&mut self, t: TensorRef) -> Tid {
+        if let Some(&id) = self.map.get(&t.addr()) {
+            return id;
+        }
+        let view_of = t.view_src().map(|v| self.tid_of(v));
+        let extra = self.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
+        let flags = t.flags() | extra;
+        let op = t.op();
+        let id = self.tensors.len();
+        self.tensors.push(t);
+        self.descs.push(TensorDesc {
+            view_of,
+            input: flags & sys::GGML_TENSOR_FLAG_INPUT != 0,
+            output: flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0,
+            inplace_op: inplace::op_can_inplace(op),
+            op_none: op == sys::op::NONE,
+            layout: t.layout(),
+            presence: Presence::Fresh, // decided once every tensor is numbered
+        });
+        self.placed.push((t.data() as usize, t.buffer_ptr() as usize));
+        self.map.insert(t.addr(), id);
+        id
+    }
+}
+
 /// Why an allocation failed (already logged when returned).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AllocError {
@@ -85,31 +123,16 @@ struct Planned {
     record: Rc<PlanRecord>,
     /// addresses of `built.tensors`, shared with the residency history
     addrs: Rc<Vec<usize>>,
-    /// the graph as it was, node by node and leaf by leaf: an identical graph replays the plan
-    /// without building its model (see `try_replay`)
-    node_sigs: Vec<TensorSig>,
-    leaf_sigs: Vec<(TensorSig, i32)>,
-    /// buffer ids the plan was made with
-    node_ids: Vec<usize>,
-    leaf_ids: Vec<usize>,
-    /// what each tensor must look like for the plan to apply again
-    expect: Vec<Expect>,
+    /// tensors that are neither nodes nor leafs (view sources, sources outside the lists): the
+    /// fast path checks them on their own (see `is_last_graph`)
+    loose: Vec<Tid>,
 }
 
-/// The state of a tensor's memory a plan relies on.
-#[derive(Clone, Copy, Debug)]
-enum Expect {
-    /// a view: nothing to check (its source is checked)
-    View,
-    /// computed or written anew: no data, or data in this allocator's memory
-    Fresh,
-    /// a leaf the plan places: no data, or exactly where the plan put it (else its bytes may
-    /// come from elsewhere and deserve the full classification)
-    FreshAt { alloc: usize, chunk: usize, offset: usize },
-    /// somebody else's memory
-    External,
-    /// pinned at this address
-    Pinned(usize),
+/// What the fast path found: the same graph, and whether every tensor is already where the
+/// plan puts it (then there is nothing to place).
+enum Replay {
+    No,
+    Same { in_place: bool },
 }
 
 pub struct Gallocr {
@@ -124,6 +147,8 @@ pub struct Gallocr {
     seq: u64,
     /// (chunk buffer address, allocator, chunk, base, size) of all live chunks
     chunk_index: Vec<(usize, usize, usize, usize, usize)>,
+    /// per allocator, per chunk: (buffer address, base address)
+    chunk_bases: Vec<Vec<(usize, usize)>>,
     /// plans made and plans replayed (for tests and benchmarks)
     pub n_plans: u64,
     pub n_replays: u64,
@@ -132,9 +157,24 @@ pub struct Gallocr {
 struct Built {
     model: GraphModel,
     tensors: Vec<TensorRef>,
-    /// tensors of the graph that are neither nodes nor leafs (sources allocated on first use):
-    /// such graphs are always checked through their model
-    has_loose_srcs: bool,
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        recycle::give_descs(std::mem::take(&mut self.model.tensors));
+        recycle::give_nodes(std::mem::take(&mut self.model.nodes));
+        recycle::give_tensors(std::mem::take(&mut self.tensors));
+    }
+}
+
+impl Replay {
+    /// Keeps a `Same` only if `keep` agrees (not asked for `No`).
+    fn filter(self, keep: impl FnOnce(&Replay) -> bool) -> Replay {
+        match self {
+            Replay::Same { .. } if keep(&self) => self,
+            _ => Replay::No,
+        }
+    }
 }
 
 impl Gallocr {
@@ -161,6 +201,7 @@ impl Gallocr {
             residency: Residency::new(n),
             seq: 0,
             chunk_index: Vec::new(),
+            chunk_bases: vec![Vec::new(); n],
             n_plans: 0,
             n_replays: 0,
         }
@@ -195,6 +236,10 @@ impl Gallocr {
 
     fn rebuild_chunk_index(&mut self) {
         self.chunk_index.clear();
+        for (bases, st) in self.chunk_bases.iter_mut().zip(&self.allocs) {
+            bases.clear();
+            bases.extend(st.chunks.iter().flatten().map(|&b| (b.as_ptr() as usize, buffer_base(b) as usize)));
+        }
         for (a, st) in self.allocs.iter().enumerate() {
             for (c, &b) in st.chunks.iter().flatten().enumerate() {
                 self.chunk_index.push((b.as_ptr() as usize, a, c, buffer_base(b) as usize, b.size()));
@@ -213,142 +258,123 @@ impl Gallocr {
             // upstream: a tensor with a buffer but no data is on an external buffer
             return Ok(if buf == 0 { Presence::Fresh } else { Presence::External });
         }
-        if let Some((a, c, base, size)) = self.find_chunk(buf) {
-            if is_node || input {
-                return Ok(Presence::Fresh); // recomputed, or rewritten by the caller: place again
-            }
-            if data < base || data >= base + size {
-                return self.lost_with_buffer(t, data, is_node || input);
-            }
-            let off = data - base;
-            let bytes = buft_alloc_size(self.allocs[a].buft, t).max(1);
-            let pinned = Presence::Pinned { alloc: a, addr: Addr { chunk: c, offset: off }, size: bytes };
-            let overwritten_by = match self.residency.contents(a, c, off, off + bytes) {
-                Contents::Unknown => None,
-                // its own bytes, or bytes it aliases on purpose (placed there by the caller)
-                Contents::Valid { writer, .. } if writer == t.addr() || !self.residency.placed(t.addr()) => None,
-                Contents::Valid { name, seq, .. } | Contents::Overwritten { by: name, seq } => Some((name, seq)),
-            };
-            let Some((by, seq)) = overwritten_by else { return Ok(pinned) };
-            return match self.residency.computed_in(t.addr()) {
-                Some(computed) => Err(AllocError::LostResult(format!(
-                    "tensor {t} was computed by graph #{computed} and is read again by graph #{}, but its memory was \
-                     given to tensor '{by}' of graph #{seq} in between; keep it in a buffer of its own, or mark it \
-                     as an output and read it before allocating another graph",
-                    self.seq + 1
-                ))),
-                // a leaf whose bytes came from the caller: the caller sets it again (upstream's contract)
-                None => Ok(Presence::Fresh),
-            };
-        }
-        if buf == 0 {
-            return Ok(Presence::External); // allocated without ggml-backend
-        }
+        // its memory went with a compute buffer that was freed (the address may belong to a new
+        // buffer now, even one of ours: the bytes are gone all the same)
         if let Some(stone) = self.residency.tombstone(t.addr(), data) {
             if is_node || input || !stone.result {
-                return Ok(Presence::Fresh);
+                return Ok(Presence::Fresh); // recomputed or written again; a leaf the caller sets
             }
+            let how = if stone.intact { "" } else { ", and its memory had been given to another tensor before that" };
             return Err(AllocError::LostResult(format!(
                 "tensor {t} was computed by graph #{} and is read again by graph #{}, but the compute buffer that held it \
-                 was reallocated by graph #{} (it grew); reserve the largest graph first, or keep the tensor in a buffer of its own",
+                 was reallocated by graph #{} (it grew){how}; reserve the largest graph first, or keep the tensor in a \
+                 buffer of its own",
                 stone.seq,
                 self.seq + 1,
                 stone.lost_at
             )));
         }
-        Ok(Presence::External)
-    }
-
-    /// `t` points into a compute buffer of ours that was freed since (its struct's address was
-    /// reused by a newer chunk).
-    fn lost_with_buffer(&self, t: TensorRef, data: usize, rewritten: bool) -> Result<Presence, AllocError> {
-        if rewritten {
-            return Ok(Presence::Fresh);
+        let Some((a, c, base, size)) = self.find_chunk(buf) else {
+            return Ok(Presence::External); // somebody else's buffer, or allocated without ggml-backend
+        };
+        if is_node || input {
+            return Ok(Presence::Fresh); // recomputed, or rewritten by the caller: place again
         }
-        let lost_at = self.residency.tombstone(t.addr(), data).map(|s| s.lost_at);
-        match (self.residency.computed_in(t.addr()), lost_at) {
-            (Some(computed), Some(lost_at)) => Err(AllocError::LostResult(format!(
-                "tensor {t} was computed by graph #{computed} and is read again by graph #{}, but the compute buffer that \
-                 held it was reallocated by graph #{lost_at} (it grew); reserve the largest graph first, or keep the tensor \
-                 in a buffer of its own",
+        if data < base || data >= base + size {
+            // outside the chunk its buffer pointer names: stale, from a freed buffer whose
+            // struct's address was reused
+            return match self.residency.computed_in(t.addr()) {
+                Some(computed) => Err(AllocError::LostResult(format!(
+                    "tensor {t} was computed by graph #{computed}, but the compute buffer that held it was reallocated since"
+                ))),
+                None => Ok(Presence::Fresh),
+            };
+        }
+        let off = data - base;
+        let bytes = buft_alloc_size(self.allocs[a].buft, t).max(1);
+        let pinned = Presence::Pinned { alloc: a, addr: Addr { chunk: c, offset: off }, size: bytes };
+        let overwritten_by = match self.residency.contents(a, c, off, off + bytes) {
+            Contents::Unknown => None,
+            // its own bytes, or bytes it aliases on purpose (placed there by the caller)
+            Contents::Valid { writer, .. } if writer == t.addr() || !self.residency.placed(t.addr()) => None,
+            Contents::Valid { name, seq, .. } | Contents::Overwritten { by: name, seq } => Some((name, seq)),
+        };
+        let Some((by, seq)) = overwritten_by else { return Ok(pinned) };
+        match self.residency.computed_in(t.addr()) {
+            Some(computed) => Err(AllocError::LostResult(format!(
+                "tensor {t} was computed by graph #{computed} and is read again by graph #{}, but its memory was \
+                 given to tensor '{by}' of graph #{seq} in between; keep it in a buffer of its own, or mark it \
+                 as an output and read it before allocating another graph",
                 self.seq + 1
             ))),
-            (Some(computed), None) => Err(AllocError::LostResult(format!(
-                "tensor {t} was computed by graph #{computed}, but the compute buffer that held it was reallocated since"
-            ))),
-            _ => Ok(Presence::Fresh),
+            // a leaf whose bytes came from the caller: the caller sets it again (upstream's contract)
+            None => Ok(Presence::Fresh),
         }
     }
 
-    /// Numbers the tensors of the graph and describes them (see `model`).
+    /// Numbers the tensors of the graph and describes them (see `model`). Each tensor's header
+    /// is read once, when it is first seen; where its memory comes from is decided afterwards
+    /// (it depends on whether a later node computes it), from what was read.
     fn build(&self, g: &GraphInput) -> Result<Built, AllocError> {
-        let n_hint = g.nodes.len() * 2 + g.leafs.len();
-        let mut map: AddrMap<Tid> = AddrMap::with_capacity_and_hasher(n_hint, Default::default());
-        let mut tensors: Vec<TensorRef> = Vec::with_capacity(n_hint);
-        let mut view_of: Vec<Option<Tid>> = Vec::with_capacity(n_hint);
-
-        fn tid_of(t: TensorRef, map: &mut AddrMap<Tid>, tensors: &mut Vec<TensorRef>, view_of: &mut Vec<Option<Tid>>) -> Tid {
-            if let Some(&id) = map.get(&t.addr()) {
-                return id;
-            }
-            let v = t.view_src().map(|v| tid_of(v, map, tensors, view_of));
-            let id = tensors.len();
-            tensors.push(t);
-            view_of.push(v);
-            map.insert(t.addr(), id);
-            id
-        }
-
+        // sources outside the node and leaf lists are rare: the lists are the size
+        let n_hint = g.nodes.len() + g.leafs.len() + 64;
+        let mut n = Numbering {
+            map: recycle::take_map(n_hint),
+            tensors: recycle::take_tensors(n_hint),
+            descs: recycle::take_descs(n_hint),
+            placed: recycle::take_placed(n_hint),
+            extra_flags: g.extra_flags.filter(|m| !m.is_empty()),
+        };
         let mut leafs = Vec::with_capacity(g.leafs.len());
         for (i, &leaf) in g.leafs.iter().enumerate() {
             let id = self.id_of(g.leaf_ids, i, "leaf");
-            leafs.push((tid_of(leaf, &mut map, &mut tensors, &mut view_of), id));
+            leafs.push((n.tid_of(leaf), id));
         }
-        let mut nodes = Vec::with_capacity(g.nodes.len());
+        let mut nodes = recycle::take_nodes(g.nodes.len());
         for (i, &node) in g.nodes.iter().enumerate() {
             let id = self.id_of(g.node_ids, i, "node");
             let mut srcs = SrcList::default();
-            for s in node.srcs().into_iter().flatten() {
-                srcs.push(tid_of(s, &mut map, &mut tensors, &mut view_of));
+            for j in 0..GGML_MAX_SRC {
+                if let Some(s) = node.src(j) {
+                    srcs.set(j, n.tid_of(s));
+                }
             }
-            let tensor = tid_of(node, &mut map, &mut tensors, &mut view_of);
-            nodes.push(NodeDesc { tensor, srcs, buffer_id: id });
+            nodes.push(NodeDesc { tensor: n.tid_of(node), srcs, buffer_id: id });
         }
 
+        let Numbering { tensors, mut descs, placed, map, .. } = n;
+        recycle::give_map(map);
         let mut is_node = vec![false; tensors.len()];
-        for n in &nodes {
-            is_node[n.tensor] = true;
+        for node in &nodes {
+            is_node[node.tensor] = true;
         }
-        let mut listed = is_node.clone();
-        for &(l, _) in &leafs {
-            listed[l] = true;
+        for (t, desc) in descs.iter_mut().enumerate() {
+            desc.presence = match placed[t] {
+                _ if desc.view_of.is_some() => Presence::External,
+                (0, 0) => Presence::Fresh,
+                // upstream: a tensor with a buffer but no data is on an external buffer
+                (0, _) => Presence::External,
+                _ => self.classify(tensors[t], is_node[t], desc.input)?,
+            };
         }
-        let has_loose_srcs = (0..tensors.len()).any(|t| !listed[t] && view_of[t].is_none());
-        let mut descs = Vec::with_capacity(tensors.len());
-        for (i, &t) in tensors.iter().enumerate() {
-            let extra = g.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
-            let flags = t.flags() | extra;
-            let input = flags & sys::GGML_TENSOR_FLAG_INPUT != 0;
-            let op = t.op();
-            descs.push(TensorDesc {
-                view_of: view_of[i],
-                input,
-                output: flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0,
-                inplace_op: inplace::op_can_inplace(op),
-                op_none: op == sys::op::NONE,
-                layout: t.layout(),
-                presence: self.classify(t, is_node[i], input)?,
-            });
-        }
-        Ok(Built { model: GraphModel { tensors: descs, leafs, nodes }, tensors, has_loose_srcs })
+        recycle::give_placed(placed);
+        Ok(Built { model: GraphModel { tensors: descs, leafs, nodes }, tensors })
     }
 
     fn plan_model(&mut self, built: &Built) -> Result<Plan, AllocError> {
         self.n_plans += 1;
         let bufts = &self.bufts;
         let tensors = &built.tensors;
-        let mut memo: Vec<(usize, usize)> = vec![(usize::MAX, 0); tensors.len()];
+        let descs = &built.model.tensors;
+        // buffer types without get_alloc_size take ggml_nbytes, which follows from the layout;
+        // the others are asked once per tensor and buffer id
+        let plain: Vec<bool> = bufts.iter().map(|b| !b.has_alloc_size()).collect();
+        let mut memo: Vec<(usize, usize)> = if plain.iter().all(|&p| p) { Vec::new() } else { vec![(usize::MAX, 0); tensors.len()] };
         let mut sizer = |t: Tid, id: usize| {
+            if plain[id] {
+                debug_assert_eq!(descs[t].layout.nbytes(), tensors[t].nbytes(), "Layout::nbytes disagrees with ggml_nbytes");
+                return descs[t].layout.nbytes();
+            }
             if memo[t].0 != id {
                 memo[t] = (id, buft_alloc_size(bufts[id], tensors[t]));
             }
@@ -462,59 +488,42 @@ impl Gallocr {
 
     fn record_of(&self, built: &Built, plan: Plan) -> Rc<PlanRecord> {
         let is_node = built.model.node_tensors();
-        let names = Names::new(built.tensors.iter().map(|t| t.name_bytes()).collect());
+        // messages name the tensors whose memory another one took over: the placed ones
+        let names = Names::from_raw(built.tensors.iter().zip(&plan.placements).map(|(t, p)| p.map(|_| t.name_bytes())));
         Rc::new(PlanRecord::new(plan, is_node, names))
     }
 
     /// Keeps `built` and its plan as the last plan, with what a replay needs to recognise it.
-    fn remember(&mut self, g: &GraphInput, built: Built, plan: Plan) {
+    fn remember(&mut self, built: Built, plan: Plan) {
         let record = self.record_of(&built, plan);
-        let is_node = built.model.node_tensors();
-        let expect = built
-            .model
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(t, d)| match d.presence {
-                _ if d.view_of.is_some() => Expect::View,
-                Presence::External => Expect::External,
-                Presence::Pinned { .. } => Expect::Pinned(built.tensors[t].data() as usize),
-                Presence::Fresh => match record.plan.placements[t] {
-                    Some(p) if !is_node[t] && !d.input => Expect::FreshAt { alloc: p.alloc, chunk: p.addr.chunk, offset: p.addr.offset },
-                    _ => Expect::Fresh,
-                },
-            })
-            .collect();
-        let leaf_flags = |t: TensorRef| g.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
+        let mut listed = record.is_node.clone();
+        for &(l, _) in &built.model.leafs {
+            listed[l] = true;
+        }
+        let loose = (0..listed.len()).filter(|&t| !listed[t]).collect();
         let addrs = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
-        self.last = Some(Planned {
-            node_sigs: g.nodes.iter().map(|t| t.signature()).collect(),
-            leaf_sigs: g.leafs.iter().map(|&t| (t.signature(), leaf_flags(t))).collect(),
-            node_ids: built.model.nodes.iter().map(|n| n.buffer_id).collect(),
-            leaf_ids: built.model.leafs.iter().map(|&(_, id)| id).collect(),
-            expect,
-            addrs,
-            record,
-            built,
-        });
+        self.last = Some(Planned { built, record, addrs, loose });
     }
 
     /// Plans `g` and makes the buffers large enough, without placing any tensor.
     pub fn reserve(&mut self, g: &GraphInput, no_alloc: bool) -> Result<(), AllocError> {
-        let built = self.build(g).inspect_err(|e| log_alloc_error(e))?;
+        let built = self.build(g).inspect_err(log_alloc_error)?;
         let plan = self.plan_model(&built)?;
         self.ensure_buffers(&plan, Some(&built), no_alloc)?;
-        self.remember(g, built, plan);
+        self.remember(built, plan);
         Ok(())
     }
 
     /// The buffer ids the last plan used, by position, when a graph of the same size comes
     /// without ids (upstream's alloc_graph keeps the ids given to reserve_n).
     pub fn last_ids(&self, n_nodes: usize, n_leafs: usize) -> (Option<Vec<i32>>, Option<Vec<i32>>) {
+        if self.bufts.len() == 1 {
+            return (None, None); // every id is 0
+        }
         match &self.last {
-            Some(p) if p.node_ids.len() == n_nodes && p.leaf_ids.len() == n_leafs => (
-                Some(p.node_ids.iter().map(|&id| id as i32).collect()),
-                Some(p.leaf_ids.iter().map(|&id| id as i32).collect()),
+            Some(p) if p.built.model.nodes.len() == n_nodes && p.built.model.leafs.len() == n_leafs => (
+                Some(p.built.model.nodes.iter().map(|n| n.buffer_id as i32).collect()),
+                Some(p.built.model.leafs.iter().map(|&(_, id)| id as i32).collect()),
             ),
             _ => (None, None),
         }
@@ -532,41 +541,110 @@ impl Gallocr {
     }
 
     /// The fast path of `alloc_graph`: `g` is, node for node and source for source, the graph
-    /// the last plan was made for, and every tensor's memory is as the plan expects. O(n), no
-    /// hashing. Anything else goes through the model (`build`), which decides precisely.
-    fn is_last_graph(&self, g: &GraphInput) -> bool {
-        let Some(last) = &self.last else { return false };
-        if last.built.has_loose_srcs || g.nodes.len() != last.node_sigs.len() || g.leafs.len() != last.leaf_sigs.len() {
-            return false;
+    /// the last plan was made for (the model `build` would make of it equals the last one), and
+    /// every tensor's memory is as the plan expects. One pass over the graph, no hashing, nothing
+    /// stored but the model. Anything else goes through `build`, which decides precisely.
+    fn is_last_graph(&self, g: &GraphInput) -> Replay {
+        let Some(last) = &self.last else { return Replay::No };
+        let (model, tensors) = (&last.built.model, &last.built.tensors);
+        if g.nodes.len() != model.nodes.len() || g.leafs.len() != model.leafs.len() {
+            return Replay::No;
         }
         let id = |ids: Option<&[i32]>, i: usize| ids.map(|v| v[i] as usize).unwrap_or(0);
-        for (i, &n) in g.nodes.iter().enumerate() {
-            if n.signature() != last.node_sigs[i] || id(g.node_ids, i) != last.node_ids[i] {
-                return false;
+        let mut in_place = !poison::enabled();
+        for (i, (&n, desc)) in g.nodes.iter().zip(&model.nodes).enumerate() {
+            if n != tensors[desc.tensor] || id(g.node_ids, i) != desc.buffer_id {
+                return Replay::No;
+            }
+            for (j, &e) in desc.srcs.slots().iter().enumerate() {
+                let p = n.src_ptr(j);
+                let same = if e == SrcList::NONE { p.is_null() } else { tensors.get(e as usize).is_some_and(|t| t.as_ptr() == p) };
+                if !same {
+                    return Replay::No;
+                }
+            }
+            match self.as_planned(last, desc.tensor, g) {
+                Some(here) => in_place &= here,
+                None => return Replay::No,
             }
         }
-        for (i, &l) in g.leafs.iter().enumerate() {
-            let extra = g.extra_flags.and_then(|m| m.get(&l.addr()).copied()).unwrap_or(0);
-            if (l.signature(), extra) != last.leaf_sigs[i] || id(g.leaf_ids, i) != last.leaf_ids[i] {
-                return false;
+        for (i, (&l, &(t, buffer_id))) in g.leafs.iter().zip(&model.leafs).enumerate() {
+            if l != tensors[t] || id(g.leaf_ids, i) != buffer_id {
+                return Replay::No;
+            }
+            match self.as_planned(last, t, g) {
+                Some(here) => in_place &= here,
+                None => return Replay::No,
             }
         }
-        last.built.tensors.iter().zip(&last.expect).all(|(&t, e)| self.still_as_planned(t, *e))
+        for &t in &last.loose {
+            match self.as_planned(last, t, g) {
+                Some(here) => in_place &= here,
+                None => return Replay::No,
+            }
+        }
+        Replay::Same { in_place }
     }
 
-    fn still_as_planned(&self, t: TensorRef, expect: Expect) -> bool {
-        let data = t.data() as usize;
-        match expect {
-            Expect::View => true,
-            Expect::Fresh => data == 0 || self.find_chunk(t.buffer_ptr() as usize).is_some(),
-            Expect::FreshAt { alloc, chunk, offset } => {
-                data == 0
-                    || self
-                        .find_chunk(t.buffer_ptr() as usize)
-                        .is_some_and(|(a, c, base, _)| a == alloc && c == chunk && data == base + offset)
+    /// Whether tensor `t` of the last plan still has what the plan was made from: None if not;
+    /// else whether it is already where the plan puts it. Only what the plan depends on is
+    /// compared: for a view its source and whether it is a keep-alive marker (op NONE); for
+    /// somebody else's memory that it still is; for the allocator's own tensors also flags, op
+    /// class and layout (sizes and in-place reuse follow from them).
+    #[inline]
+    fn as_planned(&self, last: &Planned, t: Tid, g: &GraphInput) -> Option<bool> {
+        let desc = &last.built.model.tensors[t];
+        let tensor = last.built.tensors[t];
+        let view_src = tensor.view_src_ptr();
+        if let Some(v) = desc.view_of {
+            if view_src != last.built.tensors[v].as_ptr() || (tensor.op() == sys::op::NONE) != desc.op_none {
+                return None;
             }
-            Expect::External => data != 0 && self.find_chunk(t.buffer_ptr() as usize).is_none() && self.residency.tombstone(t.addr(), data).is_none(),
-            Expect::Pinned(addr) => data == addr,
+            return Some(view_is_current(tensor, last.built.tensors[v]));
+        }
+        let data = tensor.data() as usize;
+        let buffer = tensor.buffer_ptr() as usize;
+        if !view_src.is_null() {
+            return None;
+        }
+        if let Presence::External = desc.presence {
+            let ours = self.find_chunk(buffer).is_some() || self.residency.tombstone(tensor.addr(), data).is_some();
+            return (data != 0 && !ours).then_some(true);
+        }
+        let extra = match g.extra_flags {
+            Some(m) if !m.is_empty() => m.get(&tensor.addr()).copied().unwrap_or(0),
+            _ => 0,
+        };
+        let flags = tensor.flags() | extra;
+        let op = tensor.op();
+        if (flags & sys::GGML_TENSOR_FLAG_INPUT != 0) != desc.input
+            || (flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0) != desc.output
+            || inplace::op_can_inplace(op) != desc.inplace_op
+            || (op == sys::op::NONE) != desc.op_none
+            || !tensor.has_layout(&desc.layout)
+        {
+            return None;
+        }
+        match desc.presence {
+            Presence::Fresh => {
+                let placement = last.record.plan.placements[t];
+                if let Some(p) = placement {
+                    let (chunk, base) = self.chunk_bases[p.alloc][p.addr.chunk];
+                    if buffer == chunk && data == base + p.addr.offset {
+                        return Some(true); // where the plan puts it
+                    }
+                }
+                // a leaf the plan places must have no data, or exactly the planned place (else
+                // its bytes came from elsewhere and deserve the full classification); anything
+                // else computed or written anew may be anywhere in this allocator's memory
+                let leaf_placed = placement.is_some() && !last.record.is_node[t] && !desc.input;
+                (data == 0 || (!leaf_placed && self.find_chunk(buffer).is_some())).then_some(false)
+            }
+            Presence::Pinned { alloc, addr, .. } => {
+                let &(_, base) = self.chunk_bases[alloc].get(addr.chunk)?;
+                (data == base + addr.offset).then_some(true)
+            }
+            Presence::External => unreachable!("handled above"),
         }
     }
 
@@ -574,18 +652,19 @@ impl Gallocr {
     /// `auto_reserve` is false, as for upstream's multi-buffer alloc_graph).
     /// Returns whether a new plan was made.
     pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<bool, AllocError> {
-        if self.allocs.iter().all(|a| a.chunks.is_some()) && self.is_last_graph(g) && self.last_sizes_fit() {
+        let replay = if self.allocs.iter().all(|a| a.chunks.is_some()) { self.is_last_graph(g) } else { Replay::No };
+        if let Replay::Same { in_place } = replay.filter(|_| self.last_sizes_fit()) {
             self.n_replays += 1;
             self.seq += 1;
             let last = self.last.take().expect("checked");
-            let applied = self.apply(&last.built, &last.record.plan);
+            let applied = if in_place { self.reset_buffers() } else { self.apply(&last.built, &last.record.plan) };
             if !self.residency.is_newest(&last.record, &last.addrs) {
                 self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
             }
             self.last = Some(last);
             return applied.map(|_| false);
         }
-        let built = self.build(g).inspect_err(|e| log_alloc_error(e))?;
+        let built = self.build(g).inspect_err(log_alloc_error)?;
         let same = match &self.last {
             Some(last) => last.built.model == built.model && self.sizes_fit(&built, &last.record.plan),
             None => false,
@@ -602,7 +681,7 @@ impl Gallocr {
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
             }
-            self.remember(g, built, plan);
+            self.remember(built, plan);
             let last = self.last.as_ref().expect("just remembered");
             self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
             return Ok(true);
@@ -622,7 +701,9 @@ impl Gallocr {
         }
         // a structurally equal graph of other tensors: their names, for messages
         let differ = *addrs != *self.last.as_ref().expect("same").addrs;
-        let names = differ.then(|| Rc::new(Names::new(built.tensors.iter().map(|t| t.name_bytes()).collect())));
+        let names = differ.then(|| {
+            Rc::new(Names::from_raw(built.tensors.iter().zip(&record.plan.placements).map(|(t, p)| p.map(|_| t.name_bytes()))))
+        });
         self.residency.record(self.seq, record, addrs, names);
         Ok(false)
     }
@@ -644,12 +725,20 @@ impl Gallocr {
         })
     }
 
-    fn apply(&mut self, built: &Built, plan: &Plan) -> Result<(), AllocError> {
+    /// Resets the compute buffers (as upstream does before placing tensors).
+    fn reset_buffers(&self) -> Result<(), AllocError> {
         for st in &self.allocs {
             for &b in st.chunks.iter().flatten() {
                 b.reset();
             }
         }
+        Ok(())
+    }
+
+    /// Places every tensor of `built` where `plan` says (tensors already there are left alone,
+    /// unless poisoning), and points views at their sources.
+    fn apply(&mut self, built: &Built, plan: &Plan) -> Result<(), AllocError> {
+        self.reset_buffers()?;
         let bases: Vec<Vec<(Buffer, usize)>> =
             self.allocs.iter().map(|st| st.chunks.iter().flatten().map(|&b| (b, buffer_base(b) as usize)).collect()).collect();
         let mut moved = vec![false; built.tensors.len()];
@@ -657,18 +746,19 @@ impl Gallocr {
         for (t, &tensor) in built.tensors.iter().enumerate() {
             let desc = &built.model.tensors[t];
             let status = if let Some(v) = desc.view_of {
-                moved[t] = moved[v];
-                if moved[v] {
+                if moved[v] || !view_is_current(tensor, built.tensors[v]) {
                     reinit_view(tensor)
-                } else if tensor.buffer_ptr().is_null() && !built.tensors[v].buffer_ptr().is_null() && !built.tensors[v].data().is_null() {
-                    view_init(tensor)
                 } else {
                     GGML_STATUS_SUCCESS
                 }
             } else if let Some(p) = plan.placements[t] {
-                moved[t] = true;
                 let (chunk, base) = bases[p.alloc][p.addr.chunk];
-                let status = place(chunk, tensor, (base + p.addr.offset) as *mut c_void);
+                let at = base + p.addr.offset;
+                if !poisoning && tensor.data() as usize == at && tensor.buffer_ptr() == chunk.as_ptr() {
+                    continue; // already there (placed by an earlier allocation of this plan)
+                }
+                moved[t] = true;
+                let status = place(chunk, tensor, at as *mut c_void);
                 if poisoning && status == GGML_STATUS_SUCCESS {
                     poison::fill(tensor);
                 }
@@ -716,6 +806,15 @@ impl Drop for Gallocr {
             }
         }
     }
+}
+
+/// Whether `view` points where its source says (`data = view_src->data + view_offs`, same
+/// buffer), or its source has no memory from ggml-backend to point into.
+fn view_is_current(view: TensorRef, src: TensorRef) -> bool {
+    let (src_data, src_buffer) = (src.data(), src.buffer_ptr());
+    src_buffer.is_null()
+        || src_data.is_null()
+        || (view.buffer_ptr() == src_buffer && view.data() as usize == src_data as usize + view.view_offs())
 }
 
 pub fn log_alloc_error(e: &AllocError) {

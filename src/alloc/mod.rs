@@ -1,6 +1,7 @@
 //! ggml-alloc: the linear tensor allocator (`tallocr`), the graph allocator (`gallocr`: planning
 //! in `plan` over the `model` of a graph, with `dyn_tallocr` bookkeeping and `offline` placement,
-//! and `residency` to know what its memory holds), and context allocation (`ctx_tensors`).
+//! and `residency` to know what its memory holds, `recycle` keeping its largest arrays between
+//! plans), and context allocation (`ctx_tensors`).
 
 pub mod ctx_tensors;
 pub mod dyn_tallocr;
@@ -10,6 +11,7 @@ pub mod model;
 pub mod offline;
 pub mod plan;
 pub mod poison;
+pub mod recycle;
 pub mod residency;
 pub mod tallocr;
 

@@ -36,26 +36,48 @@ pub struct TensorDesc {
     pub presence: Presence,
 }
 
-/// The sources of a node in order, without the NULL slots (a repeated source appears
-/// repeatedly). A fixed array: graphs have thousands of nodes, and this is rebuilt often.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+/// The sources of a node by slot (`ggml_tensor::src`), NONE for empty slots (a repeated source
+/// appears repeatedly). A fixed array: graphs have thousands of nodes, and this is rebuilt often.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SrcList {
     ids: [u32; GGML_MAX_SRC],
-    len: u8,
+}
+
+impl Default for SrcList {
+    fn default() -> SrcList {
+        SrcList { ids: [SrcList::NONE; GGML_MAX_SRC] }
+    }
 }
 
 impl SrcList {
+    pub const NONE: u32 = u32::MAX;
+
+    /// Puts `t` in the first empty slot.
     pub fn push(&mut self, t: Tid) {
-        self.ids[self.len as usize] = t as u32;
-        self.len += 1;
+        let free = self.ids.iter().position(|&s| s == SrcList::NONE).expect("at most GGML_MAX_SRC sources");
+        self.ids[free] = t as u32;
     }
 
+    /// Puts `t` in slot `j`.
+    pub fn set(&mut self, j: usize, t: Tid) {
+        self.ids[j] = t as u32;
+    }
+
+    /// The slots, NONE where empty.
+    pub fn slots(&self) -> &[u32; GGML_MAX_SRC] {
+        &self.ids
+    }
+
+    /// The sources in slot order, empty slots skipped.
     pub fn iter(&self) -> impl Iterator<Item = Tid> + '_ {
-        self.ids[..self.len as usize].iter().map(|&t| t as Tid)
+        self.ids.iter().filter(|&&t| t != SrcList::NONE).map(|&t| t as Tid)
     }
 
+    /// Keeps the first `n` sources.
     pub fn truncate(&mut self, n: usize) {
-        self.len = self.len.min(n as u8);
+        for s in self.ids.iter_mut().filter(|s| **s != SrcList::NONE).skip(n) {
+            *s = SrcList::NONE;
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator, OutOfChunks};
 use crate::alloc::model::{GraphModel, Presence, Tid};
-use crate::alloc::offline;
+use crate::alloc::{offline, recycle};
 
 /// Alloc size of tensor `t` in the buffer type of `buffer_id` (the buffer type may pad).
 pub trait Sizer {
@@ -97,9 +97,10 @@ struct Sim<'a, S: Sizer> {
     n_children: Vec<i32>,
     n_views: Vec<i32>,
     own: Vec<bool>,
-    buffer_id: Vec<usize>,
-    addr: Vec<Addr>,
-    block: Vec<Option<usize>>,
+    /// per tensor: its lifetime block in `blocks` (NO_BLOCK: none); in-place children share
+    /// their parent's block
+    block: Vec<u32>,
+    /// where each tensor lives (also the address and buffer id an in-place child takes over)
     placements: Vec<Option<Placement>>,
     write_order: Vec<Option<u32>>,
     writes: u32,
@@ -107,8 +108,12 @@ struct Sim<'a, S: Sizer> {
     blocks: Vec<Block>,
     live: Vec<usize>,
     live_peak: Vec<usize>,
-    srcs_of: Vec<Option<usize>>,
+    /// per tensor: the index of the node computing it (NO_NODE: a leaf or an unlisted source)
+    node_of: Vec<u32>,
 }
+
+const NO_BLOCK: u32 = u32::MAX;
+const NO_NODE: u32 = u32::MAX;
 
 impl<S: Sizer> Sim<'_, S> {
     fn is_allocated(&self, t: Tid) -> bool {
@@ -120,9 +125,7 @@ impl<S: Sizer> Sim<'_, S> {
         let size = self.sizer.size(t, buffer_id);
         let addr = self.allocs[a].alloc(size).map_err(|OutOfChunks { size, largest_free }| PlanError { alloc: a, tensor: t, size, largest_free })?;
         let aligned = self.allocs[a].aligned(size);
-        self.buffer_id[t] = buffer_id;
-        self.addr[t] = addr;
-        self.block[t] = Some(self.blocks.len());
+        self.block[t] = self.blocks.len() as u32;
         self.blocks.push(Block { alloc: a, size: aligned, start: self.step, end: u32::MAX });
         self.step += 1;
         self.live[a] += aligned;
@@ -140,8 +143,9 @@ impl<S: Sizer> Sim<'_, S> {
         self.own[t] = true;
         let desc = &self.model.tensors[t];
         if desc.inplace_op {
-            if let Some(n) = self.srcs_of[t] {
-                for p in self.model.nodes[n].srcs.iter() {
+            let n = self.node_of[t];
+            if n != NO_NODE {
+                for p in self.model.nodes[n as usize].srcs.iter() {
                     if !self.own[p] {
                         continue; // external, pinned, or already handed over
                     }
@@ -163,10 +167,8 @@ impl<S: Sizer> Sim<'_, S> {
     /// `t` computes in place of its parent `p`: same address, and the parent's tail comes back
     /// when `t` is smaller.
     fn take_over(&mut self, t: Tid, p: Tid) {
-        let buffer_id = self.buffer_id[p];
-        let a = self.alloc_of_id[buffer_id];
-        self.buffer_id[t] = buffer_id;
-        self.addr[t] = self.addr[p];
+        let parent = self.placements[p].expect("an owned parent is placed");
+        let (buffer_id, a, addr) = (parent.buffer_id, parent.alloc, parent.addr);
         self.block[t] = self.block[p];
         self.own[p] = false;
         let p_size = self.sizer.size(p, buffer_id);
@@ -174,11 +176,11 @@ impl<S: Sizer> Sim<'_, S> {
         assert!(p_size >= t_size, "in-place tensor is larger than its parent");
         let (p_aligned, t_aligned) = (self.allocs[a].aligned(p_size), self.allocs[a].aligned(t_size));
         if p_aligned > t_aligned {
-            let tail = Addr { chunk: self.addr[p].chunk, offset: self.addr[p].offset + t_aligned };
+            let tail = Addr { chunk: addr.chunk, offset: addr.offset + t_aligned };
             self.allocs[a].free(tail, p_aligned - t_aligned);
             self.live[a] -= p_aligned - t_aligned;
         }
-        self.placements[t] = Some(Placement { buffer_id, alloc: a, addr: self.addr[p], size: t_size });
+        self.placements[t] = Some(Placement { buffer_id, alloc: a, addr, size: t_size });
         self.write_order[t] = Some(self.writes);
         self.writes += 1;
     }
@@ -187,13 +189,12 @@ impl<S: Sizer> Sim<'_, S> {
         if self.model.tensors[t].output {
             return;
         }
-        let buffer_id = self.buffer_id[t];
-        let a = self.alloc_of_id[buffer_id];
+        let Placement { buffer_id, alloc: a, addr, .. } = self.placements[t].expect("an owned tensor is placed");
         let size = self.sizer.size(t, buffer_id);
-        self.allocs[a].free(self.addr[t], size);
+        self.allocs[a].free(addr, size);
         self.live[a] -= self.allocs[a].aligned(size);
-        if let Some(b) = self.block[t] {
-            self.blocks[b].end = self.step;
+        if self.block[t] != NO_BLOCK {
+            self.blocks[self.block[t] as usize].end = self.step;
         }
         self.step += 1;
         self.own[t] = false;
@@ -273,9 +274,9 @@ pub fn plan(
             pinned_any[alloc] = true;
         }
     }
-    let mut srcs_of = vec![None; n];
+    let mut node_of = vec![NO_NODE; n];
     for (i, node) in model.nodes.iter().enumerate() {
-        srcs_of[node.tensor] = Some(i);
+        node_of[node.tensor] = i as u32;
     }
     let live_peak = live.clone();
     let mut sim = Sim {
@@ -286,17 +287,19 @@ pub fn plan(
         n_children: vec![0; n],
         n_views: vec![0; n],
         own: vec![false; n],
-        buffer_id: vec![0; n],
-        addr: vec![Addr { chunk: 0, offset: 0 }; n],
-        block: vec![None; n],
-        placements: vec![None; n],
+        block: vec![NO_BLOCK; n],
+        placements: {
+            let mut p = recycle::take_placements(n);
+            p.resize(n, None);
+            p
+        },
         write_order: vec![None; n],
         writes: 0,
         step: 0,
-        blocks: Vec::new(),
+        blocks: Vec::with_capacity(n),
         live,
         live_peak,
-        srcs_of,
+        node_of,
     };
     sim.run()?;
 
@@ -328,9 +331,9 @@ pub fn plan(
                     offset_of_block[b] = offsets[k];
                 }
                 for t in 0..n {
-                    if let (Some(p), Some(b)) = (plan.placements[t].as_mut(), block[t]) {
-                        if p.alloc == a {
-                            p.addr = Addr { chunk: 0, offset: offset_of_block[b] };
+                    if let (Some(p), b) = (plan.placements[t].as_mut(), block[t]) {
+                        if p.alloc == a && b != NO_BLOCK {
+                            p.addr = Addr { chunk: 0, offset: offset_of_block[b as usize] };
                         }
                     }
                 }

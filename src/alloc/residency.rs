@@ -20,35 +20,43 @@ use crate::ggml::sys::GGML_MAX_NAME;
 /// The newest allocations kept; older ones are folded into `base` when dropped.
 const HISTORY: usize = 8;
 
-/// Tensor names, kept as raw bytes (copied cheaply; turned into text only for a message).
-pub struct Names(Vec<[u8; GGML_MAX_NAME]>);
+/// Tensor names, packed one after the other (turned into text only for a message).
+pub struct Names {
+    bytes: Vec<u8>,
+    /// end of each name in `bytes`
+    ends: Vec<u32>,
+}
 
 impl Names {
-    pub fn new(raw: Vec<[u8; GGML_MAX_NAME]>) -> Names {
-        Names(raw)
+    /// From raw, NUL-padded `ggml_tensor::name` fields, one per tensor id (None: a tensor no
+    /// message will name, kept as "").
+    pub fn from_raw(raw: impl ExactSizeIterator<Item = Option<[u8; GGML_MAX_NAME]>>) -> Names {
+        let mut names = Names { bytes: Vec::with_capacity(raw.len() * 8), ends: Vec::with_capacity(raw.len()) };
+        for name in raw {
+            if let Some(name) = name {
+                let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                names.bytes.extend_from_slice(&name[..len]);
+            }
+            names.ends.push(names.bytes.len() as u32);
+        }
+        names
     }
 
     pub fn get(&self, t: Tid) -> String {
-        let raw = &self.0[t];
-        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-        String::from_utf8_lossy(&raw[..end]).into_owned()
+        let start = if t == 0 { 0 } else { self.ends[t - 1] as usize };
+        String::from_utf8_lossy(&self.bytes[start..self.ends[t] as usize]).into_owned()
     }
 }
 
 impl From<Vec<String>> for Names {
     fn from(names: Vec<String>) -> Names {
-        Names(
-            names
-                .iter()
-                .map(|n| {
-                    let mut raw = [0u8; GGML_MAX_NAME];
-                    for (d, s) in raw.iter_mut().zip(n.bytes().take(GGML_MAX_NAME - 1)) {
-                        *d = s;
-                    }
-                    raw
-                })
-                .collect(),
-        )
+        Names::from_raw(names.iter().map(|n| {
+            let mut raw = [0u8; GGML_MAX_NAME];
+            for (d, s) in raw.iter_mut().zip(n.bytes().take(GGML_MAX_NAME - 1)) {
+                *d = s;
+            }
+            Some(raw)
+        }))
     }
 }
 
@@ -60,6 +68,12 @@ pub struct PlanRecord {
     /// per tensor: its name when the plan was made (for messages)
     pub names: Names,
     painting: OnceCell<Painting>,
+}
+
+impl Drop for PlanRecord {
+    fn drop(&mut self) {
+        crate::alloc::recycle::give_placements(std::mem::take(&mut self.plan.placements));
+    }
 }
 
 impl PlanRecord {
@@ -183,8 +197,13 @@ pub enum Contents {
 #[derive(Clone, Debug)]
 pub struct Tombstone {
     pub data: usize,
+    /// the allocation that placed it
     pub seq: u64,
+    /// computed by a node of that allocation (a result), rather than only read
     pub result: bool,
+    /// its bytes were still its own when the chunk was freed
+    pub intact: bool,
+    /// the allocation whose growth freed the chunk
     pub lost_at: u64,
 }
 
@@ -232,25 +251,25 @@ impl Residency {
         }
     }
 
-    /// The chunks of allocator `alloc` are about to be freed: remember which results lived there
-    /// (`chunk_bases[c]` is the address of chunk c), then forget the memory.
+    /// The chunks of allocator `alloc` are about to be freed: remember every tensor that lived
+    /// there (`chunk_bases[c]` is the address of chunk c), then forget the memory. A new buffer
+    /// may come back at the same address; the tensors of the old one must not pass for its own.
     pub fn chunks_freed(&mut self, alloc: usize, chunk_bases: &[usize], lost_at: u64) {
-        let mut stones = Vec::new();
+        let mut stones: HashMap<usize, Tombstone> = HashMap::new();
         for a in self.history.iter().rev() {
-            let painting = a.record.painting();
-            for (c, &base) in chunk_bases.iter().enumerate() {
-                if a.generations[alloc].get(c).copied().unwrap_or(0) != self.generation(alloc, c) {
-                    continue;
+            for (t, placement) in a.record.plan.placements.iter().enumerate() {
+                let Some(p) = placement else { continue };
+                let c = p.addr.chunk;
+                let current = a.generations[alloc].get(c).copied().unwrap_or(0) == self.generation(alloc, c);
+                if p.alloc != alloc || c >= chunk_bases.len() || !current || stones.contains_key(&a.tensors[t]) {
+                    continue; // another allocator, already freed, or placed again by a newer allocation
                 }
-                let Some(segs) = painting.segments.get(&(alloc, c)) else { continue };
-                for &(s, e, t) in segs {
-                    let p = a.record.plan.placements[t].expect("painted tensors are placed");
-                    let whole = s == p.addr.offset && e == p.addr.offset + p.size.max(1);
-                    let valid = matches!(self.contents(alloc, c, s, e), Contents::Valid { writer, seq, .. } if writer == a.tensors[t] && seq == a.seq);
-                    if whole && valid {
-                        stones.push((a.tensors[t], Tombstone { data: base + s, seq: a.seq, result: a.record.is_node[t], lost_at }));
-                    }
-                }
+                let (start, end) = (p.addr.offset, p.addr.offset + p.size.max(1));
+                let intact = matches!(self.contents(alloc, c, start, end), Contents::Valid { writer, seq, .. } if writer == a.tensors[t] && seq == a.seq);
+                stones.insert(
+                    a.tensors[t],
+                    Tombstone { data: chunk_bases[c] + start, seq: a.seq, result: a.record.is_node[t], intact, lost_at },
+                );
             }
         }
         if self.tombstones.len() > 1 << 16 {
@@ -266,6 +285,9 @@ impl Residency {
     }
 
     pub fn tombstone(&self, tensor: usize, data: usize) -> Option<&Tombstone> {
+        if self.tombstones.is_empty() {
+            return None;
+        }
         self.tombstones.get(&tensor).filter(|t| t.data == data)
     }
 

@@ -10,7 +10,6 @@ use crate::ggml::context::ContextRef;
 use crate::ggml::graph::GraphRef;
 use crate::ggml::handles::BufferType;
 use crate::ggml::sys::{ggml_cgraph, ggml_context, ggml_status, ggml_tensor};
-use crate::ggml::tensor::TensorRef;
 use crate::{arg, ffi_boundary, tensor_arg};
 
 fn gallocr_arg<'a>(function: &str, galloc: ggml_gallocr_t) -> &'a mut Gallocr {
@@ -37,10 +36,6 @@ fn context_arg(function: &str, ctx: *mut ggml_context) -> ContextRef {
 }
 
 /// Node and leaf lists of a graph, as the allocator takes them.
-fn lists(graph: GraphRef) -> (Vec<TensorRef>, Vec<TensorRef>) {
-    (graph.nodes().collect(), graph.leafs().collect())
-}
-
 fn ids<'a>(function: &str, ids: *const c_int, n: usize) -> Option<&'a [i32]> {
     if ids.is_null() || n == 0 {
         return None;
@@ -124,11 +119,11 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n_size(
         let g = gallocr_arg("ggml_gallocr_reserve_n_size", galloc);
         let graph = graph_arg("ggml_gallocr_reserve_n_size", graph);
         crate::ensure!(!sizes.is_null(), "ggml_gallocr_reserve_n_size: argument `sizes` is NULL");
-        let (nodes, leafs) = lists(graph);
+        let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let input = GraphInput {
-            nodes: &nodes,
+            nodes,
             node_ids: ids("ggml_gallocr_reserve_n_size", node_buffer_ids, nodes.len()),
-            leafs: &leafs,
+            leafs,
             leaf_ids: ids("ggml_gallocr_reserve_n_size", leaf_buffer_ids, leafs.len()),
             extra_flags: None,
         };
@@ -151,11 +146,11 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n(
     ffi_boundary!("ggml_gallocr_reserve_n", {
         let g = gallocr_arg("ggml_gallocr_reserve_n", galloc);
         let graph = graph_arg("ggml_gallocr_reserve_n", graph);
-        let (nodes, leafs) = lists(graph);
+        let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let input = GraphInput {
-            nodes: &nodes,
+            nodes,
             node_ids: ids("ggml_gallocr_reserve_n", node_buffer_ids, nodes.len()),
-            leafs: &leafs,
+            leafs,
             leaf_ids: ids("ggml_gallocr_reserve_n", leaf_buffer_ids, leafs.len()),
             extra_flags: None,
         };
@@ -170,12 +165,12 @@ pub unsafe extern "C" fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph:
     ffi_boundary!("ggml_gallocr_alloc_graph", {
         let g = gallocr_arg("ggml_gallocr_alloc_graph", galloc);
         let graph = graph_arg("ggml_gallocr_alloc_graph", graph);
-        let (nodes, leafs) = lists(graph);
+        let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let (node_ids, leaf_ids) = g.last_ids(nodes.len(), leafs.len());
         let input = GraphInput {
-            nodes: &nodes,
+            nodes,
             node_ids: node_ids.as_deref(),
-            leafs: &leafs,
+            leafs,
             leaf_ids: leaf_ids.as_deref(),
             extra_flags: None,
         };

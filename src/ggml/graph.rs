@@ -60,6 +60,18 @@ impl GraphRef {
         unsafe { std::slice::from_raw_parts(g.leafs, g.n_leafs as usize) }
     }
 
+    /// The nodes as tensors, without copying them out (a NULL node is a fatal error).
+    pub fn node_slice(&self) -> &[TensorRef] {
+        // SAFETY: from_raw's contract: graph nodes are valid tensors.
+        unsafe { TensorRef::slice_from_raw(self.node_ptrs()) }.unwrap_or_else(|| crate::fatal!("a graph node is NULL"))
+    }
+
+    /// The leafs as tensors, without copying them out (a NULL leaf is a fatal error).
+    pub fn leaf_slice(&self) -> &[TensorRef] {
+        // SAFETY: from_raw's contract: graph leafs are valid tensors.
+        unsafe { TensorRef::slice_from_raw(self.leaf_ptrs()) }.unwrap_or_else(|| crate::fatal!("a graph leaf is NULL"))
+    }
+
     pub fn node(self, i: usize) -> TensorRef {
         let p = self.node_ptrs()[i];
         // SAFETY: graph nodes are valid tensors (from_raw's contract).

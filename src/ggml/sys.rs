@@ -146,6 +146,8 @@ unsafe extern "C" {
     pub fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char, ...) -> !;
     pub fn ggml_log_internal(level: ggml_log_level, format: *const c_char, ...);
     pub fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
+    pub fn ggml_type_size(type_: ggml_type) -> usize;
+    pub fn ggml_blck_size(type_: ggml_type) -> i64;
     pub fn ggml_nelements(tensor: *const ggml_tensor) -> i64;
     pub fn ggml_is_quantized(type_: ggml_type) -> bool;
     pub fn ggml_op_name(op: ggml_op) -> *const c_char;

@@ -14,7 +14,9 @@ use crate::ggml::abi_impl::ggml_backend_buffer;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::{self, GGML_MAX_DIMS, GGML_MAX_NAME, GGML_MAX_SRC, ggml_op, ggml_tensor, ggml_type};
 
+/// transparent: a slice of non-NULL tensor pointers can be viewed as a slice of these
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(transparent)]
 pub struct TensorRef(NonNull<ggml_tensor>);
 
 /// Everything about a tensor that a graph allocation plan depends on, read in one go: its
@@ -39,6 +41,40 @@ pub struct Layout {
     pub type_: ggml_type,
     pub ne: [i64; GGML_MAX_DIMS],
     pub nb: [usize; GGML_MAX_DIMS],
+}
+
+impl Layout {
+    /// `ggml_nbytes` of a tensor with this layout, without a call into ggml (the planner asks
+    /// for thousands of sizes).
+    pub fn nbytes(&self) -> usize {
+        if self.ne.iter().any(|&n| n <= 0) {
+            return 0;
+        }
+        let (type_size, blck_size) = type_traits(self.type_);
+        // the same unsigned arithmetic as ggml_nbytes
+        let tail = |from: usize| (from..GGML_MAX_DIMS).fold(0usize, |n, i| n.wrapping_add((self.ne[i] as usize - 1).wrapping_mul(self.nb[i])));
+        if blck_size == 1 {
+            type_size.wrapping_add(tail(0))
+        } else {
+            (self.ne[0] as usize).wrapping_mul(self.nb[0]) / blck_size.max(1) + tail(1)
+        }
+    }
+}
+
+/// (`ggml_type_size`, `ggml_blck_size`) of a type, asked once per type.
+fn type_traits(t: ggml_type) -> (usize, usize) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CACHE: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+    let slot = CACHE.get(t as usize);
+    if let Some(v) = slot.map(|c| c.load(Ordering::Relaxed)).filter(|&v| v != 0) {
+        return ((v >> 32) as usize, (v & 0xffff_ffff) as usize);
+    }
+    // SAFETY: type tables of ggml-base, for any type id.
+    let (size, blck) = unsafe { (sys::ggml_type_size(t), sys::ggml_blck_size(t).max(0) as usize) };
+    if let Some(c) = slot.filter(|_| size < 1 << 32 && blck < 1 << 32 && blck > 0) {
+        c.store(((size as u64) << 32) | blck as u64, Ordering::Relaxed);
+    }
+    (size, blck)
 }
 
 macro_rules! read_field {
@@ -67,6 +103,19 @@ impl TensorRef {
 
     pub fn as_ptr(self) -> *mut ggml_tensor {
         self.0.as_ptr()
+    }
+
+    /// The pointers as tensors, or None when one is NULL.
+    ///
+    /// # Safety
+    /// Every non-NULL pointer of `ptrs` points to a live `ggml_tensor` while the slice is used.
+    pub unsafe fn slice_from_raw(ptrs: &[*mut ggml_tensor]) -> Option<&[TensorRef]> {
+        if ptrs.iter().any(|p| p.is_null()) {
+            return None;
+        }
+        // SAFETY: TensorRef is a transparent NonNull<ggml_tensor>, which has the layout of
+        // *mut ggml_tensor; none of the pointers is NULL (checked above).
+        Some(unsafe { std::slice::from_raw_parts(ptrs.as_ptr() as *const TensorRef, ptrs.len()) })
     }
 
     pub fn addr(self) -> usize {
@@ -125,15 +174,28 @@ impl TensorRef {
         Layout { type_: self.type_(), ne: self.ne(), nb: self.nb() }
     }
 
+    /// Whether the tensor has `layout` (compared in place, without copying it out).
+    #[inline]
+    pub fn has_layout(self, layout: &Layout) -> bool {
+        read_field!(self, ne) == layout.ne && read_field!(self, nb) == layout.nb && self.type_() == layout.type_
+    }
+
     /// `ggml_are_same_layout`: same type, shape and strides.
     pub fn same_layout(self, other: TensorRef) -> bool {
         self.layout() == other.layout()
     }
 
     pub fn src(self, i: usize) -> Option<TensorRef> {
-        let srcs = read_field!(self, src);
         // SAFETY: sources of a valid tensor are NULL or valid tensors (ggml's graph contract).
-        unsafe { TensorRef::from_raw(srcs[i]) }
+        unsafe { TensorRef::from_raw(self.src_ptr(i)) }
+    }
+
+    /// Source slot `i` (may be NULL), read on its own: hot loops must not copy the whole array.
+    #[inline]
+    pub fn src_ptr(self, i: usize) -> *mut ggml_tensor {
+        assert!(i < GGML_MAX_SRC);
+        // SAFETY: as for `read_field!`; a plain read of one array element, no reference made.
+        unsafe { (*self.0.as_ptr()).src[i] }
     }
 
     pub fn srcs(self) -> [Option<TensorRef>; GGML_MAX_SRC] {
@@ -151,6 +213,10 @@ impl TensorRef {
     pub fn set_src(self, i: usize, src: *mut ggml_tensor) {
         // SAFETY: as for `write!`; `src` is a single array element.
         unsafe { (*self.0.as_ptr()).src[i] = src }
+    }
+
+    pub fn view_src_ptr(self) -> *mut ggml_tensor {
+        read_field!(self, view_src)
     }
 
     pub fn view_src(self) -> Option<TensorRef> {
@@ -301,7 +367,9 @@ impl OwnedTensor {
     }
 
     /// Makes this tensor a fresh copy of `like`'s layout again (pooled tensors are reused from
-    /// one allocation to the next, so their addresses stay the same).
+    /// one allocation to the next, so their addresses stay the same). Its place is forgotten:
+    /// like upstream's freshly made copies, it is placed and initialised by the backend again
+    /// after the compute buffer's reset.
     pub fn reinit(&mut self, like: TensorRef, name: &str) {
         // SAFETY: ggml_tensor is plain old data; all-zero is its fresh state.
         *self.0 = unsafe { std::mem::zeroed() };

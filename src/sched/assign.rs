@@ -88,7 +88,7 @@ impl<B: Backends> Assigner<'_, B> {
         }
         // ops reading weights run where the weights are; ROPE's frequency table and FLASH_ATTN's
         // sinks are too small to decide
-        let o = t.op();
+        let o = ix.op(id);
         let Some(node) = node else { return -1 };
         if o == op::ROPE || o == op::FLASH_ATTN_EXT {
             return -1;
@@ -137,7 +137,7 @@ impl<B: Backends> Assigner<'_, B> {
     }
 
     fn is_view_node(&self, node: u32) -> bool {
-        op::is_view(self.ix.tensor(node).op())
+        self.ix.is_view_op(node)
     }
 
     /// Runs passes 1 to 4; afterwards every node and source has a backend.
@@ -157,11 +157,11 @@ impl<B: Backends> Assigner<'_, B> {
 
         // pass 2: spread, the non-CPU backends first, then all
         let last = self.backends.n() as i32 - 1;
-        let order_down: Vec<u32> = ix.nodes.clone();
-        let order_up: Vec<u32> = ix.nodes.iter().rev().copied().collect();
-        for (order, skip_cpu) in [(&order_down, true), (&order_up, true), (&order_down, false), (&order_up, false)] {
+        for (up, skip_cpu) in [(false, true), (true, true), (false, false), (true, false)] {
             let mut cur = -1;
-            for &n in order.iter() {
+            let n_nodes = ix.nodes.len();
+            for k in 0..n_nodes {
+                let n = ix.nodes[if up { n_nodes - 1 - k } else { k }];
                 if self.is_view_node(n) {
                     continue;
                 }

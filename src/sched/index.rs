@@ -1,10 +1,11 @@
 //! A dense numbering of the tensors of the caller's graph (nodes, leafs, their sources and view
 //! sources), so that the scheduler's passes work on arrays instead of hashing pointers again and
-//! again. Built once per `split_graph`.
+//! again. Built once per `split_graph`, or taken over from the previous `split_graph` when the
+//! graph has the same nodes, leafs, sources and view sources (checked without hashing).
 
 use crate::alloc::gallocr::AddrMap;
 use crate::ggml::handles::Buffer;
-use crate::ggml::sys::GGML_MAX_SRC;
+use crate::ggml::sys::{GGML_MAX_SRC, ggml_op, op};
 use crate::ggml::tensor::TensorRef;
 
 /// "no tensor" in the dense arrays
@@ -21,6 +22,8 @@ pub struct GraphIndex {
     pub srcs: Vec<[u32; GGML_MAX_SRC]>,
     /// per tensor: its view source, or NONE
     pub view_src: Vec<u32>,
+    /// per tensor: its op (read once; the passes ask often)
+    pub ops: Vec<ggml_op>,
     /// per tensor: the buffer that holds its bytes for this graph. None for tensors that will be
     /// placed by the allocator, including those still pointing into one of the scheduler's own
     /// compute buffers from an earlier allocation (recomputed nodes, inputs written again).
@@ -28,7 +31,41 @@ pub struct GraphIndex {
 }
 
 impl GraphIndex {
-    pub fn new(nodes: &[TensorRef], leafs: &[TensorRef], is_compute_buffer: impl Fn(usize) -> bool) -> GraphIndex {
+    /// The index of the graph `nodes`/`leafs`: `previous` (the last graph's index) when the graph
+    /// is the same, else a new one.
+    /// `previous` is taken only when it is reused.
+    pub fn of(nodes: &[TensorRef], leafs: &[TensorRef], is_compute_buffer: impl Fn(usize) -> bool, previous: &mut Option<GraphIndex>) -> GraphIndex {
+        let mut ix = match previous.take() {
+            Some(mut p) if p.same_graph(nodes, leafs) => {
+                for (op, t) in p.ops.iter_mut().zip(&p.tensors) {
+                    *op = t.op();
+                }
+                p
+            }
+            other => {
+                *previous = other;
+                GraphIndex::number(nodes, leafs)
+            }
+        };
+        ix.locate(is_compute_buffer);
+        ix
+    }
+
+    /// Whether `nodes`/`leafs` are the graph this index numbered: the same tensors in the same
+    /// order, with the same sources and view sources (so numbering them again gives the same ids).
+    fn same_graph(&self, nodes: &[TensorRef], leafs: &[TensorRef]) -> bool {
+        if nodes.len() != self.nodes.len() || leafs.len() != self.leafs.len() {
+            return false;
+        }
+        let ptr = |id: u32| if id == NONE { std::ptr::null_mut() } else { self.tensors[id as usize].as_ptr() };
+        leafs.iter().zip(&self.leafs).all(|(&l, &id)| l == self.tensors[id as usize])
+            && nodes.iter().zip(&self.nodes).zip(&self.srcs).all(|((&n, &id), srcs)| {
+                n == self.tensors[id as usize] && (0..GGML_MAX_SRC).all(|j| n.src_ptr(j) == ptr(srcs[j]))
+            })
+            && self.tensors.iter().zip(&self.view_src).all(|(t, &v)| t.view_src_ptr() == ptr(v))
+    }
+
+    fn number(nodes: &[TensorRef], leafs: &[TensorRef]) -> GraphIndex {
         let n = nodes.len() * 2 + leafs.len();
         let mut ix = GraphIndex {
             tensors: Vec::with_capacity(n),
@@ -37,6 +74,7 @@ impl GraphIndex {
             leafs: Vec::with_capacity(leafs.len()),
             srcs: Vec::with_capacity(nodes.len()),
             view_src: Vec::with_capacity(n),
+            ops: Vec::with_capacity(n),
             storage: Vec::new(),
         };
         for &l in leafs {
@@ -54,20 +92,34 @@ impl GraphIndex {
             }
             ix.srcs.push(s);
         }
-        let mut is_node = vec![false; ix.tensors.len()];
-        for &n in &ix.nodes {
+        ix
+    }
+
+    /// Where each tensor's bytes are now (`storage`).
+    fn locate(&mut self, is_compute_buffer: impl Fn(usize) -> bool) {
+        let mut is_node = vec![false; self.tensors.len()];
+        for &n in &self.nodes {
             is_node[n as usize] = true;
         }
-        ix.storage = (0..ix.tensors.len())
+        let storage = (0..self.tensors.len())
             .map(|i| {
-                let root = if ix.view_src[i] == NONE { i } else { ix.view_src[i] as usize };
-                let t = ix.tensors[root];
+                let root = if self.view_src[i] == NONE { i } else { self.view_src[i] as usize };
+                let t = self.tensors[root];
                 let buffer = t.buffer()?;
                 let replaced = is_compute_buffer(buffer.as_ptr() as usize) && (is_node[root] || t.is_input());
                 (!replaced).then_some(buffer)
             })
             .collect();
-        ix
+        self.storage = storage;
+    }
+
+    /// Whether tensor `id`'s op only re-describes its source's memory (VIEW, RESHAPE, ...).
+    pub fn is_view_op(&self, id: u32) -> bool {
+        op::is_view(self.ops[id as usize])
+    }
+
+    pub fn op(&self, id: u32) -> ggml_op {
+        self.ops[id as usize]
     }
 
     /// The dense id of `t`, numbering it (and its view source) on first sight.
@@ -82,6 +134,7 @@ impl GraphIndex {
         let id = self.tensors.len() as u32;
         self.tensors.push(t);
         self.view_src.push(v);
+        self.ops.push(t.op());
         self.map.insert(t.addr(), id);
         id
     }

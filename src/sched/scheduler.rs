@@ -28,7 +28,7 @@ use crate::ggml::tensor::TensorRef;
 use crate::sched::assign::Backends;
 use crate::sched::compute::{ComputeCtx, Substituted};
 use crate::sched::debug;
-use crate::sched::splits::{SplitParams, SplitPlan, TensorPool, split_graph};
+use crate::sched::splits::{Preset, SplitParams, SplitPlan, TensorPool, split_graph};
 
 pub const MAX_BACKENDS: usize = 16;
 pub const MAX_COPIES: usize = crate::config::SCHED_MAX_COPIES;
@@ -268,17 +268,12 @@ impl Sched {
     }
 
     pub fn split_graph(&mut self, graph: GraphRef) {
-        let nodes: Vec<TensorRef> = graph.nodes().collect();
-        let leafs: Vec<TensorRef> = graph.leafs().collect();
-        let prev = if self.plan_assigned { self.plan.take() } else { None };
-        let user = &self.user_ids;
-        let preset = |t: TensorRef| -> Option<usize> {
-            user.get(&t.addr()).copied().or_else(|| {
-                let p = prev.as_ref()?;
-                let b = p.ids[p.ix.get(t)? as usize];
-                (b >= 0).then_some(b as usize)
-            })
+        let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
+        let (previous, previous_ids) = match self.plan.take() {
+            Some(p) => (Some(p.ix), self.plan_assigned.then_some(p.ids)),
+            None => (None, None),
         };
+        let preset = Preset { user: &self.user_ids, previous, previous_ids };
         let params = SplitParams { backends: &self.be, handles: &self.be.backends, op_offload: self.op_offload, n_copies: self.n_copies, cur_copy: self.cur_copy };
         let galloc = &self.galloc;
         let plan = split_graph(&params, &nodes, &leafs, preset, |b| galloc.owns_buffer(b), &mut self.pool, &graph.view_context());

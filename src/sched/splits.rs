@@ -12,7 +12,7 @@ use crate::alloc::gallocr::AddrMap;
 use crate::ggml::abi_impl::ggml_backend_graph_optimize_params;
 use crate::ggml::graph::{GraphView, ViewContext, next_graph_uid};
 use crate::ggml::handles::Backend;
-use crate::ggml::sys::{self, GGML_MAX_SRC, ggml_tensor, op};
+use crate::ggml::sys::{self, GGML_MAX_SRC, ggml_tensor};
 use crate::ggml::tensor::{OwnedTensor, TensorRef};
 use crate::sched::assign::{Assigner, Backends};
 use crate::sched::index::{GraphIndex, NONE};
@@ -112,20 +112,38 @@ pub struct SplitParams<'a, B: Backends> {
 }
 
 /// Runs the assignment passes and builds the splits for `nodes`/`leafs` (the caller's graph).
+/// What decides a tensor's backend before the passes run.
+pub struct Preset<'a> {
+    /// `ggml_backend_sched_set_tensor_backend`, by tensor address
+    pub user: &'a AddrMap<usize>,
+    /// the previous graph's index (taken over when the graph is the same)
+    pub previous: Option<GraphIndex>,
+    /// the previous graph's assignments, when they still hold (no reset since)
+    pub previous_ids: Option<Vec<i32>>,
+}
+
 pub fn split_graph<B: Backends>(
     p: &SplitParams<B>,
     nodes: &[TensorRef],
     leafs: &[TensorRef],
-    preset: impl Fn(TensorRef) -> Option<usize>,
+    preset: Preset,
     is_compute_buffer: impl Fn(usize) -> bool,
     pool: &mut TensorPool,
     view_ctx: &ViewContext,
 ) -> SplitPlan {
-    let ix = GraphIndex::new(nodes, leafs, is_compute_buffer);
-    let mut ids = vec![-1i32; ix.len()];
-    for (i, &t) in ix.tensors.iter().enumerate() {
-        if let Some(b) = preset(t) {
-            ids[i] = b as i32;
+    let Preset { user, mut previous, previous_ids } = preset;
+    let ix = GraphIndex::of(nodes, leafs, is_compute_buffer, &mut previous);
+    // user assignments, then (no reset since) the previous graph's assignments
+    let mut ids = match (&previous, previous_ids) {
+        (None, Some(old)) if old.len() == ix.len() => old, // the same graph: the same ids
+        (Some(old_ix), Some(old)) => ix.tensors.iter().map(|&t| old_ix.get(t).map_or(-1, |k| old[k as usize])).collect(),
+        _ => vec![-1i32; ix.len()],
+    };
+    if !user.is_empty() {
+        for (i, t) in ix.tensors.iter().enumerate() {
+            if let Some(&b) = user.get(&t.addr()) {
+                ids[i] = b as i32;
+            }
         }
     }
     let mut asg = Assigner { ix: &ix, backends: p.backends, op_offload: p.op_offload, ids };
@@ -139,14 +157,14 @@ pub fn split_graph<B: Backends>(
 
     // pass 5: splits and the copies they need
     let mut splits: Vec<Split> = Vec::new();
-    let first = ix.nodes.iter().position(|&n| !op::is_view(ix.tensor(n).op()));
+    let first = ix.nodes.iter().position(|&n| !ix.is_view_op(n));
     let mut cur_backend = first.map(|i| asg.ids[ix.nodes[i] as usize]).unwrap_or(0) as usize;
     let mut cur = SplitBuilder::new(cur_backend, 0);
     for (i, &n) in ix.nodes.iter().enumerate() {
-        let node = ix.tensor(n);
-        if op::is_view(node.op()) {
+        if ix.is_view_op(n) {
             continue;
         }
+        let node = ix.tensor(n);
         let node_b = asg.ids[n as usize];
         crate::ensure!(node_b != -1, "ggml_backend_sched: node {node} has no backend");
         let node_b = node_b as usize;
@@ -267,10 +285,18 @@ pub fn split_graph<B: Backends>(
             g.nodes.push(split.input_copies[k]);
             g.node_ids.push(split.backend as i32);
         }
-        for node in split.graph.nodes() {
-            let b = ix.get(node).map(|i| ids[i as usize]).unwrap_or(split.backend as i32);
+        // the split's nodes in the caller's order (no graph_optimize, or one that changed nothing):
+        // their ids are known by position
+        let caller = &nodes[split.i_start..split.i_end];
+        let in_order = split.graph.len() == caller.len() && split.graph.node_ptrs().iter().zip(caller).all(|(&p, t)| p == t.as_ptr());
+        for (k, node) in split.graph.nodes().enumerate() {
+            let id = if in_order { Some(ix.nodes[split.i_start + k]) } else { ix.get(node) };
+            let b = id.map(|i| ids[i as usize]).unwrap_or(split.backend as i32);
             g.nodes.push(node);
             g.node_ids.push(b);
+            if deps.keep.is_empty() {
+                continue;
+            }
             if let Some(keep) = deps.keep.get(&node.addr()) {
                 for chunk in keep.chunks(GGML_MAX_SRC) {
                     // SAFETY: keep-alive tensors come from the backend's view of our graph.

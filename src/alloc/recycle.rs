@@ -1,0 +1,94 @@
+//! The planner's largest arrays, recycled on the thread that plans.
+//!
+//! A graph of a few thousand tensors needs about a megabyte of them per plan. Memory handed back
+//! to the C allocator between two plans (a scheduler freed and made again, as llama.cpp does per
+//! context) tends to go back to the kernel, and comes back as fresh pages that must be faulted
+//! in and zeroed, which costs more than the planning itself. So one spare of each array is kept
+//! per thread, the largest seen, emptied when stored; it is freed with the thread.
+
+use std::cell::RefCell;
+
+use crate::alloc::gallocr::AddrMap;
+use crate::alloc::model::{NodeDesc, TensorDesc, Tid};
+use crate::alloc::plan::Placement;
+use crate::ggml::tensor::TensorRef;
+
+#[derive(Default)]
+struct Spares {
+    descs: Vec<TensorDesc>,
+    nodes: Vec<NodeDesc>,
+    tensors: Vec<TensorRef>,
+    placements: Vec<Option<Placement>>,
+    placed: Vec<(usize, usize)>,
+    map: AddrMap<Tid>,
+}
+
+thread_local! {
+    static SPARES: RefCell<Spares> = RefCell::new(Spares::default());
+}
+
+macro_rules! spare_vec {
+    ($take:ident, $give:ident, $field:ident, $t:ty) => {
+        /// An empty vector with room for `n`: the thread's spare when there is one.
+        pub fn $take(n: usize) -> Vec<$t> {
+            let mut v = SPARES.try_with(|s| std::mem::take(&mut s.borrow_mut().$field)).unwrap_or_default();
+            v.clear();
+            v.reserve(n);
+            v
+        }
+
+        /// Keeps `v`'s memory as the thread's spare when it is larger than the one kept.
+        pub fn $give(mut v: Vec<$t>) {
+            v.clear();
+            let _ = SPARES.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if v.capacity() > s.$field.capacity() {
+                    s.$field = v;
+                }
+            });
+        }
+    };
+}
+
+spare_vec!(take_descs, give_descs, descs, TensorDesc);
+spare_vec!(take_nodes, give_nodes, nodes, NodeDesc);
+spare_vec!(take_tensors, give_tensors, tensors, TensorRef);
+spare_vec!(take_placements, give_placements, placements, Option<Placement>);
+spare_vec!(take_placed, give_placed, placed, (usize, usize));
+
+/// An empty address map with room for `n`: the thread's spare when there is one.
+pub fn take_map(n: usize) -> AddrMap<Tid> {
+    let mut m = SPARES.try_with(|s| std::mem::take(&mut s.borrow_mut().map)).unwrap_or_default();
+    m.clear();
+    m.reserve(n);
+    m
+}
+
+/// Keeps `m`'s memory as the thread's spare when it is larger than the one kept.
+pub fn give_map(mut m: AddrMap<Tid>) {
+    m.clear();
+    let _ = SPARES.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if m.capacity() > s.map.capacity() {
+            s.map = m;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_larger_spare_is_kept_and_handed_out_empty() {
+        give_placed(Vec::with_capacity(10));
+        let mut big = Vec::with_capacity(1000);
+        big.push((1, 2));
+        give_placed(big);
+        give_placed(Vec::with_capacity(5)); // smaller: dropped
+        let v = take_placed(3);
+        assert!(v.is_empty());
+        assert!(v.capacity() >= 1000);
+        assert!(take_placed(3).capacity() < 1000, "taken once");
+    }
+}
