@@ -4,13 +4,14 @@
 #      bound, for llama-shaped graphs and 120 seeded random DAGs
 #   2. allocator and scheduler time (reserve, first alloc, replayed alloc of a ~2000-node graph;
 #      scheduler reset + alloc over two backends; compute overhead with 2000 tiny ops), as the
-#      median of ROUNDS interleaved runs of each build (each run already reports medians)
+#      median of ROUNDS interleaved runs of each build (each run already reports medians), and
+#      with valgrind, the instructions each operation executes (exact where times are noisy)
 #   3. llama-bench pp512 / tg128, 2 threads, on the medium models (f16, q8_0), interleaved
-# Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 9), GGML_RS_BENCH_SKIP_LLAMA=1.
+# Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 15), GGML_RS_BENCH_SKIP_LLAMA=1.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ROUNDS=${ROUNDS:-15}
-LLAMA_ROUNDS=${LLAMA_ROUNDS:-9}
+LLAMA_ROUNDS=${LLAMA_ROUNDS:-15}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 

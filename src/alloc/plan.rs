@@ -8,7 +8,7 @@
 //!
 //! On top of upstream: memory pinned before planning (results carried over from an earlier graph,
 //! see `residency`), a live-bytes lower bound, and an alternative offline placement
-//! (`offline::greedy_by_size`) that is kept when it needs less memory.
+//! (`offline::best_greedy`) that is kept when it needs less memory.
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator, OutOfChunks};
 use crate::alloc::model::{GraphModel, Presence, Tid};
@@ -324,7 +324,7 @@ pub fn plan(
             let ids: Vec<usize> = (0..blocks.len()).filter(|&b| blocks[b].alloc == a).collect();
             let intervals: Vec<offline::Interval> =
                 ids.iter().map(|&b| offline::Interval { size: blocks[b].size, start: blocks[b].start, end: blocks[b].end }).collect();
-            let (offsets, arena) = offline::greedy_by_size(&intervals);
+            let (offsets, arena) = offline::best_greedy(&intervals);
             if arena < online && arena <= allocs[a].max_chunk_size() {
                 let mut offset_of_block = vec![usize::MAX; blocks.len()];
                 for (k, &b) in ids.iter().enumerate() {
