@@ -6,7 +6,8 @@
 #   - every function declared in our generated headers agrees with upstream's declaration
 #     (one translation unit sees both: the compiler rejects any disagreement);
 #   - struct layouts and constants equal upstream's (c_tests/abi_layout.c);
-#   - a C program using only our headers (plus ggml.h) compiles with -Wall -Werror and runs.
+#   - a C program using only our headers (plus ggml.h) compiles with -Wall -Werror and runs,
+#     from the source tree and from an installed copy found through pkg-config.
 # Usage: scripts/check_abi.sh   (after scripts/upstream.sh build stock|ours and cargo build --release)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,9 +72,21 @@ gcc -std=c11 -Wall -Wextra -Werror -I"$ROOT/include" -I"$GGML_RS_TREE/ggml/inclu
     || err "a program using our headers does not compile or link"
 consumer=$(LD_LIBRARY_PATH="$GGML_RS_BUILD_OURS/bin:$(dirname "$LIB")" "$TMP/header_consumer") || err "the header consumer failed"
 
+# installed: the library, our headers and a pkg-config file; a program built with pkg-config
+cmake -S "$ROOT" -B "$TMP/lib-build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$TMP/inst" > "$TMP/install.log" 2>&1 \
+    && cmake --build "$TMP/lib-build" >> "$TMP/install.log" 2>&1 && cmake --install "$TMP/lib-build" >> "$TMP/install.log" 2>&1 \
+    || { tail -n 20 "$TMP/install.log"; err "cmake --install of the library failed"; }
+pc_flags=$(PKG_CONFIG_PATH="$TMP/inst/lib/pkgconfig:$TMP/inst/lib64/pkgconfig" pkg-config --cflags --libs ggml-rs) || err "pkg-config does not find ggml-rs"
+gcc -std=c11 -Wall -Wextra -Werror $pc_flags -I"$GGML_RS_TREE/ggml/include" "$ROOT/c_tests/header_consumer.c" $pc_flags \
+    -L"$GGML_RS_BUILD_OURS/bin" -lggml-base -lggml-cpu -lggml -o "$TMP/pc_consumer" \
+    || err "a program built with pkg-config's flags does not compile or link"
+installed_lib=$(dirname "$(find "$TMP/inst" -name 'libggml_rs.so*' | head -n1)")
+installed=$(LD_LIBRARY_PATH="$GGML_RS_BUILD_OURS/bin:$installed_lib" "$TMP/pc_consumer") || err "the pkg-config consumer failed"
+
 echo "symbols expected $n_expected, exported $n_exported, unimplemented $n_unimpl (extensions: $n_ext ggml_rs_*)"
 echo "declarations: $n_decls in our headers, all compatible with upstream's; none missing"
 echo "$layout" | head -1
 echo "header consumer: $consumer"
+echo "installed (cmake --install, pkg-config ggml-rs): $installed"
 [ "$n_unimpl" -eq 0 ] || echo "unimplemented: $unimpl"
 exit $fail
