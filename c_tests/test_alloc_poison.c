@@ -32,6 +32,40 @@ static bool count_observed(struct ggml_tensor * t, bool ask, void * user_data) {
     return true;
 }
 
+static const float ONES[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+
+// computes g, through `sched` when there is one, and returns what was logged meanwhile
+static const char * compute_logged(ggml_backend_t cpu, ggml_backend_sched_t sched, struct ggml_cgraph * g) {
+    log_capture_begin();
+    if (sched) {
+        ggml_backend_sched_graph_compute(sched, g);
+    } else {
+        ggml_backend_graph_compute(cpu, g);
+    }
+    ggml_log_set(NULL, NULL);
+    return g_log;
+}
+
+// x set, w forgotten: the read of w is reported by name, x is not
+static void expect_forgotten_w_reported(ggml_backend_t cpu, ggml_backend_sched_t sched, struct ggml_cgraph * g, struct ggml_tensor * x) {
+    ggml_backend_tensor_set(x, ONES, 0, sizeof(ONES));
+    const char * log = compute_logged(cpu, sched, g);
+    CHECK(strstr(log, "node 'z'") && strstr(log, "reads tensor 'w_forgotten', which nothing has written"), "log: %s", log);
+    CHECK(!strstr(log, "'x'"), "x was written, yet reported: %s", log);
+}
+
+// both inputs set: nothing to report, and the right result
+static void expect_clean_result(ggml_backend_t cpu, ggml_backend_sched_t sched, struct ggml_cgraph * g,
+                                struct ggml_tensor * x, struct ggml_tensor * w, struct ggml_tensor * z) {
+    ggml_backend_tensor_set(x, ONES, 0, sizeof(ONES));
+    ggml_backend_tensor_set(w, ONES, 0, sizeof(ONES));
+    const char * log = compute_logged(cpu, sched, g);
+    CHECK(strstr(log, "GGML_RS_ALLOC_POISON") == NULL, "nothing to report, but: %s", log);
+    float out[8];
+    ggml_backend_tensor_get(z, out, 0, sizeof(out));
+    CHECK_FLOAT(out[0], 3.0);
+}
+
 static void test_unwritten_input_is_reported(void) {
     CHECK(getenv("GGML_RS_ALLOC_POISON") != NULL, "run with GGML_RS_ALLOC_POISON=1");
     ggml_backend_t cpu = ggml_backend_cpu_init();
@@ -42,26 +76,9 @@ static void test_unwritten_input_is_reported(void) {
 
     ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc");
-    const float ones[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
-    ggml_backend_tensor_set(x, ones, 0, sizeof(ones));
-    log_capture_begin();
-    ggml_backend_graph_compute(cpu, g);
-    ggml_log_set(NULL, NULL);
-    CHECK(strstr(g_log, "node 'z'") && strstr(g_log, "reads tensor 'w_forgotten', which nothing has written"), "log: %s", g_log);
-    CHECK(!strstr(g_log, "'x'"), "x was written, yet reported: %s", g_log);
-
-    // written: nothing to report
+    expect_forgotten_w_reported(cpu, NULL, g, x);
     CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc again");
-    ggml_backend_tensor_set(x, ones, 0, sizeof(ones));
-    ggml_backend_tensor_set(w, ones, 0, sizeof(ones));
-    log_capture_begin();
-    ggml_backend_graph_compute(cpu, g);
-    ggml_log_set(NULL, NULL);
-    CHECK(strstr(g_log, "GGML_RS_ALLOC_POISON") == NULL, "nothing to report, but: %s", g_log);
-    float out[8];
-    ggml_backend_tensor_get(z, out, 0, sizeof(out));
-    CHECK_FLOAT(out[0], 3.0);
-
+    expect_clean_result(cpu, NULL, g, x, w, z);
     ggml_gallocr_free(ga);
     ggml_free(ctx);
 
@@ -74,26 +91,13 @@ static void test_unwritten_input_is_reported(void) {
     int observed = 0;
     ggml_backend_sched_set_eval_callback(sched, count_observed, &observed);
     CHECK(ggml_backend_sched_alloc_graph(sched, g), "sched alloc");
-    ggml_backend_tensor_set(x, ones, 0, sizeof(ones));
-    log_capture_begin();
-    ggml_backend_sched_graph_compute(sched, g);
-    ggml_log_set(NULL, NULL);
-    CHECK(strstr(g_log, "reads tensor 'w_forgotten'"), "scheduler: %s", g_log);
-    CHECK(!strstr(g_log, "'x'"), "x was written, yet reported: %s", g_log);
+    expect_forgotten_w_reported(cpu, sched, g, x);
     CHECK(observed == ggml_graph_n_nodes(g), "eval callback observed %d of %d nodes", observed, ggml_graph_n_nodes(g));
     ggml_backend_sched_set_eval_callback(sched, NULL, NULL);
 
-    // written through the scheduler: nothing to report, right result
     ggml_backend_sched_reset(sched);
     CHECK(ggml_backend_sched_alloc_graph(sched, g), "sched alloc again");
-    ggml_backend_tensor_set(x, ones, 0, sizeof(ones));
-    ggml_backend_tensor_set(w, ones, 0, sizeof(ones));
-    log_capture_begin();
-    ggml_backend_sched_graph_compute(sched, g);
-    ggml_log_set(NULL, NULL);
-    CHECK(strstr(g_log, "GGML_RS_ALLOC_POISON") == NULL, "scheduler, nothing to report, but: %s", g_log);
-    ggml_backend_tensor_get(z, out, 0, sizeof(out));
-    CHECK_FLOAT(out[0], 3.0);
+    expect_clean_result(cpu, sched, g, x, w, z);
     ggml_backend_sched_free(sched);
     ggml_free(ctx);
     ggml_backend_free(cpu);

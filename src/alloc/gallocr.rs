@@ -167,16 +167,6 @@ impl Drop for Built {
     }
 }
 
-impl Replay {
-    /// Keeps a `Same` only if `keep` agrees (not asked for `No`).
-    fn filter(self, keep: impl FnOnce(&Replay) -> bool) -> Replay {
-        match self {
-            Replay::Same { .. } if keep(&self) => self,
-            _ => Replay::No,
-        }
-    }
-}
-
 impl Gallocr {
     pub fn new(bufts: &[BufferType]) -> Gallocr {
         let mut allocs: Vec<AllocState> = Vec::new();
@@ -488,8 +478,7 @@ impl Gallocr {
 
     fn record_of(&self, built: &Built, plan: Plan) -> Rc<PlanRecord> {
         let is_node = built.model.node_tensors();
-        // messages name the tensors whose memory another one took over: the placed ones
-        let names = Names::from_raw(built.tensors.iter().zip(&plan.placements).map(|(t, p)| p.map(|_| t.name_bytes())));
+        let names = placed_names(&built.tensors, &plan);
         Rc::new(PlanRecord::new(plan, is_node, names))
     }
 
@@ -653,11 +642,18 @@ impl Gallocr {
     /// Returns whether a new plan was made.
     pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<bool, AllocError> {
         let replay = if self.allocs.iter().all(|a| a.chunks.is_some()) { self.is_last_graph(g) } else { Replay::No };
-        if let Replay::Same { in_place } = replay.filter(|_| self.last_sizes_fit()) {
+        if let Replay::Same { in_place } = replay
+            && self.last_sizes_fit()
+        {
             self.n_replays += 1;
             self.seq += 1;
             let last = self.last.take().expect("checked");
-            let applied = if in_place { self.reset_buffers() } else { self.apply(&last.built, &last.record.plan) };
+            let applied = if in_place {
+                self.reset_buffers();
+                Ok(())
+            } else {
+                self.apply(&last.built, &last.record.plan)
+            };
             if !self.residency.is_newest(&last.record, &last.addrs) {
                 self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
             }
@@ -701,9 +697,7 @@ impl Gallocr {
         }
         // a structurally equal graph of other tensors: their names, for messages
         let differ = *addrs != *self.last.as_ref().expect("same").addrs;
-        let names = differ.then(|| {
-            Rc::new(Names::from_raw(built.tensors.iter().zip(&record.plan.placements).map(|(t, p)| p.map(|_| t.name_bytes()))))
-        });
+        let names = differ.then(|| Rc::new(placed_names(&built.tensors, &record.plan)));
         self.residency.record(self.seq, record, addrs, names);
         Ok(false)
     }
@@ -726,19 +720,18 @@ impl Gallocr {
     }
 
     /// Resets the compute buffers (as upstream does before placing tensors).
-    fn reset_buffers(&self) -> Result<(), AllocError> {
+    fn reset_buffers(&self) {
         for st in &self.allocs {
             for &b in st.chunks.iter().flatten() {
                 b.reset();
             }
         }
-        Ok(())
     }
 
     /// Places every tensor of `built` where `plan` says (tensors already there are left alone,
     /// unless poisoning), and points views at their sources.
     fn apply(&mut self, built: &Built, plan: &Plan) -> Result<(), AllocError> {
-        self.reset_buffers()?;
+        self.reset_buffers();
         let bases: Vec<Vec<(Buffer, usize)>> =
             self.allocs.iter().map(|st| st.chunks.iter().flatten().map(|&b| (b, buffer_base(b) as usize)).collect()).collect();
         let mut moved = vec![false; built.tensors.len()];
@@ -806,6 +799,12 @@ impl Drop for Gallocr {
             }
         }
     }
+}
+
+/// The names of the tensors `plan` places, for messages: those are the tensors whose memory
+/// another one may take over.
+fn placed_names(tensors: &[TensorRef], plan: &Plan) -> Names {
+    Names::from_raw(tensors.iter().zip(&plan.placements).map(|(t, p)| p.map(|_| t.name_bytes())))
 }
 
 /// Whether `view` points where its source says (`data = view_src->data + view_offs`, same

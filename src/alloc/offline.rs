@@ -24,12 +24,11 @@ impl Interval {
 /// order wins on every graph, and each costs one pass. Returns an offset per interval and the
 /// arena size.
 pub fn best_greedy(intervals: &[Interval]) -> (Vec<usize>, usize) {
-    let by_size = |a: &Interval, b: &Interval| b.size.cmp(&a.size).then(a.start.cmp(&b.start));
     let area = |i: &Interval| i.size as u128 * (i.end.saturating_sub(i.start)).max(1) as u128;
-    let by_area = |a: &Interval, b: &Interval| area(b).cmp(&area(a)).then(by_size(a, b));
+    let by_area = |a: &Interval, b: &Interval| area(b).cmp(&area(a)).then(largest_first(a, b));
     let duration = |i: &Interval| i.end.saturating_sub(i.start);
-    let by_duration = |a: &Interval, b: &Interval| duration(b).cmp(&duration(a)).then(by_size(a, b));
-    let mut best = greedy(intervals, by_size);
+    let by_duration = |a: &Interval, b: &Interval| duration(b).cmp(&duration(a)).then(largest_first(a, b));
+    let mut best = greedy_by_size(intervals);
     for candidate in [greedy(intervals, by_area), greedy(intervals, by_duration)] {
         if candidate.1 < best.1 {
             best = candidate;
@@ -38,9 +37,13 @@ pub fn best_greedy(intervals: &[Interval]) -> (Vec<usize>, usize) {
     best
 }
 
-/// Largest first: the classic order.
+/// Largest first (earliest first among equals): the classic order.
+fn largest_first(a: &Interval, b: &Interval) -> std::cmp::Ordering {
+    b.size.cmp(&a.size).then(a.start.cmp(&b.start))
+}
+
 pub fn greedy_by_size(intervals: &[Interval]) -> (Vec<usize>, usize) {
-    greedy(intervals, |a, b| b.size.cmp(&a.size).then(a.start.cmp(&b.start)))
+    greedy(intervals, largest_first)
 }
 
 /// Places the intervals in the order `cmp` gives, each in the smallest gap that fits among the

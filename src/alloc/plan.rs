@@ -331,10 +331,9 @@ pub fn plan(
                     offset_of_block[b] = offsets[k];
                 }
                 for t in 0..n {
-                    if let (Some(p), b) = (plan.placements[t].as_mut(), block[t]) {
-                        if p.alloc == a && b != NO_BLOCK {
-                            p.addr = Addr { chunk: 0, offset: offset_of_block[b as usize] };
-                        }
+                    let b = block[t];
+                    if let Some(p) = plan.placements[t].as_mut().filter(|p| p.alloc == a && b != NO_BLOCK) {
+                        p.addr = Addr { chunk: 0, offset: offset_of_block[b as usize] };
                     }
                 }
                 plan.chunk_sizes[a] = vec![arena];

@@ -27,10 +27,10 @@ thread_local! {
     static SPARES: RefCell<Spares> = RefCell::new(Spares::default());
 }
 
-macro_rules! spare_vec {
+macro_rules! spare {
     ($take:ident, $give:ident, $field:ident, $t:ty) => {
-        /// An empty vector with room for `n`: the thread's spare when there is one.
-        pub fn $take(n: usize) -> Vec<$t> {
+        /// An empty container with room for `n`: the thread's spare when there is one.
+        pub fn $take(n: usize) -> $t {
             let mut v = SPARES.try_with(|s| std::mem::take(&mut s.borrow_mut().$field)).unwrap_or_default();
             v.clear();
             v.reserve(n);
@@ -38,7 +38,7 @@ macro_rules! spare_vec {
         }
 
         /// Keeps `v`'s memory as the thread's spare when it is larger than the one kept.
-        pub fn $give(mut v: Vec<$t>) {
+        pub fn $give(mut v: $t) {
             v.clear();
             let _ = SPARES.try_with(|s| {
                 let mut s = s.borrow_mut();
@@ -50,30 +50,12 @@ macro_rules! spare_vec {
     };
 }
 
-spare_vec!(take_descs, give_descs, descs, TensorDesc);
-spare_vec!(take_nodes, give_nodes, nodes, NodeDesc);
-spare_vec!(take_tensors, give_tensors, tensors, TensorRef);
-spare_vec!(take_placements, give_placements, placements, Option<Placement>);
-spare_vec!(take_placed, give_placed, placed, (usize, usize));
-
-/// An empty address map with room for `n`: the thread's spare when there is one.
-pub fn take_map(n: usize) -> AddrMap<Tid> {
-    let mut m = SPARES.try_with(|s| std::mem::take(&mut s.borrow_mut().map)).unwrap_or_default();
-    m.clear();
-    m.reserve(n);
-    m
-}
-
-/// Keeps `m`'s memory as the thread's spare when it is larger than the one kept.
-pub fn give_map(mut m: AddrMap<Tid>) {
-    m.clear();
-    let _ = SPARES.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if m.capacity() > s.map.capacity() {
-            s.map = m;
-        }
-    });
-}
+spare!(take_descs, give_descs, descs, Vec<TensorDesc>);
+spare!(take_nodes, give_nodes, nodes, Vec<NodeDesc>);
+spare!(take_tensors, give_tensors, tensors, Vec<TensorRef>);
+spare!(take_placements, give_placements, placements, Vec<Option<Placement>>);
+spare!(take_placed, give_placed, placed, Vec<(usize, usize)>);
+spare!(take_map, give_map, map, AddrMap<Tid>);
 
 #[cfg(test)]
 mod tests {

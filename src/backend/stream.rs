@@ -72,8 +72,7 @@ pub fn reg_proc_address(reg: crate::ggml::handles::Reg, name: *const std::ffi::c
 
 /// GGML_RS_ALLOC_POISON: node by node, checking each node's sources before it runs.
 pub fn compute_checking_poison(backend: Backend, graph: &crate::ggml::graph::GraphView) -> ggml_status {
-    for j in 0..graph.len() {
-        let node = graph.nodes().nth(j).expect("j < len");
+    for (j, node) in graph.nodes().enumerate() {
         crate::alloc::poison::check_sources(node);
         let mut one = graph.sub_view(j, j + 1);
         let status = graph_compute_async(backend, one.as_ptr());

@@ -35,7 +35,6 @@ fn context_arg(function: &str, ctx: *mut ggml_context) -> ContextRef {
     }
 }
 
-/// Node and leaf lists of a graph, as the allocator takes them.
 fn ids<'a>(function: &str, ids: *const c_int, n: usize) -> Option<&'a [i32]> {
     if ids.is_null() || n == 0 {
         return None;

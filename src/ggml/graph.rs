@@ -78,18 +78,8 @@ impl GraphRef {
         unsafe { TensorRef::from_raw(p) }.unwrap_or_else(|| crate::fatal!("graph node {i} is NULL"))
     }
 
-    pub fn leaf(self, i: usize) -> TensorRef {
-        let p = self.leaf_ptrs()[i];
-        // SAFETY: graph leafs are valid tensors (from_raw's contract).
-        unsafe { TensorRef::from_raw(p) }.unwrap_or_else(|| crate::fatal!("graph leaf {i} is NULL"))
-    }
-
     pub fn nodes(self) -> impl Iterator<Item = TensorRef> {
         (0..self.n_nodes()).map(move |i| self.node(i))
-    }
-
-    pub fn leafs(self) -> impl Iterator<Item = TensorRef> {
-        (0..self.n_leafs()).map(move |i| self.leaf(i))
     }
 
     /// Sets node `i` (only on graphs the library created: graph copies).

@@ -19,22 +19,6 @@ use crate::ggml::sys::{self, GGML_MAX_DIMS, GGML_MAX_NAME, GGML_MAX_SRC, ggml_op
 #[repr(transparent)]
 pub struct TensorRef(NonNull<ggml_tensor>);
 
-/// Everything about a tensor that a graph allocation plan depends on, read in one go: its
-/// identity, sources, view source, op, flags and layout. Two graphs whose nodes have equal
-/// signatures, position by position, are the same graph for the allocator.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct TensorSig {
-    ptr: usize,
-    src: [*mut ggml_tensor; GGML_MAX_SRC],
-    view_src: *mut ggml_tensor,
-    view_offs: usize,
-    type_: ggml_type,
-    op: ggml_op,
-    flags: i32,
-    ne: [i64; GGML_MAX_DIMS],
-    nb: [usize; GGML_MAX_DIMS],
-}
-
 /// What decides the size and in-place compatibility of a tensor: type, shape and strides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
@@ -154,22 +138,6 @@ impl TensorRef {
         read_field!(self, nb)
     }
 
-    pub fn signature(self) -> TensorSig {
-        // SAFETY: as for `read_field!`; a shared reference for the duration of the copy only.
-        let t = unsafe { &*self.0.as_ptr() };
-        TensorSig {
-            ptr: self.addr(),
-            src: t.src,
-            view_src: t.view_src,
-            view_offs: t.view_offs,
-            type_: t.type_,
-            op: t.op,
-            flags: t.flags & (sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT),
-            ne: t.ne,
-            nb: t.nb,
-        }
-    }
-
     pub fn layout(self) -> Layout {
         Layout { type_: self.type_(), ne: self.ne(), nb: self.nb() }
     }
@@ -202,10 +170,6 @@ impl TensorRef {
         let srcs = read_field!(self, src);
         // SAFETY: as in `src`.
         srcs.map(|p| unsafe { TensorRef::from_raw(p) })
-    }
-
-    pub fn src_ptrs(self) -> [*mut ggml_tensor; GGML_MAX_SRC] {
-        read_field!(self, src)
     }
 
     /// Replaces source `i`. The scheduler uses this only for the duration of one backend call

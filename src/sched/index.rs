@@ -32,8 +32,7 @@ pub struct GraphIndex {
 
 impl GraphIndex {
     /// The index of the graph `nodes`/`leafs`: `previous` (the last graph's index) when the graph
-    /// is the same, else a new one.
-    /// `previous` is taken only when it is reused.
+    /// is the same (then it is taken out of `previous`), else a new one.
     pub fn of(nodes: &[TensorRef], leafs: &[TensorRef], is_compute_buffer: impl Fn(usize) -> bool, previous: &mut Option<GraphIndex>) -> GraphIndex {
         let mut ix = match previous.take() {
             Some(mut p) if p.same_graph(nodes, leafs) => {

@@ -276,7 +276,7 @@ impl Sched {
         let preset = Preset { user: &self.user_ids, previous, previous_ids };
         let params = SplitParams { backends: &self.be, handles: &self.be.backends, op_offload: self.op_offload, n_copies: self.n_copies, cur_copy: self.cur_copy };
         let galloc = &self.galloc;
-        let plan = split_graph(&params, &nodes, &leafs, preset, |b| galloc.owns_buffer(b), &mut self.pool, &graph.view_context());
+        let plan = split_graph(&params, nodes, leafs, preset, |b| galloc.owns_buffer(b), &mut self.pool, &graph.view_context());
         self.is_reset = false;
         self.n_splits = plan.splits.len();
         if self.debug > 0 {
@@ -285,8 +285,8 @@ impl Sched {
         if let Some(dir) = &self.dump_dir {
             let seq = self.galloc.seq() + 1;
             let _ = std::fs::create_dir_all(dir);
-            let _ = std::fs::write(format!("{dir}/sched-{seq:04}.json"), debug::plan_json(&plan, &nodes, &self.be.names, self.n_copies, seq));
-            let _ = std::fs::write(format!("{dir}/sched-{seq:04}.dot"), debug::plan_dot(&plan, &nodes, &self.be.names));
+            let _ = std::fs::write(format!("{dir}/sched-{seq:04}.json"), debug::plan_json(&plan, nodes, &self.be.names, self.n_copies, seq));
+            let _ = std::fs::write(format!("{dir}/sched-{seq:04}.dot"), debug::plan_dot(&plan, nodes, &self.be.names));
         }
         let total_inputs: usize = plan.splits.iter().map(|s| s.inputs.len()).sum::<usize>() + plan.graph_inputs.len();
         let size = nodes.len().max(leafs.len()) + total_inputs * 2 * self.n_copies;
@@ -304,9 +304,12 @@ impl Sched {
         if dot { debug::plan_dot(plan, &nodes, &self.be.names) } else { debug::plan_json(plan, &nodes, &self.be.names, self.n_copies, self.galloc.seq()) }
     }
 
-    fn alloc_input(plan: &SplitPlan) -> GraphInput<'_> {
+    /// Runs `f` on the plan's allocation graph while its nodes read the split-local copies: the
+    /// allocator must see what the backends will read, not the originals.
+    fn with_copies<R>(plan: &SplitPlan, f: impl FnOnce(&GraphInput) -> R) -> R {
+        let _guards: Vec<Substituted> = plan.splits.iter().map(|s| Substituted::apply(&s.substitutions)).collect();
         let g = &plan.alloc_graph;
-        GraphInput { nodes: &g.nodes, node_ids: Some(&g.node_ids), leafs: &g.leafs, leaf_ids: Some(&g.leaf_ids), extra_flags: Some(&g.extra_flags) }
+        f(&GraphInput { nodes: &g.nodes, node_ids: Some(&g.node_ids), leafs: &g.leafs, leaf_ids: Some(&g.leaf_ids), extra_flags: Some(&g.extra_flags) })
     }
 
     fn buft_ids(&self, ids: &[i32]) -> Vec<usize> {
@@ -317,11 +320,7 @@ impl Sched {
         let plan = self.plan.as_ref().expect("split_graph ran");
         let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
         let changed = ids != self.prev_buft_ids;
-        // the allocator must see what the backends will read: the copies, not the originals
-        let replanned = {
-            let _guards: Vec<Substituted> = plan.splits.iter().map(|s| Substituted::apply(&s.substitutions)).collect();
-            self.galloc.alloc_graph(&Self::alloc_input(plan), true)
-        };
+        let replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
         self.prev_buft_ids = ids;
         let replanned = replanned?;
         if replanned && self.debug_realloc > 0 && self.galloc.seq() > 1 {
@@ -364,10 +363,7 @@ impl Sched {
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
-        let ok = {
-            let _guards: Vec<Substituted> = plan.splits.iter().map(|s| Substituted::apply(&s.substitutions)).collect();
-            self.galloc.reserve(&Self::alloc_input(plan), false).is_ok()
-        };
+        let ok = Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok();
         self.reset();
         ok
     }
@@ -377,10 +373,7 @@ impl Sched {
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
-        let reserved = {
-            let _guards: Vec<Substituted> = plan.splits.iter().map(|s| Substituted::apply(&s.substitutions)).collect();
-            self.galloc.reserve(&Self::alloc_input(plan), true)
-        };
+        let reserved = Self::with_copies(plan, |g| self.galloc.reserve(g, true));
         if let Err(e) = reserved {
             crate::fatal!("ggml_backend_sched_reserve_size: {}", describe(&e));
         }

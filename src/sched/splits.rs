@@ -111,7 +111,6 @@ pub struct SplitParams<'a, B: Backends> {
     pub cur_copy: usize,
 }
 
-/// Runs the assignment passes and builds the splits for `nodes`/`leafs` (the caller's graph).
 /// What decides a tensor's backend before the passes run.
 pub struct Preset<'a> {
     /// `ggml_backend_sched_set_tensor_backend`, by tensor address
@@ -122,6 +121,7 @@ pub struct Preset<'a> {
     pub previous_ids: Option<Vec<i32>>,
 }
 
+/// Runs the assignment passes and builds the splits for `nodes`/`leafs` (the caller's graph).
 pub fn split_graph<B: Backends>(
     p: &SplitParams<B>,
     nodes: &[TensorRef],
