@@ -26,6 +26,7 @@ GGML_RS_EXT const char * ggml_rs_version(void);
 GGML_RS_EXT const struct ggml_rs_abi_entry * ggml_rs_abi_describe(size_t * n);
 GGML_RS_EXT bool ggml_rs_gallocr_plan_stats(ggml_gallocr_t galloc, int buffer_id, size_t * planned, size_t * lower_bound);
 GGML_RS_EXT void ggml_rs_gallocr_counters(ggml_gallocr_t galloc, uint64_t * n_plans, uint64_t * n_replays);
+GGML_RS_EXT void ggml_rs_sched_counters(ggml_backend_sched_t sched, uint64_t * n_splits, uint64_t * n_repeats);
 GGML_RS_EXT size_t ggml_rs_sched_dump_plan(ggml_backend_sched_t sched, struct ggml_cgraph * graph, int format, char * buf, size_t size);
 
 #ifdef __cplusplus

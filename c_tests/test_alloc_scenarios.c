@@ -207,6 +207,18 @@ static void test_same_counts_different_topology_is_planned_anew(void) {
     ggml_rs_gallocr_counters(ga, &plans2, &replays2);
     CHECK(plans2 == plans && replays2 == replays + 1, "replaying the same graph made a new plan (%llu -> %llu)",
           (unsigned long long) plans, (unsigned long long) plans2);
+    // a tensor that is where the plan put it, but is now an output: planned anew, and its
+    // memory is no longer taken over by the node after it
+    bool m2_on_m1 = overlap(m2, m1);
+    ggml_set_output(m1);
+    CHECK(ggml_gallocr_alloc_graph(ga, g2), "alloc g2 with m1 an output");
+    ggml_rs_gallocr_counters(ga, &plans, &replays);
+    CHECK(plans == plans2 + 1, "a new output flag was not planned for");
+    CHECK(!overlap(m2, m1), "m2 placed on m1, an output (it was before: %d)", m2_on_m1);
+    fill(a2, 2.0f);
+    ggml_backend_graph_compute(g_cpu, g2);
+    CHECK_FLOAT(get0(m1), 6.0);
+    CHECK_FLOAT(get0(m2), 8.0);
     ggml_gallocr_free(ga);
     ggml_free(ctx);
 }

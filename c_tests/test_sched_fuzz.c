@@ -119,7 +119,7 @@ int main(void) {
     int iters = it ? atoi(it) : 60;
     ggml_backend_t cpu_ref = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(cpu_ref, 1);
-    int checked = 0;
+    int checked = 0, repeated = 0;
     for (int iter = 0; iter < iters; iter++) {
         uint64_t seed = 1000 + iter;
         int len = 4 + (int) (seed % 5) * 4;
@@ -151,9 +151,12 @@ int main(void) {
         ggml_backend_t backends[2] = { fake, cpu };
         ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 2 * MAX_T, parallel, below(2));
         struct built b = build(seed, len);
-        for (int round = 0; round < 3; round++) {
+        // rounds 3 and 4 repeat round 2's assignments with round 0's and 1's inputs: an
+        // unchanged graph, allocated again from the scheduler's memo
+        for (int r = 0; r < 5; r++) {
+            int round = r % 3;
             ggml_backend_sched_reset(sched);
-            g_rng = seed * 131 + round;
+            g_rng = seed * 131 + (r < 3 ? r : 2);
             for (int i = 0; i < b.n_nodes; i++) {
                 int r = below(4);
                 if (r == 0 && random_support(b.nodes[i])) {
@@ -182,6 +185,13 @@ int main(void) {
             }
             checked += n;
         }
+        if (ggml_rs_sched_counters && !parallel) {
+            uint64_t n_splits = 0, n_repeats = 0;
+            ggml_rs_sched_counters(sched, &n_splits, &n_repeats);
+            CHECK(n_repeats >= 1 && n_splits + n_repeats == 5, "seed %llu: %llu graphs split, %llu allocations repeated",
+                  (unsigned long long) seed, (unsigned long long) n_splits, (unsigned long long) n_repeats);
+            repeated += (int) n_repeats;
+        }
         ggml_backend_sched_free(sched);
         ggml_free(b.ctx);
         ggml_free(ref.ctx);
@@ -190,6 +200,6 @@ int main(void) {
     }
     ggml_backend_free(cpu_ref);
     UNUSED_TEST_COUNTER;
-    printf("%d random graphs, %d values equal to the single-backend results\n", iters, checked);
+    printf("%d random graphs, %d values equal to the single-backend results, %d allocations repeated unchanged\n", iters, checked, repeated);
     return 0;
 }

@@ -456,12 +456,93 @@ static void test_reserve_and_sizes(void) {
     ggml_backend_free(fake);
 }
 
+// reset + alloc of an unchanged graph repeats the last allocation (ggml-rs: from its memo); any
+// change to the graph's tensors, the user's assignments or the weights' buffers is seen
+static void counters(ggml_backend_sched_t sched, uint64_t * n_splits, uint64_t * n_repeats) {
+    *n_splits = *n_repeats = 0;
+    if (ggml_rs_sched_counters) {
+        ggml_rs_sched_counters(sched, n_splits, n_repeats);
+    }
+}
+
+static void test_repeat_only_what_did_not_change(void) {
+    ggml_backend_t fake = fake_backend_new(NULL);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    // w: a weight on the device; x (input) -> n1 = scale(x, 2) -> n2 = mul(n1, w) -> n3 = sqr(n2)
+    struct ggml_context * wctx = new_ctx();
+    struct ggml_tensor * w = vec(wctx, "w", 4);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, fake_backend_buft(fake));
+    ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    set_all(w, 3.0f);
+    struct ggml_context * ctx = new_ctx();
+    struct ggml_tensor * x = vec(ctx, "x", 4);
+    ggml_set_input(x);
+    struct ggml_tensor * n1 = ggml_scale(ctx, x, 2.0f);
+    struct ggml_tensor * n2 = ggml_mul(ctx, n1, w);
+    struct ggml_tensor * n3 = ggml_sqr(ctx, n2);
+    ggml_set_output(n3);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, n3);
+    ggml_backend_t n1_on = cpu;
+    float scale = 2.0f, wv = 3.0f;
+    uint64_t splits0 = 0, repeats0 = 0, n_splits, n_repeats;
+    ggml_backend_buffer_t hbuf = NULL;
+
+    for (int round = 1; round <= 10; round++) {
+        // round 4: another user assignment; round 6: another op parameter; round 8: the
+        // weight moves to a host buffer, so the mul follows it to the CPU
+        if (round == 4) {
+            n1_on = fake;
+        }
+        if (round == 6) {
+            scale = 5.0f;
+            memcpy(n1->op_params, &scale, sizeof(scale));
+        }
+        if (round == 8) {
+            hbuf = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 64);
+            ggml_backend_buffer_set_usage(hbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+            w->buffer = NULL;
+            w->data = NULL;
+            CHECK(ggml_backend_tensor_alloc(hbuf, w, ggml_backend_buffer_get_base(hbuf)) == GGML_STATUS_SUCCESS, "move w");
+            wv = 7.0f;
+            set_all(w, wv);
+        }
+        counters(sched, &splits0, &repeats0);
+        ggml_backend_sched_reset(sched);
+        ggml_backend_sched_set_tensor_backend(sched, n1, n1_on);
+        CHECK(ggml_backend_sched_alloc_graph(sched, g), "alloc round %d", round);
+        counters(sched, &n_splits, &n_repeats);
+        set_all(x, (float) round);
+        CHECK(ggml_backend_sched_graph_compute(sched, g) == GGML_STATUS_SUCCESS, "compute round %d", round);
+        float v = scale * round * wv;
+        CHECK_FLOAT(get0(n3), v * v);
+        CHECK(ggml_backend_sched_get_tensor_backend(sched, n1) == n1_on, "round %d: n1 where the user put it", round);
+        CHECK(ggml_backend_sched_get_tensor_backend(sched, n2) == (round >= 8 ? cpu : fake), "round %d: mul next to its weight", round);
+        if (ggml_rs_sched_counters) {
+            bool changed = round == 1 || round == 4 || round == 6 || round == 8;
+            CHECK(n_splits - splits0 == (changed ? 1u : 0u) && n_repeats - repeats0 == (changed ? 0u : 1u),
+                  "round %d: %s expected, split %llu, repeated %llu", round, changed ? "a new split" : "a repeat",
+                  (unsigned long long) (n_splits - splits0), (unsigned long long) (n_repeats - repeats0));
+        }
+    }
+    ggml_backend_sched_free(sched);
+    ggml_backend_buffer_free(hbuf);
+    ggml_free(ctx);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     RUN(test_reset_alloc_loop_one_copy);
     RUN(test_reset_alloc_loop_four_copies_with_events);
     RUN(test_reset_alloc_loop_four_copies_without_events);
     RUN(test_recompute_allocated_graph);
+    RUN(test_repeat_only_what_did_not_change);
     RUN(test_compute_honours_its_graph_argument);
     RUN(test_result_read_by_the_next_graph);
     RUN(test_op_offload_on);

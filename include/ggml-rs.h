@@ -45,6 +45,10 @@ size_t ggml_rs_sched_dump_plan(ggml_backend_sched_t sched,
 // How many plans the allocator made and how many times it replayed a plan for the same graph.
 void ggml_rs_gallocr_counters(ggml_gallocr_t galloc, uint64_t *n_plans, uint64_t *n_replays);
 
+// How many times the scheduler assigned and split a graph, and how many allocations repeated the
+// last one because nothing had changed (see `sched::memo`).
+void ggml_rs_sched_counters(ggml_backend_sched_t sched, uint64_t *n_splits, uint64_t *n_repeats);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -123,8 +123,8 @@ struct Planned {
     record: Rc<PlanRecord>,
     /// addresses of `built.tensors`, shared with the residency history
     addrs: Rc<Vec<usize>>,
-    /// tensors that are neither nodes nor leafs (view sources, sources outside the lists): the
-    /// fast path checks them on their own (see `is_last_graph`)
+    /// tensors that are neither nodes nor leafs (view sources, sources outside the lists), newest
+    /// first: the fast path checks them on their own (see `is_last_graph`)
     loose: Vec<Tid>,
 }
 
@@ -489,7 +489,9 @@ impl Gallocr {
         for &(l, _) in &built.model.leafs {
             listed[l] = true;
         }
-        let loose = (0..listed.len()).filter(|&t| !listed[t]).collect();
+        // newest first: a tensor is numbered after its view source, so a loose view source comes
+        // after the loose view that names it, whose header (checked first) says it is still there
+        let loose = (0..listed.len()).rev().filter(|&t| !listed[t]).collect();
         let addrs = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         self.last = Some(Planned { built, record, addrs, loose });
     }
@@ -578,8 +580,10 @@ impl Gallocr {
     /// Whether tensor `t` of the last plan still has what the plan was made from: None if not;
     /// else whether it is already where the plan puts it. Only what the plan depends on is
     /// compared: for a view its source and whether it is a keep-alive marker (op NONE); for
-    /// somebody else's memory that it still is; for the allocator's own tensors also flags, op
-    /// class and layout (sizes and in-place reuse follow from them).
+    /// somebody else's memory that it still is; for the allocator's own tensors also flags, and,
+    /// unless the tensor is exactly where the plan put it (then it is the tensor placed there:
+    /// tensors are made without data), op class and layout (sizes and in-place reuse follow
+    /// from them).
     #[inline]
     fn as_planned(&self, last: &Planned, t: Tid, g: &GraphInput) -> Option<bool> {
         let desc = &last.built.model.tensors[t];
@@ -605,24 +609,27 @@ impl Gallocr {
             _ => 0,
         };
         let flags = tensor.flags() | extra;
+        if (flags & sys::GGML_TENSOR_FLAG_INPUT != 0) != desc.input || (flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0) != desc.output {
+            return None;
+        }
+        let placement = match desc.presence {
+            Presence::Fresh => last.record.plan.placements[t],
+            _ => None,
+        };
+        if let Some(p) = placement {
+            let (chunk, base) = self.chunk_bases[p.alloc][p.addr.chunk];
+            if buffer == chunk && data == base + p.addr.offset {
+                // where the plan put it, so the tensor it placed: a tensor made anew has no data
+                // (upstream takes any tensor with data as it is, without looking at its size)
+                return Some(true);
+            }
+        }
         let op = tensor.op();
-        if (flags & sys::GGML_TENSOR_FLAG_INPUT != 0) != desc.input
-            || (flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0) != desc.output
-            || inplace::op_can_inplace(op) != desc.inplace_op
-            || (op == sys::op::NONE) != desc.op_none
-            || !tensor.has_layout(&desc.layout)
-        {
+        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !tensor.has_layout(&desc.layout) {
             return None;
         }
         match desc.presence {
             Presence::Fresh => {
-                let placement = last.record.plan.placements[t];
-                if let Some(p) = placement {
-                    let (chunk, base) = self.chunk_bases[p.alloc][p.addr.chunk];
-                    if buffer == chunk && data == base + p.addr.offset {
-                        return Some(true); // where the plan puts it
-                    }
-                }
                 // a leaf the plan places must have no data, or exactly the planned place (else
                 // its bytes came from elsewhere and deserve the full classification); anything
                 // else computed or written anew may be anywhere in this allocator's memory
@@ -645,20 +652,7 @@ impl Gallocr {
         if let Replay::Same { in_place } = replay
             && self.last_sizes_fit()
         {
-            self.n_replays += 1;
-            self.seq += 1;
-            let last = self.last.take().expect("checked");
-            let applied = if in_place {
-                self.reset_buffers();
-                Ok(())
-            } else {
-                self.apply(&last.built, &last.record.plan)
-            };
-            if !self.residency.is_newest(&last.record, &last.addrs) {
-                self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
-            }
-            self.last = Some(last);
-            return applied.map(|_| false);
+            return self.replay_last(in_place).map(|_| false);
         }
         let built = self.build(g).inspect_err(log_alloc_error)?;
         let same = match &self.last {
@@ -700,6 +694,41 @@ impl Gallocr {
         let names = differ.then(|| Rc::new(placed_names(&built.tensors, &record.plan)));
         self.residency.record(self.seq, record, addrs, names);
         Ok(false)
+    }
+
+    /// Allocates the last planned graph again, its tensors `in_place` already or not.
+    fn replay_last(&mut self, in_place: bool) -> Result<(), AllocError> {
+        self.n_replays += 1;
+        self.seq += 1;
+        let last = self.last.take().expect("a last plan to replay");
+        let applied = if in_place {
+            self.reset_buffers();
+            Ok(())
+        } else {
+            self.apply(&last.built, &last.record.plan)
+        };
+        if !self.residency.is_newest(&last.record, &last.addrs) {
+            self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
+        }
+        self.last = Some(last);
+        applied
+    }
+
+    /// Allocates the last allocated graph again, for a caller that knows that nothing changed
+    /// since that allocation: not the graph, not a header of its tensors, and not this
+    /// allocator's state (`since` is what `state` was then). Every tensor is where the plan put
+    /// it, so only the buffers are reset, as for a replay. Returns false, doing nothing, when
+    /// the allocator allocated or planned anything since (or poisons fresh memory).
+    pub fn repeat_last(&mut self, since: (u64, u64)) -> bool {
+        if since != self.state() || self.last.is_none() || self.allocs.iter().any(|a| a.chunks.is_none()) || poison::enabled() {
+            return false;
+        }
+        self.replay_last(true).is_ok()
+    }
+
+    /// (allocations, plans made) so far: any change means the memory may have moved.
+    pub fn state(&self) -> (u64, u64) {
+        (self.seq, self.n_plans)
     }
 
     fn last_sizes_fit(&self) -> bool {

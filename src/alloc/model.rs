@@ -22,7 +22,10 @@ pub enum Presence {
     Pinned { alloc: usize, addr: Addr, size: usize },
 }
 
+/// In this order (C layout) so that what a replay reads first of every tensor, all but the
+/// layout, shares one cache line.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct TensorDesc {
     /// the view source: views never get memory of their own, they keep their source alive
     pub view_of: Option<Tid>,
@@ -32,8 +35,8 @@ pub struct TensorDesc {
     pub inplace_op: bool,
     /// op NONE: in the node list, upstream uses op-NONE views as "keep alive" markers
     pub op_none: bool,
-    pub layout: Layout,
     pub presence: Presence,
+    pub layout: Layout,
 }
 
 /// The sources of a node by slot (`ggml_tensor::src`), NONE for empty slots (a repeated source

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
 use crate::alloc::dyn_tallocr::Addr;
+use crate::alloc::gallocr::AddrMap;
 use crate::alloc::model::Tid;
 use crate::alloc::plan::Plan;
 use crate::ggml::sys::GGML_MAX_NAME;
@@ -212,14 +213,14 @@ pub struct Residency {
     history: VecDeque<Applied>,
     /// current generation of each (allocator, chunk); bumped when the chunk's buffer is freed
     generations: Vec<Vec<u64>>,
-    tombstones: HashMap<usize, Tombstone>,
+    tombstones: AddrMap<Tombstone>,
     /// results of allocations that fell out of the history: tensor address -> allocation
-    evicted_results: HashMap<usize, u64>,
+    evicted_results: AddrMap<u64>,
 }
 
 impl Residency {
     pub fn new(n_allocs: usize) -> Residency {
-        Residency { history: VecDeque::new(), generations: vec![Vec::new(); n_allocs], tombstones: HashMap::new(), evicted_results: HashMap::new() }
+        Residency { history: VecDeque::new(), generations: vec![Vec::new(); n_allocs], tombstones: AddrMap::default(), evicted_results: AddrMap::default() }
     }
 
     fn generation(&self, alloc: usize, chunk: usize) -> u64 {
@@ -255,7 +256,7 @@ impl Residency {
     /// there (`chunk_bases[c]` is the address of chunk c), then forget the memory. A new buffer
     /// may come back at the same address; the tensors of the old one must not pass for its own.
     pub fn chunks_freed(&mut self, alloc: usize, chunk_bases: &[usize], lost_at: u64) {
-        let mut stones: HashMap<usize, Tombstone> = HashMap::new();
+        let mut stones: AddrMap<Tombstone> = AddrMap::default();
         for a in self.history.iter().rev() {
             for (t, placement) in a.record.plan.placements.iter().enumerate() {
                 let Some(p) = placement else { continue };
@@ -292,7 +293,9 @@ impl Residency {
     }
 
     pub fn forget_tombstone(&mut self, tensor: usize) {
-        self.tombstones.remove(&tensor);
+        if !self.tombstones.is_empty() {
+            self.tombstones.remove(&tensor);
+        }
     }
 
     /// Who last wrote `[start, end)` of chunk `chunk` of allocator `alloc`.

@@ -224,3 +224,20 @@ pub unsafe extern "C" fn ggml_rs_gallocr_counters(galloc: ggml_gallocr_t, n_plan
         }
     })
 }
+
+/// How many times the scheduler assigned and split a graph, and how many allocations repeated the
+/// last one because nothing had changed (see `sched::memo`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_rs_sched_counters(sched: ggml_backend_sched_t, n_splits: *mut u64, n_repeats: *mut u64) {
+    ffi_boundary!("ggml_rs_sched_counters", {
+        let s = sched_arg("ggml_rs_sched_counters", sched);
+        if !n_splits.is_null() {
+            // SAFETY: the caller's u64.
+            unsafe { *n_splits = s.n_split_graphs };
+        }
+        if !n_repeats.is_null() {
+            // SAFETY: the caller's u64.
+            unsafe { *n_repeats = s.n_repeats };
+        }
+    })
+}

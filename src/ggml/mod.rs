@@ -10,5 +10,6 @@ pub mod context;
 pub mod graph;
 pub mod handles;
 pub mod log;
+pub mod snapshot;
 pub mod sys;
 pub mod tensor;

@@ -61,6 +61,20 @@ fn type_traits(t: ggml_type) -> (usize, usize) {
     (size, blck)
 }
 
+/// Every field of a tensor's header from `buffer` to `extra` (offsets 8 to 328 of
+/// `struct ggml_tensor`, no padding in between) as words; `type` is kept apart because the four
+/// bytes after it are padding, which C leaves undefined.
+pub const HEADER_WORDS: usize =
+    (std::mem::offset_of!(ggml_tensor, extra) + std::mem::size_of::<*mut c_void>() - std::mem::offset_of!(ggml_tensor, buffer)) / 8;
+const _: () = assert!(std::mem::offset_of!(ggml_tensor, buffer) == 8 && std::mem::offset_of!(ggml_tensor, extra) == 320);
+
+/// A copy of a tensor's header (see [`HEADER_WORDS`]): what it is, where it lives, what it reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    type_: ggml_type,
+    words: [u64; HEADER_WORDS],
+}
+
 macro_rules! read_field {
     ($t:expr, $field:ident) => {
         // SAFETY: a TensorRef is only built from a valid tensor pointer (see `from_raw`); this
@@ -140,6 +154,25 @@ impl TensorRef {
 
     pub fn layout(self) -> Layout {
         Layout { type_: self.type_(), ne: self.ne(), nb: self.nb() }
+    }
+
+    /// A copy of the header (every field but the padding).
+    pub fn header(self) -> Header {
+        // SAFETY: as for `read_field!`; bytes 8..328 of a tensor are initialised fields (pointers,
+        // sizes, ints, the name), read as words without creating a reference.
+        let words = unsafe { std::ptr::read((self.0.as_ptr() as *const u8).add(8) as *const [u64; HEADER_WORDS]) };
+        Header { type_: self.type_(), words }
+    }
+
+    /// Whether the header is still `h`, compared in place.
+    #[inline]
+    pub fn has_header(self, h: &Header) -> bool {
+        // SAFETY: as in `header`; the slice lives only for this comparison.
+        let bytes = unsafe { std::slice::from_raw_parts((self.0.as_ptr() as *const u8).add(8), HEADER_WORDS * 8) };
+        // as bytes: one memcmp instead of a loop over words
+        // SAFETY: reading the words of `h` as bytes (u64 has no padding).
+        let expected = unsafe { std::slice::from_raw_parts(h.words.as_ptr() as *const u8, HEADER_WORDS * 8) };
+        self.type_() == h.type_ && bytes == expected
     }
 
     /// Whether the tensor has `layout` (compared in place, without copying it out).

@@ -6,5 +6,6 @@ pub mod assign;
 pub mod compute;
 pub mod debug;
 pub mod index;
+pub mod memo;
 pub mod scheduler;
 pub mod splits;

@@ -21,13 +21,14 @@ use crate::backend::buffer::buffer_is_host;
 use crate::backend::stream::{default_buffer_type, event_new};
 use crate::ggml::abi_backend::ggml_backend_sched_eval_callback;
 use crate::ggml::abi_impl::ggml_backend_buffer_type;
-use crate::ggml::graph::GraphRef;
+use crate::ggml::graph::{GraphRef, next_graph_uid};
 use crate::ggml::handles::{Backend, Buffer, BufferType, Event};
 use crate::ggml::sys::{self, GGML_STATUS_ALLOC_FAILED, GGML_STATUS_FAILED, ggml_status};
 use crate::ggml::tensor::TensorRef;
 use crate::sched::assign::Backends;
 use crate::sched::compute::{ComputeCtx, Substituted};
 use crate::sched::debug;
+use crate::sched::memo::{AllocMemo, AllocRequest};
 use crate::sched::splits::{Preset, SplitParams, SplitPlan, TensorPool, split_graph};
 
 pub const MAX_BACKENDS: usize = 16;
@@ -122,6 +123,16 @@ pub struct Sched {
     prev_buft_ids: (Vec<usize>, Vec<usize>),
     graph_size: (usize, usize),
     dump_dir: Option<String>,
+    /// the last allocation, to repeat while nothing changes (see `memo`); None when off
+    memo: Option<AllocMemo>,
+    memo_on: bool,
+    /// consecutive memos that did not hold, and allocations left before the next one is taken:
+    /// a program whose graphs always change (new views, new offsets) stops paying for memos
+    memo_misses: u32,
+    memo_skip: u32,
+    /// graphs assigned and split, and allocations repeated from the memo (tests, benchmarks)
+    pub n_split_graphs: u64,
+    pub n_repeats: u64,
 }
 
 fn env_int(name: &str) -> Option<i32> {
@@ -162,6 +173,11 @@ impl Sched {
         let debug_realloc_default = if cfg!(feature = "sched-no-realloc") { 1 } else { 0 };
         let names = backends.iter().map(|b| b.name()).collect();
         let galloc = Gallocr::new(&bufts);
+        let debug = env_int("GGML_SCHED_DEBUG").unwrap_or(0);
+        let dump_dir = std::env::var("GGML_RS_SCHED_DUMP").ok().filter(|d| !d.is_empty());
+        // debug output and plan dumps are made by the whole way; pipeline copies rotate, so
+        // consecutive allocations never repeat
+        let memo_on = n_copies == 1 && debug == 0 && dump_dir.is_none() && env_int("GGML_RS_SCHED_MEMO") != Some(0);
         if std::env::var("GGML_RS_LOG").is_ok_and(|v| v != "0") {
             crate::log_info!("ggml-rs {}: scheduler with {n} backend(s), {n_copies} copies (Rust implementation)\n", env!("CARGO_PKG_VERSION"));
         }
@@ -173,7 +189,7 @@ impl Sched {
             next_copy: 0,
             events,
             op_offload,
-            debug: env_int("GGML_SCHED_DEBUG").unwrap_or(0),
+            debug,
             debug_realloc: env_int("GGML_SCHED_DEBUG_REALLOC").unwrap_or(debug_realloc_default),
             callback: None,
             callback_data: std::ptr::null_mut(),
@@ -187,7 +203,13 @@ impl Sched {
             allocated: None,
             prev_buft_ids: (Vec::new(), Vec::new()),
             graph_size: (0, 0),
-            dump_dir: std::env::var("GGML_RS_SCHED_DUMP").ok().filter(|d| !d.is_empty()),
+            dump_dir,
+            memo: None,
+            memo_on,
+            memo_misses: 0,
+            memo_skip: 0,
+            n_split_graphs: 0,
+            n_repeats: 0,
         }
     }
 
@@ -268,6 +290,8 @@ impl Sched {
     }
 
     pub fn split_graph(&mut self, graph: GraphRef) {
+        self.memo = None;
+        self.n_split_graphs += 1;
         let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let (previous, previous_ids) = match self.plan.take() {
             Some(p) => (Some(p.ix), self.plan_assigned.then_some(p.ids)),
@@ -345,6 +369,11 @@ impl Sched {
         );
         self.cur_copy = self.next_copy;
         self.next_copy = (self.next_copy + 1) % self.n_copies;
+        if self.repeat_last(graph) {
+            self.is_alloc = true;
+            self.allocated = Some(GraphIdentity::of(graph));
+            return true;
+        }
         self.split_graph(graph);
         // a new plan may move split inputs: let the backends finish with the old addresses first
         for b in &self.be.backends {
@@ -356,6 +385,55 @@ impl Sched {
         }
         self.is_alloc = true;
         self.allocated = Some(GraphIdentity::of(graph));
+        if self.memo_on && self.memo_skip > 0 {
+            self.memo_skip -= 1;
+        } else if self.memo_on {
+            let ix = &self.plan.as_ref().expect("split_graph ran").ix;
+            let mut listed = vec![false; ix.len()];
+            for &t in ix.nodes.iter().chain(&ix.leafs) {
+                listed[t as usize] = true;
+            }
+            // the listed tensors, then the others newest first: a view source is numbered before
+            // the view that names it
+            let loose = (0..ix.len()).rev().filter(|&t| !listed[t]).map(|t| ix.tensors[t]);
+            let tensors = graph.node_slice().iter().chain(graph.leaf_slice()).copied().chain(self.pool.in_use()).chain(loose);
+            let req = self.alloc_request(&graph);
+            self.memo = Some(AllocMemo::take(&req, tensors));
+        }
+        true
+    }
+
+    fn alloc_request<'a>(&'a self, graph: &'a GraphRef) -> AllocRequest<'a> {
+        AllocRequest {
+            nodes: graph.node_slice(),
+            leafs: graph.leaf_slice(),
+            user: &self.user_ids,
+            cur_copy: self.cur_copy,
+            allocator: self.galloc.state(),
+        }
+    }
+
+    /// Repeats the last allocation when `graph` and everything it touched are unchanged
+    /// (see `memo`): the same assignments, splits and places, the compute buffers reset.
+    fn repeat_last(&mut self, graph: GraphRef) -> bool {
+        let Some(memo) = &self.memo else { return false };
+        let since = memo.allocator();
+        if !memo.holds_for(&self.alloc_request(&graph)) || !self.galloc.repeat_last(since) {
+            self.memo_misses = (self.memo_misses + 1).min(6);
+            self.memo_skip = (1 << (self.memo_misses - 1)) - 1;
+            return false;
+        }
+        self.memo_misses = 0;
+        self.n_repeats += 1;
+        let state = self.galloc.state();
+        self.memo.as_mut().expect("checked").repeated(state);
+        // what split_graph leaves behind, as the last one left it
+        self.is_reset = false;
+        self.plan_assigned = true;
+        self.graph_size.0 = self.graph_size.1;
+        for split in &mut self.plan.as_mut().expect("a memo has a plan").splits {
+            split.graph.set_uid(next_graph_uid());
+        }
         true
     }
 

@@ -52,6 +52,11 @@ impl TensorPool {
         self.used = 0;
     }
 
+    /// The tensors taken since the last rewind.
+    pub fn in_use(&self) -> impl Iterator<Item = TensorRef> + '_ {
+        self.tensors[..self.used].iter().map(|t| t.tensor())
+    }
+
     pub fn take(&mut self, like: TensorRef, name: &str) -> TensorRef {
         if self.used == self.tensors.len() {
             self.tensors.push(OwnedTensor::with_layout_of(like, name));
