@@ -103,7 +103,8 @@ check "test-llama-archs (every architecture, CPU)" archs
 mkdir -p "$T/arch-models"
 check "test-llama-archs -o: a model of every architecture" bash -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
 per_model() {
-    "$BUILD_OURS/bin/$1" --models "$T/arch-models" > "$T/$1.log" 2>&1
+    # in the scratch folder: test-save-load-state writes its state file to the working directory
+    (cd "$T" && "$BUILD_OURS/bin/$1" --models "$T/arch-models") > "$T/$1.log" 2>&1
     local rc=$?
     echo "$(grep -ac 'gguf' "$T/$1.log") models, $(grep -ao 'PASS' "$T/$1.log" | wc -l) PASS, $(grep -ao 'FAIL' "$T/$1.log" | wc -l) FAIL"
     return $rc
