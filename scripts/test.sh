@@ -170,9 +170,12 @@ if start_rpc_server "$BUILD_OURS"; then
         # servers above, or another program): then it waits 30 s for its server and gives up, so
         # it gets a second run (with another process id)
         rpc_multi() {
-            bash "$TREE/tests/test-rpc-multi-server.sh" "$BUILD_OURS/bin/ggml-rpc-server" "$BUILD_OURS/bin/test-rpc-multi-server" \
-                || { echo "first run failed; again with other ports"; bash "$TREE/tests/test-rpc-multi-server.sh" \
-                    "$BUILD_OURS/bin/ggml-rpc-server" "$BUILD_OURS/bin/test-rpc-multi-server"; }
+            local run
+            for run in first second; do
+                bash "$TREE/tests/test-rpc-multi-server.sh" "$BUILD_OURS/bin/ggml-rpc-server" "$BUILD_OURS/bin/test-rpc-multi-server" && return 0
+                echo "$run run failed"
+            done
+            return 1
         }
         check "test-rpc-multi-server (upstream's script, two servers)" rpc_multi
         # tensor parallelism: ggml's meta device splits every offloaded tensor across both servers

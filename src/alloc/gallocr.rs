@@ -49,6 +49,9 @@ impl Hasher for AddrHasher {
 
 pub type AddrMap<V> = HashMap<usize, V, BuildHasherDefault<AddrHasher>>;
 
+/// What an allocator has done: (allocations, plans made).
+pub type AllocatorState = (u64, u64);
+
 /// A graph as handed to the allocator: node and leaf lists with their buffer ids, plus flags the
 /// caller wants added without writing them into the tensors (the scheduler's pipeline copies).
 pub struct GraphInput<'a> {
@@ -714,20 +717,23 @@ impl Gallocr {
         applied
     }
 
+    /// Whether `repeat_last` may be used: the allocator neither allocated nor planned anything
+    /// since it was in state `since`, and it does not poison fresh memory.
+    pub fn can_repeat(&self, since: AllocatorState) -> bool {
+        since == self.state() && self.last.is_some() && self.allocs.iter().all(|a| a.chunks.is_some()) && !poison::enabled()
+    }
+
     /// Allocates the last allocated graph again, for a caller that knows that nothing changed
-    /// since that allocation: not the graph, not a header of its tensors, and not this
-    /// allocator's state (`since` is what `state` was then). Every tensor is where the plan put
-    /// it, so only the buffers are reset, as for a replay. Returns false, doing nothing, when
-    /// the allocator allocated or planned anything since (or poisons fresh memory).
-    pub fn repeat_last(&mut self, since: (u64, u64)) -> bool {
-        if since != self.state() || self.last.is_none() || self.allocs.iter().any(|a| a.chunks.is_none()) || poison::enabled() {
-            return false;
-        }
-        self.replay_last(true).is_ok()
+    /// since that allocation (`can_repeat`, and not the graph, not a header of its tensors).
+    /// Every tensor is where the plan put it, so only the buffers are reset, as for a replay.
+    pub fn repeat_last(&mut self) {
+        debug_assert!(self.last.is_some() && !poison::enabled());
+        // in place: nothing is placed, so nothing can fail
+        let _ = self.replay_last(true);
     }
 
     /// (allocations, plans made) so far: any change means the memory may have moved.
-    pub fn state(&self) -> (u64, u64) {
+    pub fn state(&self) -> AllocatorState {
         (self.seq, self.n_plans)
     }
 

@@ -13,16 +13,12 @@
 //! the tensors and buffer types they are asked about, as upstream's scheduler also assumes when
 //! it asks them once per tensor.
 
-use crate::alloc::gallocr::AddrMap;
+use crate::alloc::gallocr::{AddrMap, AllocatorState};
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::BufferUsage;
 use crate::ggml::abi_impl::ggml_backend_buffer_type;
 use crate::ggml::snapshot::HeaderSnapshot;
 use crate::ggml::tensor::TensorRef;
-
-/// What the allocator has done: (allocations, plans made). The memo holds only while nothing
-/// else was allocated or planned.
-pub type AllocatorState = (u64, u64);
 
 pub struct AllocMemo {
     nodes: Vec<TensorRef>,
@@ -32,6 +28,8 @@ pub struct AllocMemo {
     buffers: Vec<(Buffer, *mut ggml_backend_buffer_type, BufferUsage)>,
     user: AddrMap<usize>,
     cur_copy: usize,
+    /// the allocator's state right after the allocation: the memo holds only while nothing else
+    /// was allocated or planned (the allocator checks, `Gallocr::can_repeat`)
     allocator: AllocatorState,
 }
 
@@ -41,14 +39,14 @@ pub struct AllocRequest<'a> {
     pub leafs: &'a [TensorRef],
     pub user: &'a AddrMap<usize>,
     pub cur_copy: usize,
-    pub allocator: AllocatorState,
 }
 
 impl AllocMemo {
     /// The state right after allocating `req`'s graph, whose plan touched `tensors`: first the
     /// graph's nodes and leafs and the scheduler's own tensors, then the others (sources and view
-    /// sources outside the lists), each after a tensor that points at it.
-    pub fn take(req: &AllocRequest, tensors: impl IntoIterator<Item = TensorRef>) -> AllocMemo {
+    /// sources outside the lists), each after a tensor that points at it. `allocator`: the
+    /// allocator's state then.
+    pub fn take(req: &AllocRequest, tensors: impl IntoIterator<Item = TensorRef>, allocator: AllocatorState) -> AllocMemo {
         let tensors = HeaderSnapshot::take(tensors);
         let mut buffers: Vec<(Buffer, *mut ggml_backend_buffer_type, BufferUsage)> = Vec::new();
         let mut last = None;
@@ -65,17 +63,17 @@ impl AllocMemo {
             buffers,
             user: req.user.clone(),
             cur_copy: req.cur_copy,
-            allocator: req.allocator,
+            allocator,
         }
     }
 
-    /// Whether allocating `req` would do exactly what the memorised allocation did.
+    /// Whether allocating `req` would do exactly what the memorised allocation did, given that
+    /// the allocator is as it was (`allocator`).
     pub fn holds_for(&self, req: &AllocRequest) -> bool {
         // pointers first, then headers in the order `take` was given (each tensor named by a
         // header already found unchanged), then the buffers those headers name: nothing is read
         // through a pointer the caller's graph no longer vouches for
-        req.allocator == self.allocator
-            && req.cur_copy == self.cur_copy
+        req.cur_copy == self.cur_copy
             && req.nodes == &self.nodes[..]
             && req.leafs == &self.leafs[..]
             && *req.user == self.user

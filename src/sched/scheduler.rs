@@ -388,19 +388,23 @@ impl Sched {
         if self.memo_on && self.memo_skip > 0 {
             self.memo_skip -= 1;
         } else if self.memo_on {
-            let ix = &self.plan.as_ref().expect("split_graph ran").ix;
-            let mut listed = vec![false; ix.len()];
-            for &t in ix.nodes.iter().chain(&ix.leafs) {
-                listed[t as usize] = true;
-            }
-            // the listed tensors, then the others newest first: a view source is numbered before
-            // the view that names it
-            let loose = (0..ix.len()).rev().filter(|&t| !listed[t]).map(|t| ix.tensors[t]);
-            let tensors = graph.node_slice().iter().chain(graph.leaf_slice()).copied().chain(self.pool.in_use()).chain(loose);
-            let req = self.alloc_request(&graph);
-            self.memo = Some(AllocMemo::take(&req, tensors));
+            self.memo = Some(self.memo_of(graph));
         }
         true
+    }
+
+    /// The memo of the allocation of `graph` just made.
+    fn memo_of(&self, graph: GraphRef) -> AllocMemo {
+        let ix = &self.plan.as_ref().expect("split_graph ran").ix;
+        let mut listed = vec![false; ix.len()];
+        for &t in ix.nodes.iter().chain(&ix.leafs) {
+            listed[t as usize] = true;
+        }
+        // the listed tensors, then the others newest first: a view source is numbered before
+        // the view that names it
+        let loose = (0..ix.len()).rev().filter(|&t| !listed[t]).map(|t| ix.tensors[t]);
+        let tensors = graph.node_slice().iter().chain(graph.leaf_slice()).copied().chain(self.pool.in_use()).chain(loose);
+        AllocMemo::take(&self.alloc_request(&graph), tensors, self.galloc.state())
     }
 
     fn alloc_request<'a>(&'a self, graph: &'a GraphRef) -> AllocRequest<'a> {
@@ -409,7 +413,6 @@ impl Sched {
             leafs: graph.leaf_slice(),
             user: &self.user_ids,
             cur_copy: self.cur_copy,
-            allocator: self.galloc.state(),
         }
     }
 
@@ -417,12 +420,12 @@ impl Sched {
     /// (see `memo`): the same assignments, splits and places, the compute buffers reset.
     fn repeat_last(&mut self, graph: GraphRef) -> bool {
         let Some(memo) = &self.memo else { return false };
-        let since = memo.allocator();
-        if !memo.holds_for(&self.alloc_request(&graph)) || !self.galloc.repeat_last(since) {
+        if !self.galloc.can_repeat(memo.allocator()) || !memo.holds_for(&self.alloc_request(&graph)) {
             self.memo_misses = (self.memo_misses + 1).min(6);
             self.memo_skip = (1 << (self.memo_misses - 1)) - 1;
             return false;
         }
+        self.galloc.repeat_last();
         self.memo_misses = 0;
         self.n_repeats += 1;
         let state = self.galloc.state();
