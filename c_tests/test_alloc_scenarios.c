@@ -4,7 +4,8 @@
 // - a plan is replayed only for the same graph, never for a different one with equal counts;
 // - a result carried over from one graph to the next keeps its bytes, or allocation fails with
 //   a message naming it; a buffer that grows takes the carried result along, and a result whose
-//   buffer was freed is not mistaken for one of the new buffer, even at the same address.
+//   buffer was freed is not mistaken for one of the new buffer, even at the same address;
+// - a graph allocated again notices every change the plan depends on.
 #include "check.h"
 #include "ggml_rs_ext.h"
 
@@ -431,6 +432,84 @@ static void test_result_lost_to_reallocation_at_the_same_address_is_a_named_erro
     ggml_free(ctx);
 }
 
+// a graph allocated again is the same graph only if nothing that the plan depends on changed:
+// a source rewired (equal counts), a tensor whose memory the caller took away, a new output flag
+static uint64_t n_plans(ggml_gallocr_t ga) {
+    uint64_t plans = 0, replays = 0;
+    if (ggml_rs_gallocr_counters) {
+        ggml_rs_gallocr_counters(ga, &plans, &replays);
+    }
+    return plans;
+}
+
+static void test_replay_notices_every_change(void) {
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * a = vec(ctx, "a", 8);
+    struct ggml_tensor * b = vec(ctx, "b", 8);
+    ggml_set_input(a);
+    ggml_set_input(b);
+    struct ggml_tensor * s = ggml_scale(ctx, a, 2.0f);
+    struct ggml_tensor * t = ggml_add(ctx, s, b);
+    struct ggml_tensor * v = ggml_view_1d(ctx, t, 4, 0);
+    struct ggml_tensor * out = ggml_scale(ctx, v, 10.0f);
+    ggml_set_output(out);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    const bool counted = ggml_rs_gallocr_counters != NULL;
+
+    for (int round = 0; round < 3; round++) {
+        uint64_t plans = n_plans(ga);
+        CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc, round %d", round);
+        CHECK(!counted || n_plans(ga) == plans + (round == 0), "round %d: %s", round, round ? "the same graph was planned anew" : "no plan");
+        fill(a, 1.0f);
+        fill(b, 100.0f);
+        ggml_backend_graph_compute(g_cpu, g);
+        CHECK_FLOAT(get0(out), 10.0 * (2.0 * 1.0 + 100.0));
+    }
+
+    // t reads a instead of b: the same counts, another graph
+    uint64_t plans = n_plans(ga);
+    t->src[1] = a;
+    CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc with a source rewired");
+    CHECK(!counted || n_plans(ga) == plans + 1, "a rewired source was not planned for");
+    fill(a, 1.0f);
+    fill(b, 100.0f);
+    ggml_backend_graph_compute(g_cpu, g);
+    CHECK_FLOAT(get0(out), 10.0 * (2.0 * 1.0 + 1.0));
+    t->src[1] = b;
+    CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc with the source back");
+    fill(a, 1.0f);
+    fill(b, 100.0f);
+    ggml_backend_graph_compute(g_cpu, g);
+    CHECK_FLOAT(get0(out), 10.0 * (2.0 * 1.0 + 100.0));
+
+    // the caller takes a tensor's memory away: the same plan, and the tensor is placed again
+    plans = n_plans(ga);
+    out->data = NULL;
+    out->buffer = NULL;
+    CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc after out lost its memory");
+    CHECK(out->data != NULL && out->buffer != NULL, "out was not placed again");
+    CHECK(!counted || n_plans(ga) == plans, "the same graph was planned anew");
+    fill(a, 3.0f);
+    fill(b, 100.0f);
+    ggml_backend_graph_compute(g_cpu, g);
+    CHECK_FLOAT(get0(out), 10.0 * (2.0 * 3.0 + 100.0));
+
+    // s becomes an output: planned anew, and s keeps its value after t is computed
+    ggml_set_output(s);
+    CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc with s an output");
+    CHECK(!counted || n_plans(ga) == plans + 1, "a new output flag was not planned for");
+    CHECK(!overlap(s, t), "t placed on s, an output");
+    fill(a, 5.0f);
+    fill(b, 100.0f);
+    ggml_backend_graph_compute(g_cpu, g);
+    CHECK_FLOAT(get0(s), 10.0);
+    CHECK_FLOAT(get0(out), 10.0 * (2.0 * 5.0 + 100.0));
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     g_cpu = ggml_backend_cpu_init();
@@ -443,6 +522,7 @@ int main(int argc, char ** argv) {
     RUN(test_carried_result_survives_buffer_growth);
     RUN(test_result_lost_to_reallocation_is_a_named_error);
     RUN(test_result_lost_to_reallocation_at_the_same_address_is_a_named_error);
+    RUN(test_replay_notices_every_change);
     ggml_backend_free(g_cpu);
     printf("%d tests passed\n", g_tests_run);
     return 0;

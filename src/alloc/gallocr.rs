@@ -21,7 +21,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
-use crate::alloc::model::{GraphModel, NodeDesc, Presence, SrcList, TensorDesc, Tid};
+use crate::alloc::addr_index::AddrIndex;
+use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
+use crate::alloc::placed::{PlacedGraph, Seen};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
 use crate::alloc::{inplace, poison, recycle};
@@ -29,7 +31,7 @@ use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_al
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
 use crate::ggml::handles::{Buffer, BufferType};
 use crate::ggml::sys::{self, GGML_MAX_SRC, GGML_STATUS_SUCCESS};
-use crate::ggml::tensor::TensorRef;
+use crate::ggml::tensor::{Layout, TensorRef};
 
 /// Hashes tensor addresses (distinct, 16-byte aligned) with one multiply.
 #[derive(Default)]
@@ -64,9 +66,10 @@ pub struct GraphInput<'a> {
 
 /// The tensors of a graph as `build` numbers them, in first-use order.
 struct Numbering<'a> {
-    map: AddrMap<Tid>,
+    index: AddrIndex,
     tensors: Vec<TensorRef>,
     descs: Vec<TensorDesc>,
+    layouts: Vec<Layout>,
     /// per tensor: (data, buffer) when first seen
     placed: Vec<(usize, usize)>,
     extra_flags: Option<&'a AddrMap<i32>>,
@@ -74,27 +77,34 @@ struct Numbering<'a> {
 
 impl Numbering<'_> {
     /// The id of `t`, numbering it (after its view source) and reading its header on first sight.
+    #[inline]
     fn tid_of(&mut self, t: TensorRef) -> Tid {
-        if let Some(&id) = self.map.get(&t.addr()) {
-            return id;
+        match self.index.get(t.addr()) {
+            Some(id) => id as Tid,
+            None => self.number(t),
         }
+    }
+
+    fn number(&mut self, t: TensorRef) -> Tid {
         let view_of = t.view_src().map(|v| self.tid_of(v));
         let extra = self.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
         let flags = t.flags() | extra;
         let op = t.op();
+        let layout = t.layout();
         let id = self.tensors.len();
         self.tensors.push(t);
         self.descs.push(TensorDesc {
             view_of,
+            nbytes: layout.nbytes(),
+            presence: Presence::Fresh, // decided once every tensor is numbered
             input: flags & sys::GGML_TENSOR_FLAG_INPUT != 0,
             output: flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0,
             inplace_op: inplace::op_can_inplace(op),
             op_none: op == sys::op::NONE,
-            layout: t.layout(),
-            presence: Presence::Fresh, // decided once every tensor is numbered
         });
+        self.layouts.push(layout);
         self.placed.push((t.data() as usize, t.buffer_ptr() as usize));
-        self.map.insert(t.addr(), id);
+        self.index.insert(t.addr(), id as u32);
         id
     }
 }
@@ -146,6 +156,9 @@ pub struct Gallocr {
     allocs: Vec<AllocState>,
     planner: Planner,
     last: Option<Planned>,
+    /// the last plan's graph as placed, while its headers may still read the same (None once
+    /// anything may have moved: a new plan, new chunks, tensors placed again)
+    placed: Option<PlacedGraph>,
     residency: Residency,
     seq: u64,
     /// (chunk buffer address, allocator, chunk, base, size) of all live chunks
@@ -165,6 +178,7 @@ struct Built {
 impl Drop for Built {
     fn drop(&mut self) {
         recycle::give_descs(std::mem::take(&mut self.model.tensors));
+        recycle::give_layouts(std::mem::take(&mut self.model.layouts));
         recycle::give_nodes(std::mem::take(&mut self.model.nodes));
         recycle::give_tensors(std::mem::take(&mut self.tensors));
     }
@@ -191,6 +205,7 @@ impl Gallocr {
             allocs,
             planner: Planner::from_env(),
             last: None,
+            placed: None,
             residency: Residency::new(n),
             seq: 0,
             chunk_index: Vec::new(),
@@ -241,7 +256,8 @@ impl Gallocr {
     }
 
     /// Where `t`'s memory comes from, given whether this graph computes it.
-    fn classify(&self, t: TensorRef, is_node: bool, input: bool) -> Result<Presence, AllocError> {
+    /// A pinned tensor's place goes to `pins`.
+    fn classify(&self, t: TensorRef, is_node: bool, input: bool, pins: &mut Vec<Pin>) -> Result<Presence, AllocError> {
         if t.is_view() {
             return Ok(Presence::External);
         }
@@ -285,14 +301,17 @@ impl Gallocr {
         }
         let off = data - base;
         let bytes = buft_alloc_size(self.allocs[a].buft, t).max(1);
-        let pinned = Presence::Pinned { alloc: a, addr: Addr { chunk: c, offset: off }, size: bytes };
+        let pin = Pin { tensor: usize::MAX, alloc: a, addr: Addr { chunk: c, offset: off }, size: bytes };
         let overwritten_by = match self.residency.contents(a, c, off, off + bytes) {
             Contents::Unknown => None,
             // its own bytes, or bytes it aliases on purpose (placed there by the caller)
             Contents::Valid { writer, .. } if writer == t.addr() || !self.residency.placed(t.addr()) => None,
             Contents::Valid { name, seq, .. } | Contents::Overwritten { by: name, seq } => Some((name, seq)),
         };
-        let Some((by, seq)) = overwritten_by else { return Ok(pinned) };
+        let Some((by, seq)) = overwritten_by else {
+            pins.push(pin);
+            return Ok(Presence::Pinned(pins.len() as u32 - 1));
+        };
         match self.residency.computed_in(t.addr()) {
             Some(computed) => Err(AllocError::LostResult(format!(
                 "tensor {t} was computed by graph #{computed} and is read again by graph #{}, but its memory was \
@@ -312,9 +331,10 @@ impl Gallocr {
         // sources outside the node and leaf lists are rare: the lists are the size
         let n_hint = g.nodes.len() + g.leafs.len() + 64;
         let mut n = Numbering {
-            map: recycle::take_map(n_hint),
+            index: recycle::take_index(n_hint),
             tensors: recycle::take_tensors(n_hint),
             descs: recycle::take_descs(n_hint),
+            layouts: recycle::take_layouts(n_hint),
             placed: recycle::take_placed(n_hint),
             extra_flags: g.extra_flags.filter(|m| !m.is_empty()),
         };
@@ -335,23 +355,30 @@ impl Gallocr {
             nodes.push(NodeDesc { tensor: n.tid_of(node), srcs, buffer_id: id });
         }
 
-        let Numbering { tensors, mut descs, placed, map, .. } = n;
-        recycle::give_map(map);
+        let Numbering { tensors, mut descs, layouts, placed, index, .. } = n;
+        recycle::give_index(index);
         let mut is_node = vec![false; tensors.len()];
         for node in &nodes {
             is_node[node.tensor] = true;
         }
+        let mut pins = Vec::new();
         for (t, desc) in descs.iter_mut().enumerate() {
             desc.presence = match placed[t] {
                 _ if desc.view_of.is_some() => Presence::External,
                 (0, 0) => Presence::Fresh,
                 // upstream: a tensor with a buffer but no data is on an external buffer
                 (0, _) => Presence::External,
-                _ => self.classify(tensors[t], is_node[t], desc.input)?,
+                _ => {
+                    let presence = self.classify(tensors[t], is_node[t], desc.input, &mut pins)?;
+                    if let Presence::Pinned(i) = presence {
+                        pins[i as usize].tensor = t;
+                    }
+                    presence
+                }
             };
         }
         recycle::give_placed(placed);
-        Ok(Built { model: GraphModel { tensors: descs, leafs, nodes }, tensors })
+        Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors })
     }
 
     fn plan_model(&mut self, built: &Built) -> Result<Plan, AllocError> {
@@ -365,8 +392,8 @@ impl Gallocr {
         let mut memo: Vec<(usize, usize)> = if plain.iter().all(|&p| p) { Vec::new() } else { vec![(usize::MAX, 0); tensors.len()] };
         let mut sizer = |t: Tid, id: usize| {
             if plain[id] {
-                debug_assert_eq!(descs[t].layout.nbytes(), tensors[t].nbytes(), "Layout::nbytes disagrees with ggml_nbytes");
-                return descs[t].layout.nbytes();
+                debug_assert_eq!(descs[t].nbytes, tensors[t].nbytes(), "Layout::nbytes disagrees with ggml_nbytes");
+                return descs[t].nbytes;
             }
             if memo[t].0 != id {
                 memo[t] = (id, buft_alloc_size(bufts[id], tensors[t]));
@@ -406,15 +433,11 @@ impl Gallocr {
             // results that stay pinned in this allocator move to the new chunks with their bytes
             let mut moving: Vec<(TensorRef, Addr, Vec<u8>)> = Vec::new();
             if let (Some(b), Some(_), false) = (built, &self.allocs[a].chunks, no_alloc) {
-                for (t, d) in b.model.tensors.iter().enumerate() {
-                    if let Presence::Pinned { alloc, addr, .. } = d.presence {
-                        if alloc == a {
-                            let tensor = b.tensors[t];
-                            let mut bytes = vec![0u8; tensor.nbytes()];
-                            tensor_get(tensor, bytes.as_mut_ptr() as *mut c_void, 0, bytes.len());
-                            moving.push((tensor, addr, bytes));
-                        }
-                    }
+                for pin in b.model.pins.iter().filter(|p| p.alloc == a) {
+                    let tensor = b.tensors[pin.tensor];
+                    let mut bytes = vec![0u8; tensor.nbytes()];
+                    tensor_get(tensor, bytes.as_mut_ptr() as *mut c_void, 0, bytes.len());
+                    moving.push((tensor, pin.addr, bytes));
                 }
             }
             let old_size: usize = self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum();
@@ -470,6 +493,7 @@ impl Gallocr {
 
     fn free_chunks(&mut self, a: usize) {
         if let Some(chunks) = self.allocs[a].chunks.take() {
+            self.placed = None;
             let bases: Vec<usize> = chunks.iter().map(|&b| buffer_base(b) as usize).collect();
             self.residency.chunks_freed(a, &bases, self.seq + 1);
             for b in chunks {
@@ -480,9 +504,7 @@ impl Gallocr {
     }
 
     fn record_of(&self, built: &Built, plan: Plan) -> Rc<PlanRecord> {
-        let is_node = built.model.node_tensors();
-        let names = placed_names(&built.tensors, &plan);
-        Rc::new(PlanRecord::new(plan, is_node, names))
+        Rc::new(PlanRecord::new(plan, built.model.node_tensors()))
     }
 
     /// Keeps `built` and its plan as the last plan, with what a replay needs to recognise it.
@@ -497,6 +519,7 @@ impl Gallocr {
         let loose = (0..listed.len()).rev().filter(|&t| !listed[t]).collect();
         let addrs = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         self.last = Some(Planned { built, record, addrs, loose });
+        self.placed = None;
     }
 
     /// Plans `g` and makes the buffers large enough, without placing any tensor.
@@ -628,7 +651,7 @@ impl Gallocr {
             }
         }
         let op = tensor.op();
-        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !tensor.has_layout(&desc.layout) {
+        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !tensor.has_layout(&last.built.model.layouts[t]) {
             return None;
         }
         match desc.presence {
@@ -639,7 +662,8 @@ impl Gallocr {
                 let leaf_placed = placement.is_some() && !last.record.is_node[t] && !desc.input;
                 (data == 0 || (!leaf_placed && self.find_chunk(buffer).is_some())).then_some(false)
             }
-            Presence::Pinned { alloc, addr, .. } => {
+            Presence::Pinned(i) => {
+                let Pin { alloc, addr, .. } = last.built.model.pins[i as usize];
                 let &(_, base) = self.chunk_bases[alloc].get(addr.chunk)?;
                 (data == base + addr.offset).then_some(true)
             }
@@ -651,11 +675,17 @@ impl Gallocr {
     /// `auto_reserve` is false, as for upstream's multi-buffer alloc_graph).
     /// Returns whether a new plan was made.
     pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<bool, AllocError> {
+        if self.placed_unchanged(g) {
+            self.replay_last(true)?;
+            return Ok(false);
+        }
         let replay = if self.allocs.iter().all(|a| a.chunks.is_some()) { self.is_last_graph(g) } else { Replay::No };
         if let Replay::Same { in_place } = replay
             && self.last_sizes_fit()
         {
-            return self.replay_last(in_place).map(|_| false);
+            let seen = self.replay_last(in_place)?;
+            self.keep_placed(g, seen);
+            return Ok(false);
         }
         let built = self.build(g).inspect_err(log_alloc_error)?;
         let same = match &self.last {
@@ -670,13 +700,15 @@ impl Gallocr {
             let plan = self.plan_model(&built)?;
             self.ensure_buffers(&plan, Some(&built), false)?;
             self.seq += 1;
-            self.apply(&built, &plan)?;
+            let seen = self.apply(&built, &plan)?;
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
             }
             self.remember(built, plan);
             let last = self.last.as_ref().expect("just remembered");
+            last.record.names_or(|| placed_names(&last.built.tensors, &last.record.plan));
             self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
+            self.keep_placed(g, Some(seen));
             return Ok(true);
         }
         self.n_replays += 1;
@@ -687,7 +719,7 @@ impl Gallocr {
         }
         let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;
-        self.apply(&built, &record.plan)?;
+        let seen = self.apply(&built, &record.plan)?;
         let addrs: Rc<Vec<usize>> = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         for &t in addrs.iter() {
             self.residency.forget_tombstone(t);
@@ -695,22 +727,68 @@ impl Gallocr {
         // a structurally equal graph of other tensors: their names, for messages
         let differ = *addrs != *self.last.as_ref().expect("same").addrs;
         let names = differ.then(|| Rc::new(placed_names(&built.tensors, &record.plan)));
+        if !differ {
+            record.names_or(|| placed_names(&built.tensors, &record.plan));
+        }
         self.residency.record(self.seq, record, addrs, names);
+        if !differ {
+            self.keep_placed(g, Some(seen));
+        } else {
+            recycle::give_seen(seen);
+        }
         Ok(false)
     }
 
+    /// Whether `g` is the graph placed last, every header as it was right after placing (see
+    /// `placed`): then nothing needs to be placed, nor checked further.
+    fn placed_unchanged(&self, g: &GraphInput) -> bool {
+        let (Some(placed), Some(last)) = (&self.placed, &self.last) else { return false };
+        let model = &last.built.model;
+        fn ids_match(ids: Option<&[i32]>, mut want: impl Iterator<Item = usize>) -> bool {
+            match ids {
+                None => want.all(|id| id == 0),
+                Some(ids) => ids.iter().zip(want).all(|(&a, b)| a as usize == b),
+            }
+        }
+        g.extra_flags.is_none_or(|m| m.is_empty())
+            && !poison::enabled()
+            && (self.bufts.len() == 1 && g.node_ids.is_none() && g.leaf_ids.is_none()
+                || ids_match(g.node_ids, model.nodes.iter().map(|n| n.buffer_id))
+                    && ids_match(g.leaf_ids, model.leafs.iter().map(|l| l.1)))
+            && placed.unchanged(g.nodes, g.leafs)
+    }
+
+    /// Reads `g`, just placed as the last plan's graph with the last plan's tensors, for
+    /// `placed_unchanged`. Not for graphs with flags that are not in the tensors, nor when
+    /// poisoning (every allocation must place and fill again).
+    /// `seen`: what `apply` saw of every tensor, when it placed them (else the headers are read).
+    fn keep_placed(&mut self, g: &GraphInput, seen: Option<Vec<Seen>>) {
+        let last = self.last.as_ref().expect("a graph was just placed");
+        let (tensors, model) = (&last.built.tensors, &last.built.model);
+        let seen = seen.unwrap_or_else(|| {
+            let mut seen = recycle::take_seen(tensors.len());
+            seen.extend(tensors.iter().map(|&t| Seen::of(t)));
+            seen
+        });
+        self.placed = (g.extra_flags.is_none_or(|m| m.is_empty()) && !poison::enabled())
+            .then(|| PlacedGraph::take(tensors, model, &last.loose, &seen));
+        recycle::give_seen(seen);
+    }
+
     /// Allocates the last planned graph again, its tensors `in_place` already or not.
-    fn replay_last(&mut self, in_place: bool) -> Result<(), AllocError> {
+    /// Returns what `apply` saw, when it placed the tensors.
+    fn replay_last(&mut self, in_place: bool) -> Result<Option<Vec<Seen>>, AllocError> {
         self.n_replays += 1;
         self.seq += 1;
         let last = self.last.take().expect("a last plan to replay");
         let applied = if in_place {
             self.reset_buffers();
-            Ok(())
+            Ok(None)
         } else {
-            self.apply(&last.built, &last.record.plan)
+            self.apply(&last.built, &last.record.plan).map(Some)
         };
         if !self.residency.is_newest(&last.record, &last.addrs) {
+            last.record.names_or(|| placed_names(&last.built.tensors, &last.record.plan));
             self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
         }
         self.last = Some(last);
@@ -765,12 +843,16 @@ impl Gallocr {
 
     /// Places every tensor of `built` where `plan` says (tensors already there are left alone,
     /// unless poisoning), and points views at their sources.
-    fn apply(&mut self, built: &Built, plan: &Plan) -> Result<(), AllocError> {
+    fn apply(&mut self, built: &Built, plan: &Plan) -> Result<Vec<Seen>, AllocError> {
+        self.placed = None;
         self.reset_buffers();
         let bases: Vec<Vec<(Buffer, usize)>> =
             self.allocs.iter().map(|st| st.chunks.iter().flatten().map(|&b| (b, buffer_base(b) as usize)).collect()).collect();
         let mut moved = vec![false; built.tensors.len()];
         let poisoning = poison::enabled();
+        // what each header reads once placed, for `keep_placed`: what this loop touches anyway,
+        // the rest from the model (read from the same headers by `build`)
+        let mut seen = recycle::take_seen(built.tensors.len());
         for (t, &tensor) in built.tensors.iter().enumerate() {
             let desc = &built.model.tensors[t];
             let status = if let Some(v) = desc.view_of {
@@ -782,25 +864,29 @@ impl Gallocr {
             } else if let Some(p) = plan.placements[t] {
                 let (chunk, base) = bases[p.alloc][p.addr.chunk];
                 let at = base + p.addr.offset;
-                if !poisoning && tensor.data() as usize == at && tensor.buffer_ptr() == chunk.as_ptr() {
-                    continue; // already there (placed by an earlier allocation of this plan)
+                if poisoning || tensor.data() as usize != at || tensor.buffer_ptr() != chunk.as_ptr() {
+                    // (else already there: placed by an earlier allocation of this plan)
+                    moved[t] = true;
+                    let status = place(chunk, tensor, at as *mut c_void);
+                    if poisoning && status == GGML_STATUS_SUCCESS {
+                        poison::fill(tensor);
+                    }
+                    status
+                } else {
+                    GGML_STATUS_SUCCESS
                 }
-                moved[t] = true;
-                let status = place(chunk, tensor, at as *mut c_void);
-                if poisoning && status == GGML_STATUS_SUCCESS {
-                    poison::fill(tensor);
-                }
-                status
             } else {
                 GGML_STATUS_SUCCESS
             };
             if status != GGML_STATUS_SUCCESS {
+                recycle::give_seen(seen);
                 let msg = format!("ggml_gallocr: the buffer refused tensor {tensor} (init_tensor returned {status})");
                 crate::log_error!("{msg}\n");
                 return Err(AllocError::Backend(msg));
             }
+            seen.push(Seen::new(tensor, desc.input, desc.output, desc.view_of.map(|v| built.tensors[v])));
         }
-        Ok(())
+        Ok(seen)
     }
 
     /// Bytes of the compute buffer of buffer id `id` (0 when it shares an earlier id's buffer).

@@ -3,12 +3,14 @@
 //! and `residency` to know what its memory holds, `recycle` keeping its largest arrays between
 //! plans), and context allocation (`ctx_tensors`).
 
+pub mod addr_index;
 pub mod ctx_tensors;
 pub mod dyn_tallocr;
 pub mod gallocr;
 pub mod inplace;
 pub mod model;
 pub mod offline;
+pub mod placed;
 pub mod plan;
 pub mod poison;
 pub mod recycle;

@@ -1,6 +1,6 @@
 //! The graph as the planner sees it: tensors numbered in first-use order, with only what decides
-//! where they go (views, in-place eligibility, input/output flags, layout, whether the memory is
-//! already somebody's). Built from a `ggml_cgraph` (or the scheduler's graph) by `gallocr`; pure
+//! where they go (views, in-place eligibility, input/output flags, size and layout, whether the
+//! memory is already somebody's). Built from a `ggml_cgraph` (or the scheduler's graph) by `gallocr`; pure
 //! data, so the planner and its tests need no ggml.
 
 use crate::alloc::dyn_tallocr::Addr;
@@ -18,37 +18,48 @@ pub enum Presence {
     /// already lives somewhere the allocator does not manage (weights, caller buffers)
     External,
     /// lives in this allocator's memory at a fixed place and its bytes must survive: a result
-    /// carried over from an earlier graph. `alloc` is the allocator index.
-    Pinned { alloc: usize, addr: Addr, size: usize },
+    /// carried over from an earlier graph; the index of its `Pin` in `GraphModel::pins`
+    Pinned(u32),
 }
 
-/// In this order (C layout) so that what a replay reads first of every tensor, all but the
-/// layout, shares one cache line.
+/// Where a pinned tensor lives: `alloc` is the allocator index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pin {
+    pub tensor: Tid,
+    pub alloc: usize,
+    pub addr: Addr,
+    pub size: usize,
+}
+
+/// What the planner reads of a tensor at every step, kept small (a graph has thousands); the
+/// layout, needed only to decide in-place reuse, is in `GraphModel::layouts`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[repr(C)]
 pub struct TensorDesc {
     /// the view source: views never get memory of their own, they keep their source alive
     pub view_of: Option<Tid>,
+    /// `ggml_nbytes`: the size in buffer types that do not pad
+    pub nbytes: usize,
+    pub presence: Presence,
     pub input: bool,
     pub output: bool,
     /// the op may write its result over an operand (`ggml_op_can_inplace`)
     pub inplace_op: bool,
     /// op NONE: in the node list, upstream uses op-NONE views as "keep alive" markers
     pub op_none: bool,
-    pub presence: Presence,
-    pub layout: Layout,
 }
 
 /// The sources of a node by slot (`ggml_tensor::src`), NONE for empty slots (a repeated source
-/// appears repeatedly). A fixed array: graphs have thousands of nodes, and this is rebuilt often.
+/// appears repeatedly). A fixed array: graphs have thousands of nodes, and this is rebuilt often;
+/// `len` is one past the last slot in use (most nodes use the first two or three).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SrcList {
     ids: [u32; GGML_MAX_SRC],
+    len: u8,
 }
 
 impl Default for SrcList {
     fn default() -> SrcList {
-        SrcList { ids: [SrcList::NONE; GGML_MAX_SRC] }
+        SrcList { ids: [SrcList::NONE; GGML_MAX_SRC], len: 0 }
     }
 }
 
@@ -58,12 +69,13 @@ impl SrcList {
     /// Puts `t` in the first empty slot.
     pub fn push(&mut self, t: Tid) {
         let free = self.ids.iter().position(|&s| s == SrcList::NONE).expect("at most GGML_MAX_SRC sources");
-        self.ids[free] = t as u32;
+        self.set(free, t);
     }
 
     /// Puts `t` in slot `j`.
     pub fn set(&mut self, j: usize, t: Tid) {
         self.ids[j] = t as u32;
+        self.len = self.len.max(j as u8 + 1);
     }
 
     /// The slots, NONE where empty.
@@ -71,9 +83,14 @@ impl SrcList {
         &self.ids
     }
 
+    /// The slots up to the last one in use, NONE where empty.
+    pub fn used_slots(&self) -> &[u32] {
+        &self.ids[..self.len as usize]
+    }
+
     /// The sources in slot order, empty slots skipped.
     pub fn iter(&self) -> impl Iterator<Item = Tid> + '_ {
-        self.ids.iter().filter(|&&t| t != SrcList::NONE).map(|&t| t as Tid)
+        self.used_slots().iter().filter(|&&t| t != SrcList::NONE).map(|&t| t as Tid)
     }
 
     /// Keeps the first `n` sources.
@@ -81,6 +98,7 @@ impl SrcList {
         for s in self.ids.iter_mut().filter(|s| **s != SrcList::NONE).skip(n) {
             *s = SrcList::NONE;
         }
+        self.len = self.ids.iter().rposition(|&s| s != SrcList::NONE).map_or(0, |j| j as u8 + 1);
     }
 }
 
@@ -104,12 +122,23 @@ pub struct NodeDesc {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GraphModel {
     pub tensors: Vec<TensorDesc>,
+    /// per tensor: type, shape and strides (in-place reuse needs equal layouts)
+    pub layouts: Vec<Layout>,
+    /// the pinned tensors (see `Presence::Pinned`)
+    pub pins: Vec<Pin>,
     /// (tensor, buffer id) in graph order
     pub leafs: Vec<(Tid, usize)>,
     pub nodes: Vec<NodeDesc>,
 }
 
 impl GraphModel {
+    /// Adds a tensor: its description and layout.
+    pub fn push_tensor(&mut self, desc: TensorDesc, layout: Layout) -> Tid {
+        self.tensors.push(desc);
+        self.layouts.push(layout);
+        self.tensors.len() - 1
+    }
+
     pub fn is_view(&self, t: Tid) -> bool {
         self.tensors[t].view_of.is_some()
     }

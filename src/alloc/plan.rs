@@ -11,7 +11,7 @@
 //! (`offline::best_greedy`) that is kept when it needs less memory.
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator, OutOfChunks};
-use crate::alloc::model::{GraphModel, Presence, Tid};
+use crate::alloc::model::{GraphModel, Pin, Presence, Tid};
 use crate::alloc::{offline, recycle};
 
 /// Alloc size of tensor `t` in the buffer type of `buffer_id` (the buffer type may pad).
@@ -146,18 +146,17 @@ impl<S: Sizer> Sim<'_, S> {
             let n = self.node_of[t];
             if n != NO_NODE {
                 for p in self.model.nodes[n as usize].srcs.iter() {
-                    if !self.own[p] {
-                        continue; // external, pinned, or already handed over
+                    // not external, pinned, or already handed over; read by this node only
+                    if !self.own[p] || self.n_children[p] != 1 || self.n_views[p] != 0 {
+                        continue;
                     }
                     let pd = &self.model.tensors[p];
                     let view_src_output = pd.view_of.is_some_and(|v| self.model.tensors[v].output);
-                    if pd.output || view_src_output || pd.layout != desc.layout {
+                    if pd.output || view_src_output || self.model.layouts[p] != self.model.layouts[t] {
                         continue;
                     }
-                    if self.n_children[p] == 1 && self.n_views[p] == 0 {
-                        self.take_over(t, p);
-                        return Ok(());
-                    }
+                    self.take_over(t, p);
+                    return Ok(());
                 }
             }
         }
@@ -171,7 +170,7 @@ impl<S: Sizer> Sim<'_, S> {
         let (buffer_id, a, addr) = (parent.buffer_id, parent.alloc, parent.addr);
         self.block[t] = self.block[p];
         self.own[p] = false;
-        let p_size = self.sizer.size(p, buffer_id);
+        let p_size = parent.size;
         let t_size = self.sizer.size(t, buffer_id);
         assert!(p_size >= t_size, "in-place tensor is larger than its parent");
         let (p_aligned, t_aligned) = (self.allocs[a].aligned(p_size), self.allocs[a].aligned(t_size));
@@ -189,8 +188,7 @@ impl<S: Sizer> Sim<'_, S> {
         if self.model.tensors[t].output {
             return;
         }
-        let Placement { buffer_id, alloc: a, addr, .. } = self.placements[t].expect("an owned tensor is placed");
-        let size = self.sizer.size(t, buffer_id);
+        let Placement { alloc: a, addr, size, .. } = self.placements[t].expect("an owned tensor is placed");
         self.allocs[a].free(addr, size);
         self.live[a] -= self.allocs[a].aligned(size);
         if self.block[t] != NO_BLOCK {
@@ -267,12 +265,10 @@ pub fn plan(
     let n_allocs = allocs.len();
     let mut live = vec![0usize; n_allocs];
     let mut pinned_any = vec![false; n_allocs];
-    for t in &model.tensors {
-        if let Presence::Pinned { alloc, addr, size } = t.presence {
-            allocs[alloc].reserve_at(addr, size);
-            live[alloc] += allocs[alloc].aligned(size);
-            pinned_any[alloc] = true;
-        }
+    for &Pin { alloc, addr, size, .. } in &model.pins {
+        allocs[alloc].reserve_at(addr, size);
+        live[alloc] += allocs[alloc].aligned(size);
+        pinned_any[alloc] = true;
     }
     let mut node_of = vec![NO_NODE; n];
     for (i, node) in model.nodes.iter().enumerate() {

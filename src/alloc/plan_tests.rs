@@ -4,7 +4,7 @@
 //! lower bound. A seeded corpus runs in the suite; `GGML_RS_PLAN_FUZZ=<n>` runs n more graphs.
 
 use crate::alloc::dyn_tallocr::{DynAllocator, MAX_CHUNKS};
-use crate::alloc::model::{GraphModel, NodeDesc, Presence, SrcList, TensorDesc, Tid};
+use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
 use crate::alloc::plan::{Plan, Planner, plan};
 use crate::ggml::tensor::Layout;
 
@@ -33,7 +33,13 @@ fn layout(elems: i64) -> Layout {
 }
 
 fn desc(elems: i64) -> TensorDesc {
-    TensorDesc { view_of: None, input: false, output: false, inplace_op: false, op_none: false, layout: layout(elems), presence: Presence::Fresh }
+    TensorDesc { view_of: None, nbytes: 4 * elems as usize, presence: Presence::Fresh, input: false, output: false, inplace_op: false, op_none: false }
+}
+
+/// Adds `d` with the layout of its size (`layout`).
+fn push(m: &mut GraphModel, d: TensorDesc) -> Tid {
+    let l = layout(d.nbytes as i64 / 4);
+    m.push_tensor(d, l)
 }
 
 /// A random DAG: leafs (some external, some inputs), nodes reading 1 to 3 earlier tensors, some
@@ -49,7 +55,7 @@ pub fn random_model(rng: &mut Rng, n_nodes: usize) -> GraphModel {
         } else if rng.chance(50) {
             d.input = true;
         }
-        m.tensors.push(d);
+        push(&mut m, d);
         m.leafs.push((m.tensors.len() - 1, 0));
     }
     for _ in 0..n_nodes {
@@ -74,14 +80,14 @@ pub fn random_model(rng: &mut Rng, n_nodes: usize) -> GraphModel {
             d.output = false;
             srcs.truncate(1);
         }
-        m.tensors.push(d);
+        push(&mut m, d);
         m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs: SrcList::from(&srcs[..]), buffer_id: 0 });
     }
     m
 }
 
 fn sizer(m: &GraphModel) -> impl FnMut(Tid, usize) -> usize + '_ {
-    move |t, _| m.tensors[t].layout.nb[3]
+    move |t, _| m.tensors[t].nbytes
 }
 
 fn run(m: &GraphModel, planner: Planner, alignment: usize, max: usize) -> (Plan, DynAllocator) {
@@ -240,11 +246,11 @@ fn inputs_are_placed_first_and_never_overlap() {
     for _ in 0..3 {
         let mut d = desc(8);
         d.input = true;
-        m.tensors.push(d);
+        push(&mut m, d);
         m.leafs.push((m.tensors.len() - 1, 0));
     }
     for i in 0..3 {
-        m.tensors.push(desc(8));
+        push(&mut m, desc(8));
         m.nodes.push(NodeDesc { tensor: m.tensors.len() - 1, srcs: SrcList::from(&[i][..]), buffer_id: 0 });
     }
     let (p, _) = run(&m, Planner::Upstream, 8, usize::MAX);
@@ -259,13 +265,13 @@ fn in_place_reuse_follows_upstream_conditions() {
     let mut m = GraphModel::default();
     let mut x = desc(4);
     x.input = true;
-    m.tensors.push(x);
+    push(&mut m, x);
     m.leafs.push((0, 0));
     let mut a = desc(4);
     a.inplace_op = true;
-    m.tensors.push(a.clone());
+    push(&mut m, a.clone());
     m.nodes.push(NodeDesc { tensor: 1, srcs: SrcList::from(&[0][..]), buffer_id: 0 });
-    m.tensors.push(a);
+    push(&mut m, a);
     m.nodes.push(NodeDesc { tensor: 2, srcs: SrcList::from(&[1, 1][..]), buffer_id: 0 });
     let (p, _) = run(&m, Planner::Upstream, 8, usize::MAX);
     assert_eq!(p.placements[1].unwrap().addr, p.placements[0].unwrap().addr, "scale reuses its input in place");
@@ -278,11 +284,12 @@ fn pinned_memory_is_never_handed_out() {
     use crate::alloc::dyn_tallocr::Addr;
     let mut m = GraphModel::default();
     let mut h = desc(4);
-    h.presence = Presence::Pinned { alloc: 0, addr: Addr { chunk: 0, offset: 0 }, size: 16 };
-    m.tensors.push(h);
+    h.presence = Presence::Pinned(0);
+    push(&mut m, h);
+    m.pins.push(Pin { tensor: 0, alloc: 0, addr: Addr { chunk: 0, offset: 0 }, size: 16 });
     m.leafs.push((0, 0));
     for i in 0..4 {
-        m.tensors.push(desc(4));
+        push(&mut m, desc(4));
         m.nodes.push(NodeDesc { tensor: i + 1, srcs: SrcList::from(&[i][..]), buffer_id: 0 });
     }
     let (p, _) = run(&m, Planner::Best, 16, usize::MAX);

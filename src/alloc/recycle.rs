@@ -8,10 +8,11 @@
 
 use std::cell::RefCell;
 
-use crate::alloc::gallocr::AddrMap;
-use crate::alloc::model::{NodeDesc, TensorDesc, Tid};
+use crate::alloc::addr_index::AddrIndex;
+use crate::alloc::model::{NodeDesc, TensorDesc};
+use crate::alloc::placed::Seen;
 use crate::alloc::plan::Placement;
-use crate::ggml::tensor::TensorRef;
+use crate::ggml::tensor::{Layout, TensorRef};
 
 #[derive(Default)]
 struct Spares {
@@ -20,7 +21,10 @@ struct Spares {
     tensors: Vec<TensorRef>,
     placements: Vec<Option<Placement>>,
     placed: Vec<(usize, usize)>,
-    map: AddrMap<Tid>,
+    index: AddrIndex,
+    layouts: Vec<Layout>,
+    seen: Vec<Seen>,
+    words: Vec<usize>,
 }
 
 thread_local! {
@@ -55,7 +59,26 @@ spare!(take_nodes, give_nodes, nodes, Vec<NodeDesc>);
 spare!(take_tensors, give_tensors, tensors, Vec<TensorRef>);
 spare!(take_placements, give_placements, placements, Vec<Option<Placement>>);
 spare!(take_placed, give_placed, placed, Vec<(usize, usize)>);
-spare!(take_map, give_map, map, AddrMap<Tid>);
+spare!(take_layouts, give_layouts, layouts, Vec<Layout>);
+spare!(take_seen, give_seen, seen, Vec<Seen>);
+spare!(take_words, give_words, words, Vec<usize>);
+
+/// An empty index with room for `n` addresses: the thread's spare when there is one.
+pub fn take_index(n: usize) -> AddrIndex {
+    let mut index = SPARES.try_with(|s| std::mem::take(&mut s.borrow_mut().index)).unwrap_or_default();
+    index.reset(n);
+    index
+}
+
+/// Keeps `index`'s memory as the thread's spare when it is larger than the one kept.
+pub fn give_index(index: AddrIndex) {
+    let _ = SPARES.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if index.capacity() > s.index.capacity() {
+            s.index = index;
+        }
+    });
+}
 
 #[cfg(test)]
 mod tests {

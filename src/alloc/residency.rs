@@ -66,8 +66,9 @@ pub struct PlanRecord {
     pub plan: Plan,
     /// per tensor: computed by a node of the graph (a result) rather than only read
     pub is_node: Vec<bool>,
-    /// per tensor: its name when the plan was made (for messages)
-    pub names: Names,
+    /// per tensor: its name when the plan was first applied (for messages; a plan that is only
+    /// reserved names nothing)
+    names: OnceCell<Names>,
     painting: OnceCell<Painting>,
 }
 
@@ -78,8 +79,18 @@ impl Drop for PlanRecord {
 }
 
 impl PlanRecord {
-    pub fn new(plan: Plan, is_node: Vec<bool>, names: Names) -> PlanRecord {
-        PlanRecord { plan, is_node, names, painting: OnceCell::new() }
+    pub fn new(plan: Plan, is_node: Vec<bool>) -> PlanRecord {
+        PlanRecord { plan, is_node, names: OnceCell::new(), painting: OnceCell::new() }
+    }
+
+    /// The names of the tensors, read by `read` the first time they are needed: when the plan
+    /// is first applied, while its tensors are there to be read.
+    pub fn names_or(&self, read: impl FnOnce() -> Names) -> &Names {
+        self.names.get_or_init(read)
+    }
+
+    fn name(&self, t: Tid) -> String {
+        self.names.get().map(|n| n.get(t)).unwrap_or_default()
     }
 
     fn painting(&self) -> &Painting {
@@ -177,7 +188,7 @@ impl Applied {
     fn name(&self, t: Tid) -> String {
         match &self.names {
             Some(n) => n.get(t),
-            None => self.record.names.get(t),
+            None => self.record.name(t),
         }
     }
 }
@@ -350,6 +361,12 @@ impl Residency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn named(plan: Plan, is_node: Vec<bool>, names: Names) -> Rc<PlanRecord> {
+        let record = PlanRecord::new(plan, is_node);
+        record.names_or(|| names);
+        Rc::new(record)
+    }
     use crate::alloc::plan::Placement;
 
     fn plan_of(places: &[(usize, usize, u32)]) -> Plan {
@@ -367,7 +384,7 @@ mod tests {
     #[test]
     fn later_writers_overwrite_earlier_ones() {
         // a at [0,16) written first, b at [8,24) later: a is overwritten, b is intact
-        let rec = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (8, 16, 1)]), vec![true, true], Names::from(vec!["a".to_string(), "b".to_string()])));
+        let rec = named(plan_of(&[(0, 16, 0), (8, 16, 1)]), vec![true, true], Names::from(vec!["a".to_string(), "b".to_string()]));
         let mut r = Residency::new(1);
         r.record(1, rec, Rc::new(vec![100, 200]), None);
         assert_eq!(r.contents(0, 0, 0, 16), Contents::Overwritten { by: "b".into(), seq: 1 });
@@ -377,8 +394,8 @@ mod tests {
 
     #[test]
     fn a_newer_allocation_shadows_an_older_one() {
-        let g1 = Rc::new(PlanRecord::new(plan_of(&[(0, 16, 0), (16, 16, 1)]), vec![true, true], Names::from(vec!["h".to_string(), "x".to_string()])));
-        let g2 = Rc::new(PlanRecord::new(plan_of(&[(16, 16, 0)]), vec![true], Names::from(vec!["y".to_string()])));
+        let g1 = named(plan_of(&[(0, 16, 0), (16, 16, 1)]), vec![true, true], Names::from(vec!["h".to_string(), "x".to_string()]));
+        let g2 = named(plan_of(&[(16, 16, 0)]), vec![true], Names::from(vec!["y".to_string()]));
         let mut r = Residency::new(1);
         r.record(1, g1, Rc::new(vec![100, 101]), None);
         r.record(2, g2, Rc::new(vec![300]), None);

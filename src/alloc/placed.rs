@@ -1,0 +1,133 @@
+//! The last graph a `gallocr` placed, as the headers of its tensors read right after placing:
+//! the cheapest way to know that a graph handed again is the same graph with every tensor still
+//! where it was put.
+//!
+//! Upstream's replay reads the node and leaf lists, every source slot, and `data`, `view_src`
+//! and `buffer` of every tensor, twice (once to decide, once to place). This reads the same
+//! fields once and compares them with arrays laid out in the order they are read. Whatever does
+//! not match goes to `gallocr`'s precise check, which decides what still holds.
+
+use crate::alloc::model::{GraphModel, SrcList, Tid};
+use crate::alloc::recycle;
+use crate::ggml::sys::{self, GGML_MAX_SRC};
+use crate::ggml::tensor::TensorRef;
+
+/// One tensor as the check reads it: itself, where it is, what it views, its input and output
+/// flags, and (for a node) how many source slots follow in `PlacedGraph::slots`. Its layout and
+/// op are not read: ggml never changes them in a tensor, and a tensor made anew at the same
+/// address comes without memory, so it fails the check on `data` or `buffer`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct Seen {
+    tensor: usize,
+    data: usize,
+    buffer: usize,
+    view_src: usize,
+    view_offs: usize,
+    flags: u32,
+    n_slots: u32,
+}
+
+const FLAGS: i32 = sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT;
+
+impl Seen {
+    /// From what is known of `t`: its place, its flags as the plan took them, its view source.
+    #[inline]
+    pub fn new(t: TensorRef, input: bool, output: bool, view_src: Option<TensorRef>) -> Seen {
+        let flags = if input { sys::GGML_TENSOR_FLAG_INPUT } else { 0 } | if output { sys::GGML_TENSOR_FLAG_OUTPUT } else { 0 };
+        Seen {
+            tensor: t.addr(),
+            data: t.data() as usize,
+            buffer: t.buffer_ptr() as usize,
+            view_src: view_src.map_or(0, |v| v.addr()),
+            view_offs: t.view_offs(),
+            flags: flags as u32,
+            n_slots: 0,
+        }
+    }
+
+    /// As the header of `t` reads now.
+    #[inline]
+    pub fn of(t: TensorRef) -> Seen {
+        let flags = t.flags();
+        Seen::new(t, flags & sys::GGML_TENSOR_FLAG_INPUT != 0, flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0, t.view_src())
+    }
+
+    /// Zero when `t` is this tensor and reads as it did; gathered, not branched on.
+    #[inline]
+    fn diff(&self, t: TensorRef) -> usize {
+        (t.addr() ^ self.tensor)
+            | (t.data() as usize ^ self.data)
+            | (t.buffer_ptr() as usize ^ self.buffer)
+            | (t.view_src_ptr() as usize ^ self.view_src)
+            | (t.view_offs() ^ self.view_offs)
+            | ((t.flags() & FLAGS) as u32 ^ self.flags) as usize
+    }
+}
+
+/// A placed graph: what `Seen` reads of every tensor (nodes, then leafs, then tensors in neither
+/// list), and the source slots of every node, in reading order.
+pub struct PlacedGraph {
+    n_nodes: usize,
+    n_leafs: usize,
+    /// the tensors in neither list (view sources, sources outside the lists), newest first
+    loose: Vec<TensorRef>,
+    seen: Vec<Seen>,
+    /// the slots of every node, up to the last one in use, one node after the other (NULL: 0)
+    slots: Vec<usize>,
+}
+
+impl PlacedGraph {
+    /// The graph of `tensors` (numbered as in `model`) as `seen` (by tensor) right after it was
+    /// placed; `loose`: the tensors neither in the node nor in the leaf list, newest first.
+    pub fn take(tensors: &[TensorRef], model: &GraphModel, loose: &[Tid], seen: &[Seen]) -> PlacedGraph {
+        // recycled: a graph's worth of fresh pages per allocation would cost more than reading it
+        let mut p = PlacedGraph {
+            n_nodes: model.nodes.len(),
+            n_leafs: model.leafs.len(),
+            loose: loose.iter().map(|&t| tensors[t]).collect(),
+            seen: recycle::take_seen(tensors.len()),
+            slots: recycle::take_words(model.nodes.len() * 3),
+        };
+        for n in &model.nodes {
+            let slots = n.srcs.used_slots();
+            p.slots.extend(slots.iter().map(|&s| if s == SrcList::NONE { 0 } else { tensors[s as usize].addr() }));
+            p.seen.push(Seen { n_slots: slots.len() as u32, ..seen[n.tensor] });
+        }
+        p.seen.extend(model.leafs.iter().map(|l| seen[l.0]).chain(loose.iter().map(|&t| seen[t])));
+        p
+    }
+
+    /// Whether `nodes` and `leafs` are the placed graph and every header still reads as it did.
+    pub fn unchanged(&self, nodes: &[TensorRef], leafs: &[TensorRef]) -> bool {
+        if nodes.len() != self.n_nodes || leafs.len() != self.n_leafs {
+            return false;
+        }
+        let (node_seen, rest) = self.seen.split_at(self.n_nodes);
+        let mut slots = self.slots.as_slice();
+        for (&n, seen) in nodes.iter().zip(node_seen) {
+            let used = seen.n_slots as usize;
+            let (want, tail) = slots.split_at(used);
+            slots = tail;
+            // every slot is read (as upstream does)
+            let mut diff = seen.diff(n);
+            for (j, want) in want.iter().copied().chain(std::iter::repeat(0)).take(GGML_MAX_SRC).enumerate() {
+                diff |= n.src_ptr(j) as usize ^ want;
+            }
+            if diff != 0 {
+                return false;
+            }
+        }
+        let (leaf_seen, loose_seen) = rest.split_at(self.n_leafs);
+        leafs.iter().zip(leaf_seen).all(|(&l, seen)| seen.diff(l) == 0)
+            // each named by a node, leaf or loose tensor checked before it (views after sources)
+            && self.loose.iter().zip(loose_seen).all(|(&t, seen)| seen.diff(t) == 0)
+    }
+}
+
+impl Drop for PlacedGraph {
+    fn drop(&mut self) {
+        recycle::give_words(std::mem::take(&mut self.slots));
+        recycle::give_seen(std::mem::take(&mut self.seen));
+    }
+}
