@@ -21,7 +21,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
-use crate::alloc::addr_index::AddrIndex;
+use crate::alloc::addr_index::{AddrIndex, Vacancy};
 use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
 use crate::alloc::placed::{PlacedGraph, Seen};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
@@ -79,13 +79,14 @@ impl Numbering<'_> {
     /// The id of `t`, numbering it (after its view source) and reading its header on first sight.
     #[inline]
     fn tid_of(&mut self, t: TensorRef) -> Tid {
-        match self.index.get(t.addr()) {
-            Some(id) => id as Tid,
-            None => self.number(t),
+        let tensors = &self.tensors;
+        match self.index.find(t.addr(), |id| tensors[id as usize].addr()) {
+            Ok(id) => id as Tid,
+            Err(vacancy) => self.number(t, vacancy),
         }
     }
 
-    fn number(&mut self, t: TensorRef) -> Tid {
+    fn number(&mut self, t: TensorRef, vacancy: Vacancy) -> Tid {
         let view_of = t.view_src().map(|v| self.tid_of(v));
         let extra = self.extra_flags.and_then(|m| m.get(&t.addr()).copied()).unwrap_or(0);
         let flags = t.flags() | extra;
@@ -104,10 +105,14 @@ impl Numbering<'_> {
         });
         self.layouts.push(layout);
         self.placed.push((t.data() as usize, t.buffer_ptr() as usize));
-        self.index.insert(t.addr(), id as u32);
+        let tensors = &self.tensors;
+        self.index.insert_at(vacancy, t.addr(), id as u32, |id| tensors[id as usize].addr());
         id
     }
 }
+
+/// How many nodes ahead a pass over the graph asks for headers (see `prefetch_header`).
+const PREFETCH_AHEAD: usize = 8;
 
 /// Why an allocation failed (already logged when returned).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -340,19 +345,28 @@ impl Gallocr {
         };
         let mut leafs = Vec::with_capacity(g.leafs.len());
         for (i, &leaf) in g.leafs.iter().enumerate() {
+            if let Some(next) = g.leafs.get(i + PREFETCH_AHEAD) {
+                next.prefetch_header();
+            }
             let id = self.id_of(g.leaf_ids, i, "leaf");
             leafs.push((n.tid_of(leaf), id));
         }
         let mut nodes = recycle::take_nodes(g.nodes.len());
         for (i, &node) in g.nodes.iter().enumerate() {
+            if let Some(next) = g.nodes.get(i + PREFETCH_AHEAD) {
+                next.prefetch_header();
+            }
             let id = self.id_of(g.node_ids, i, "node");
-            let mut srcs = SrcList::default();
+            // filled where it lies: a list built aside and copied in would be read back, wide,
+            // right after its narrow stores (a stall per node)
+            nodes.push(NodeDesc { tensor: 0, srcs: SrcList::default(), buffer_id: id });
+            let desc = nodes.last_mut().expect("just pushed");
             for j in 0..GGML_MAX_SRC {
                 if let Some(s) = node.src(j) {
-                    srcs.set(j, n.tid_of(s));
+                    desc.srcs.set(j, n.tid_of(s));
                 }
             }
-            nodes.push(NodeDesc { tensor: n.tid_of(node), srcs, buffer_id: id });
+            desc.tensor = n.tid_of(node);
         }
 
         let Numbering { tensors, mut descs, layouts, placed, index, .. } = n;

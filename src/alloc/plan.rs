@@ -97,6 +97,8 @@ struct Sim<'a, S: Sizer> {
     n_children: Vec<i32>,
     n_views: Vec<i32>,
     own: Vec<bool>,
+    /// per tensor: needs memory from this allocator (fresh, and not a view)
+    placeable: Vec<bool>,
     /// per tensor: its lifetime block in `blocks` (NO_BLOCK: none); in-place children share
     /// their parent's block
     block: Vec<u32>,
@@ -116,9 +118,6 @@ const NO_BLOCK: u32 = u32::MAX;
 const NO_NODE: u32 = u32::MAX;
 
 impl<S: Sizer> Sim<'_, S> {
-    fn is_allocated(&self, t: Tid) -> bool {
-        self.model.tensors[t].presence != Presence::Fresh || self.own[t]
-    }
 
     fn alloc_bytes(&mut self, t: Tid, buffer_id: usize) -> Result<(), PlanError> {
         let a = self.alloc_of_id[buffer_id];
@@ -136,10 +135,18 @@ impl<S: Sizer> Sim<'_, S> {
         Ok(())
     }
 
+    /// Gives `t` memory unless it has some (its own, somebody else's, or its view source's).
+    /// Called for every source of every node, and nearly always with nothing to do.
+    #[inline(always)]
     fn allocate(&mut self, t: Tid, buffer_id: usize) -> Result<(), PlanError> {
-        if self.is_allocated(t) || self.model.is_view(t) {
+        if !self.placeable[t] || self.own[t] {
             return Ok(());
         }
+        self.allocate_fresh(t, buffer_id)
+    }
+
+    #[inline(never)]
+    fn allocate_fresh(&mut self, t: Tid, buffer_id: usize) -> Result<(), PlanError> {
         self.own[t] = true;
         let desc = &self.model.tensors[t];
         if desc.inplace_op {
@@ -283,6 +290,7 @@ pub fn plan(
         n_children: vec![0; n],
         n_views: vec![0; n],
         own: vec![false; n],
+        placeable: model.tensors.iter().map(|d| d.presence == Presence::Fresh && d.view_of.is_none()).collect(),
         block: vec![NO_BLOCK; n],
         placements: {
             let mut p = recycle::take_placements(n);
