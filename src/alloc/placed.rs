@@ -120,7 +120,7 @@ impl PlacedGraph {
         }
         let (leaf_seen, loose_seen) = rest.split_at(self.n_leafs);
         leafs.iter().zip(leaf_seen).all(|(&l, seen)| seen.diff(l) == 0)
-            // each named by a node, leaf or loose tensor checked before it (views after sources)
+            // each named by a node, leaf or loose tensor checked before it (a view before its source)
             && self.loose.iter().zip(loose_seen).all(|(&t, seen)| seen.diff(t) == 0)
     }
 }
