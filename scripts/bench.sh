@@ -3,8 +3,9 @@
 #   1. plan quality: compute-buffer bytes of upstream's gallocr, ours, and the live-bytes lower
 #      bound, for llama-shaped graphs and 120 seeded random DAGs
 #   2. allocator and scheduler time (reserve, first alloc, replayed alloc of a ~2000-node graph;
-#      scheduler reset + alloc over two backends; compute overhead with 2000 tiny ops), as the
-#      median of ROUNDS interleaved runs of each build (each run already reports medians), and
+#      scheduler reset + alloc over two backends; compute overhead with 2000 tiny ops) over ROUNDS
+#      interleaved runs of each build (each run already reports medians): medians, the median of
+#      the paired ratios, and the best runs; and
 #      with valgrind, the instructions each operation executes (exact where times are noisy)
 #   3. llama-bench pp512 / tg128, 2 threads, on the medium models (f16, q8_0), interleaved
 # Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 15), GGML_RS_BENCH_SKIP_LLAMA=1.
@@ -53,9 +54,8 @@ sys.exit(0 if worst <= 1.0 else 1)
 EOF
 
 echo
-echo "## 2. Allocator and scheduler time (median of $ROUNDS interleaved runs, each the median of 41 repetitions)"
-# address-space randomization off for both builds: some layouts make a whole process about 1.6x
-# slower on this kind of host (it happens to upstream's build as much as to ours)
+echo "## 2. Allocator and scheduler time ($ROUNDS interleaved runs of each build, each the median of 41 repetitions)"
+# address-space randomization off for both builds (fewer slow runs, see the note under the table)
 NORAND=$(setarch "$(uname -m)" -R true 2> /dev/null && echo "setarch $(uname -m) -R")
 for r in $(seq "$ROUNDS"); do
     $NORAND "$STOCK_BENCH" time >> "$T/t-stock" || exit 1
@@ -82,16 +82,18 @@ labels = {
 }
 print(f"graph: {up['_nodes'][0]} nodes; scheduler graph: {ours['_splits'][0]} splits")
 print()
-print("| measurement | upstream (us) | ggml-rs (us) | ggml-rs/upstream | upstream, best run | ggml-rs, best run | ratio |")
+print("| measurement | upstream (us) | ggml-rs (us) | ggml-rs/upstream, paired | upstream, best run | ggml-rs, best run | best/best |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 for k, label in labels.items():
     u, o = statistics.median(up[k]), statistics.median(ours[k])
+    paired = statistics.median(b / a for a, b in zip(up[k], ours[k]))
     bu, bo = min(up[k]), min(ours[k])
-    print(f"| {label} | {u:.1f} | {o:.1f} | {o / u:.2f} | {bu:.1f} | {bo:.1f} | {bo / bu:.2f} |")
+    print(f"| {label} | {u:.1f} | {o:.1f} | {paired:.2f} | {bu:.1f} | {bo:.1f} | {bo / bu:.2f} |")
 print()
-print("(a process on this kind of host runs either at full speed or about 1.6x slower throughout, depending on")
-print("its address layout; the runs are made without address randomization, and the best run compares both")
-print("builds at full speed)")
+print("(paired: the median over the rounds of ggml-rs's run divided by upstream's run just before it. A process")
+print("on this kind of host runs either at full speed or about 1.6x slower throughout, in spells; runs close in")
+print("time tend to share the speed, so the paired ratio and the best runs compare like with like, while the")
+print("two medians alone may not)")
 EOF
 
 if command -v valgrind > /dev/null; then

@@ -70,8 +70,9 @@ struct Numbering<'a> {
     tensors: Vec<TensorRef>,
     descs: Vec<TensorDesc>,
     layouts: Vec<Layout>,
-    /// per tensor: (data, buffer) when first seen
-    placed: Vec<(usize, usize)>,
+    /// the tensors that already had memory (data) when first seen: whether it is this
+    /// allocator's depends on whether a later node computes them (see `classify`)
+    with_data: Vec<Tid>,
     extra_flags: Option<&'a AddrMap<i32>>,
 }
 
@@ -97,14 +98,22 @@ impl Numbering<'_> {
         self.descs.push(TensorDesc {
             view_of,
             nbytes: layout.nbytes(),
-            presence: Presence::Fresh, // decided once every tensor is numbered
+            presence: match (t.data().is_null(), t.buffer_ptr().is_null()) {
+                _ if view_of.is_some() => Presence::External,
+                (true, true) => Presence::Fresh,
+                // upstream: a tensor with a buffer but no data is on an external buffer
+                (true, false) => Presence::External,
+                (false, _) => Presence::Fresh, // until `build` classifies it
+            },
             input: flags & sys::GGML_TENSOR_FLAG_INPUT != 0,
             output: flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0,
             inplace_op: inplace::op_can_inplace(op),
             op_none: op == sys::op::NONE,
         });
         self.layouts.push(layout);
-        self.placed.push((t.data() as usize, t.buffer_ptr() as usize));
+        if view_of.is_none() && !t.data().is_null() {
+            self.with_data.push(id);
+        }
         let tensors = &self.tensors;
         self.index.insert_at(vacancy, t.addr(), id as u32, |id| tensors[id as usize].addr());
         id
@@ -340,7 +349,7 @@ impl Gallocr {
             tensors: recycle::take_tensors(n_hint),
             descs: recycle::take_descs(n_hint),
             layouts: recycle::take_layouts(n_hint),
-            placed: recycle::take_placed(n_hint),
+            with_data: Vec::new(),
             extra_flags: g.extra_flags.filter(|m| !m.is_empty()),
         };
         let mut leafs = Vec::with_capacity(g.leafs.len());
@@ -369,29 +378,22 @@ impl Gallocr {
             desc.tensor = n.tid_of(node);
         }
 
-        let Numbering { tensors, mut descs, layouts, placed, index, .. } = n;
+        let Numbering { tensors, mut descs, layouts, with_data, index, .. } = n;
         recycle::give_index(index);
-        let mut is_node = vec![false; tensors.len()];
-        for node in &nodes {
-            is_node[node.tensor] = true;
-        }
         let mut pins = Vec::new();
-        for (t, desc) in descs.iter_mut().enumerate() {
-            desc.presence = match placed[t] {
-                _ if desc.view_of.is_some() => Presence::External,
-                (0, 0) => Presence::Fresh,
-                // upstream: a tensor with a buffer but no data is on an external buffer
-                (0, _) => Presence::External,
-                _ => {
-                    let presence = self.classify(tensors[t], is_node[t], desc.input, &mut pins)?;
-                    if let Presence::Pinned(i) = presence {
-                        pins[i as usize].tensor = t;
-                    }
-                    presence
+        if !with_data.is_empty() {
+            let mut is_node = vec![false; tensors.len()];
+            for node in &nodes {
+                is_node[node.tensor] = true;
+            }
+            for t in with_data {
+                let presence = self.classify(tensors[t], is_node[t], descs[t].input, &mut pins)?;
+                if let Presence::Pinned(i) = presence {
+                    pins[i as usize].tensor = t;
                 }
-            };
+                descs[t].presence = presence;
+            }
         }
-        recycle::give_placed(placed);
         Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors })
     }
 

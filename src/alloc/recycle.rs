@@ -20,7 +20,6 @@ struct Spares {
     nodes: Vec<NodeDesc>,
     tensors: Vec<TensorRef>,
     placements: Vec<Option<Placement>>,
-    placed: Vec<(usize, usize)>,
     index: AddrIndex,
     layouts: Vec<Layout>,
     seen: Vec<Seen>,
@@ -58,7 +57,6 @@ spare!(take_descs, give_descs, descs, Vec<TensorDesc>);
 spare!(take_nodes, give_nodes, nodes, Vec<NodeDesc>);
 spare!(take_tensors, give_tensors, tensors, Vec<TensorRef>);
 spare!(take_placements, give_placements, placements, Vec<Option<Placement>>);
-spare!(take_placed, give_placed, placed, Vec<(usize, usize)>);
 spare!(take_layouts, give_layouts, layouts, Vec<Layout>);
 spare!(take_seen, give_seen, seen, Vec<Seen>);
 spare!(take_words, give_words, words, Vec<usize>);
@@ -86,14 +84,14 @@ mod tests {
 
     #[test]
     fn the_larger_spare_is_kept_and_handed_out_empty() {
-        give_placed(Vec::with_capacity(10));
+        give_words(Vec::with_capacity(10));
         let mut big = Vec::with_capacity(1000);
-        big.push((1, 2));
-        give_placed(big);
-        give_placed(Vec::with_capacity(5)); // smaller: dropped
-        let v = take_placed(3);
+        big.push(1);
+        give_words(big);
+        give_words(Vec::with_capacity(5)); // smaller: dropped
+        let v = take_words(3);
         assert!(v.is_empty());
         assert!(v.capacity() >= 1000);
-        assert!(take_placed(3).capacity() < 1000, "taken once");
+        assert!(take_words(3).capacity() < 1000, "taken once");
     }
 }

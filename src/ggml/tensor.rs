@@ -9,6 +9,7 @@
 use std::ffi::{CStr, c_char, c_void};
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ggml::abi_impl::ggml_backend_buffer;
 use crate::ggml::handles::Buffer;
@@ -30,6 +31,7 @@ pub struct Layout {
 impl Layout {
     /// `ggml_nbytes` of a tensor with this layout, without a call into ggml (the planner asks
     /// for thousands of sizes).
+    #[inline]
     pub fn nbytes(&self) -> usize {
         if self.ne.iter().any(|&n| n <= 0) {
             return 0;
@@ -45,14 +47,22 @@ impl Layout {
     }
 }
 
+/// (size << 32 | block size) per type, 0 until asked
+static TYPE_TRAITS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
 /// (`ggml_type_size`, `ggml_blck_size`) of a type, asked once per type.
+#[inline]
 fn type_traits(t: ggml_type) -> (usize, usize) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static CACHE: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
-    let slot = CACHE.get(t as usize);
-    if let Some(v) = slot.map(|c| c.load(Ordering::Relaxed)).filter(|&v| v != 0) {
+    let v = TYPE_TRAITS.get(t as usize).map_or(0, |c| c.load(Ordering::Relaxed));
+    if v != 0 {
         return ((v >> 32) as usize, (v & 0xffff_ffff) as usize);
     }
+    type_traits_from_ggml(t)
+}
+
+#[cold]
+fn type_traits_from_ggml(t: ggml_type) -> (usize, usize) {
+    let slot = TYPE_TRAITS.get(t as usize);
     // SAFETY: type tables of ggml-base, for any type id.
     let (size, blck) = unsafe { (sys::ggml_type_size(t), sys::ggml_blck_size(t).max(0) as usize) };
     if let Some(c) = slot.filter(|_| size < 1 << 32 && blck < 1 << 32 && blck > 0) {
