@@ -270,8 +270,8 @@ impl Gallocr {
     }
 
     /// Where `t`'s memory comes from, given whether this graph computes it.
-    /// A pinned tensor's place goes to `pins`.
-    fn classify(&self, t: TensorRef, is_node: bool, input: bool, pins: &mut Vec<Pin>) -> Result<Presence, AllocError> {
+    /// A pinned tensor's place goes to `pins`, under its number `tid`.
+    fn classify(&self, t: TensorRef, tid: Tid, is_node: bool, input: bool, pins: &mut Vec<Pin>) -> Result<Presence, AllocError> {
         if t.is_view() {
             return Ok(Presence::External);
         }
@@ -315,7 +315,7 @@ impl Gallocr {
         }
         let off = data - base;
         let bytes = buft_alloc_size(self.allocs[a].buft, t).max(1);
-        let pin = Pin { tensor: usize::MAX, alloc: a, addr: Addr { chunk: c, offset: off }, size: bytes };
+        let pin = Pin { tensor: tid, alloc: a, addr: Addr { chunk: c, offset: off }, size: bytes };
         let overwritten_by = match self.residency.contents(a, c, off, off + bytes) {
             Contents::Unknown => None,
             // its own bytes, or bytes it aliases on purpose (placed there by the caller)
@@ -387,11 +387,7 @@ impl Gallocr {
                 is_node[node.tensor] = true;
             }
             for t in with_data {
-                let presence = self.classify(tensors[t], is_node[t], descs[t].input, &mut pins)?;
-                if let Presence::Pinned(i) = presence {
-                    pins[i as usize].tensor = t;
-                }
-                descs[t].presence = presence;
+                descs[t].presence = self.classify(tensors[t], t, is_node[t], descs[t].input, &mut pins)?;
             }
         }
         Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors })
