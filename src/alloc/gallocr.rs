@@ -9,7 +9,9 @@
 //!   unless they were handed to another tensor since, which is an error naming both.
 //! - **Replay only for the same graph.** A plan is replayed only when the new graph has the same
 //!   structure (tensors, sources, views, flags, layouts, buffer ids), checked in O(n); anything
-//!   else is planned anew. Upstream replays any graph with the same node and leaf counts.
+//!   else is planned anew. Upstream replays any graph with the same node and leaf counts. The
+//!   graph placed last, unchanged since, is recognised first by `placed`, in one pass over the
+//!   fields upstream's replay reads.
 //! - Views are re-initialised whenever they do not point where their source says, not only
 //!   when they have no buffer.
 //!

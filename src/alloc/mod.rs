@@ -1,7 +1,8 @@
 //! ggml-alloc: the linear tensor allocator (`tallocr`), the graph allocator (`gallocr`: planning
-//! in `plan` over the `model` of a graph, with `dyn_tallocr` bookkeeping and `offline` placement,
-//! and `residency` to know what its memory holds, `recycle` keeping its largest arrays between
-//! plans), and context allocation (`ctx_tensors`).
+//! in `plan` over the `model` of a graph numbered through `addr_index`, with `dyn_tallocr`
+//! bookkeeping and `offline` placement, `residency` to know what its memory holds, `placed` to
+//! recognise the graph it placed last, `recycle` keeping its largest arrays between plans), and
+//! context allocation (`ctx_tensors`).
 
 pub mod addr_index;
 pub mod ctx_tensors;
