@@ -12,6 +12,7 @@
 // the allocator benchmarks use a buffer type that allocates nothing (as upstream's test-alloc).
 #include "fake_backend.h"
 #include "ggml_rs_ext.h"
+#include "rng.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend-impl.h"
@@ -205,16 +206,9 @@ static void free_llama(struct llama_graph * g) {
 // ---- random DAGs (as in the allocator anchors: unary, concat, slice + cont, add with a view,
 // fresh tensors; random outputs)
 
-static uint64_t rng_state;
-static uint64_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static struct ggml_cgraph * random_dag(struct ggml_context * ctx, uint64_t seed, int n_ops, int window) {
-    rng_state = seed * 0x9E3779B97F4A7C15ull | 1;
+    rng_seed(seed);
     struct ggml_tensor ** pool = malloc(sizeof(*pool) * (size_t) (n_ops + 8));
     int n = 0;
     for (int i = 0; i < 4; i++) {

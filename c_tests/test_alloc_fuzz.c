@@ -8,6 +8,7 @@
 #include "check.h"
 #define UNUSED_TEST_COUNTER (void) g_tests_run; (void) g_only
 #include "ggml_rs_ext.h"
+#include "rng.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -19,17 +20,6 @@
 #define MAX_T 64
 #define ROUNDS 12
 
-static uint64_t g_rng;
-
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static int below(int n) { return (int) (rnd() % (uint64_t) n); }
-
 // one copy of the graph: tensors by position (inputs first, then nodes in creation order)
 struct copy {
     struct ggml_context * ctx;
@@ -40,7 +30,7 @@ struct copy {
 
 // the same graph for the same seed; `with_memory`: tensors get memory in the context
 static struct copy build(uint64_t seed, bool with_memory) {
-    g_rng = seed * 0x9E3779B97F4A7C15ull | 1;
+    rng_seed(seed);
     struct copy c;
     memset(&c, 0, sizeof(c));
     // with memory: the tensors' data, and the work buffer of ggml_graph_compute_with_ctx

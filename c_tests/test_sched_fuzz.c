@@ -6,23 +6,13 @@
 #define UNUSED_TEST_COUNTER (void) g_tests_run; (void) g_only
 #include "fake_backend.h"
 #include "ggml_rs_ext.h"
+#include "rng.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
 #include <stdint.h>
-
-static uint64_t g_rng;
-
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static int below(int n) { return (int) (rnd() % (uint64_t) n); }
 
 static bool g_unsupported[GGML_OP_COUNT];
 
@@ -43,7 +33,7 @@ struct built {
 
 // the same random graph every time for the same seed
 static struct built build(uint64_t seed, int len) {
-    g_rng = seed * 0x9E3779B97F4A7C15ull | 1;
+    rng_seed(seed);
     struct built b;
     memset(&b, 0, sizeof(b));
     struct ggml_init_params p = { (MAX_T + 16) * ggml_tensor_overhead() + ggml_graph_overhead(), NULL, true };
