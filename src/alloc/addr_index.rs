@@ -24,13 +24,19 @@ pub struct AddrIndex {
 }
 
 impl AddrIndex {
-    /// Empties the index and makes room for `n` addresses without growing.
-    pub fn reset(&mut self, n: usize) {
+    /// Empties the index, keeping its memory.
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.len = 0;
+    }
+
+    /// Makes room in an empty index for `n` addresses without growing.
+    pub fn reserve(&mut self, n: usize) {
+        debug_assert!(self.len == 0, "reserve on an index in use");
         let size = (2 * n).next_power_of_two().max(16);
         self.slots.clear();
         self.slots.resize(size, EMPTY);
         self.shift = 64 - size.trailing_zeros();
-        self.len = 0;
     }
 
     #[inline]
@@ -75,7 +81,8 @@ impl AddrIndex {
         assert!(value != EMPTY, "too many tensors");
         if 2 * (self.len + 1) > self.slots.len() {
             let old = std::mem::take(&mut self.slots);
-            self.reset(old.len().max(8));
+            self.clear();
+            self.reserve(old.len().max(8));
             for v in old.into_iter().filter(|&v| v != EMPTY) {
                 self.place(key_of(v), v);
             }
@@ -105,7 +112,7 @@ mod tests {
     #[test]
     fn finds_what_was_inserted_and_nothing_else_across_growth() {
         let mut index = AddrIndex::default();
-        index.reset(4);
+        index.reserve(4);
         // tensor-like addresses (368 bytes apart) and a second arena far away, numbered in order
         let addrs: Vec<usize> = (0..1000).map(|i| 0x7f00_0000_0000 + 368 * i).chain((0..1000).map(|i| 0x5500_0000 + 4096 * i)).collect();
         let mut numbered: Vec<usize> = Vec::new();
@@ -129,7 +136,8 @@ mod tests {
         index.insert_at(vx, x, numbered.len() as u32 - 1, |v| numbered[v as usize]);
         assert_eq!(index.find(x, |v| numbered[v as usize]).ok(), Some(numbered.len() as u32 - 1));
         assert_eq!(index.find(y, |v| numbered[v as usize]).ok(), Some(numbered.len() as u32 - 2));
-        index.reset(10);
+        index.clear();
+        index.reserve(10);
         assert!(index.find(addrs[0], |v| numbered[v as usize]).is_err());
     }
 }

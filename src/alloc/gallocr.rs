@@ -720,8 +720,7 @@ impl Gallocr {
             }
             self.remember(built, plan);
             let last = self.last.as_ref().expect("just remembered");
-            last.record.names_or(|| placed_names(&last.built.tensors, &last.record.plan));
-            self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
+            record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
             self.keep_placed(g, Some(seen));
             return Ok(true);
         }
@@ -738,13 +737,9 @@ impl Gallocr {
         for &t in addrs.iter() {
             self.residency.forget_tombstone(t);
         }
-        // a structurally equal graph of other tensors: their names, for messages
+        // a structurally equal graph of other tensors, or the plan's own
         let differ = *addrs != *self.last.as_ref().expect("same").addrs;
-        let names = differ.then(|| Rc::new(placed_names(&built.tensors, &record.plan)));
-        if !differ {
-            record.names_or(|| placed_names(&built.tensors, &record.plan));
-        }
-        self.residency.record(self.seq, record, addrs, names);
+        record_application(&mut self.residency, self.seq, &record, &built.tensors, addrs, !differ);
         if !differ {
             self.keep_placed(g, Some(seen));
         } else {
@@ -764,8 +759,7 @@ impl Gallocr {
                 Some(ids) => ids.iter().zip(want).all(|(&a, b)| a as usize == b),
             }
         }
-        g.extra_flags.is_none_or(|m| m.is_empty())
-            && !poison::enabled()
+        may_keep_placed(g)
             && (self.bufts.len() == 1 && g.node_ids.is_none() && g.leaf_ids.is_none()
                 || ids_match(g.node_ids, model.nodes.iter().map(|n| n.buffer_id))
                     && ids_match(g.leaf_ids, model.leafs.iter().map(|l| l.1)))
@@ -773,10 +767,16 @@ impl Gallocr {
     }
 
     /// Reads `g`, just placed as the last plan's graph with the last plan's tensors, for
-    /// `placed_unchanged`. Not for graphs with flags that are not in the tensors, nor when
-    /// poisoning (every allocation must place and fill again).
+    /// `placed_unchanged` (unless `may_keep_placed` says no).
     /// `seen`: what `apply` saw of every tensor, when it placed them (else the headers are read).
     fn keep_placed(&mut self, g: &GraphInput, seen: Option<Vec<Seen>>) {
+        if !may_keep_placed(g) {
+            self.placed = None;
+            if let Some(seen) = seen {
+                recycle::give_seen(seen);
+            }
+            return;
+        }
         let last = self.last.as_ref().expect("a graph was just placed");
         let (tensors, model) = (&last.built.tensors, &last.built.model);
         let seen = seen.unwrap_or_else(|| {
@@ -784,8 +784,7 @@ impl Gallocr {
             seen.extend(tensors.iter().map(|&t| Seen::of(t)));
             seen
         });
-        self.placed = (g.extra_flags.is_none_or(|m| m.is_empty()) && !poison::enabled())
-            .then(|| PlacedGraph::take(tensors, model, &last.loose, &seen));
+        self.placed = Some(PlacedGraph::take(tensors, model, &last.loose, &seen));
         recycle::give_seen(seen);
     }
 
@@ -802,8 +801,7 @@ impl Gallocr {
             self.apply(&last.built, &last.record.plan).map(Some)
         };
         if !self.residency.is_newest(&last.record, &last.addrs) {
-            last.record.names_or(|| placed_names(&last.built.tensors, &last.record.plan));
-            self.residency.record(self.seq, last.record.clone(), last.addrs.clone(), None);
+            record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
         }
         self.last = Some(last);
         applied
@@ -934,6 +932,26 @@ impl Drop for Gallocr {
             }
         }
     }
+}
+
+/// Whether the graph placed last may be recognised by `placed` (see `Gallocr::keep_placed`):
+/// not when the caller adds flags that are not in the tensors, nor when poisoning (every
+/// allocation must place and fill again).
+fn may_keep_placed(g: &GraphInput) -> bool {
+    g.extra_flags.is_none_or(|m| m.is_empty()) && !poison::enabled()
+}
+
+/// Tells `residency` that allocation `seq` placed `tensors` (addresses `addrs`) as `record`
+/// says. Their names are read now, while they are there: into the record when they are the
+/// tensors it was planned with (`own_tensors`), else beside it.
+fn record_application(residency: &mut Residency, seq: u64, record: &Rc<PlanRecord>, tensors: &[TensorRef], addrs: Rc<Vec<usize>>, own_tensors: bool) {
+    let names = if own_tensors {
+        record.names_or(|| placed_names(tensors, &record.plan));
+        None
+    } else {
+        Some(Rc::new(placed_names(tensors, &record.plan)))
+    };
+    residency.record(seq, record.clone(), addrs, names);
 }
 
 /// The names of the tensors `plan` places, for messages: those are the tensors whose memory

@@ -118,7 +118,6 @@ const NO_BLOCK: u32 = u32::MAX;
 const NO_NODE: u32 = u32::MAX;
 
 impl<S: Sizer> Sim<'_, S> {
-
     fn alloc_bytes(&mut self, t: Tid, buffer_id: usize) -> Result<(), PlanError> {
         let a = self.alloc_of_id[buffer_id];
         let size = self.sizer.size(t, buffer_id);

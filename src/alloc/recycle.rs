@@ -60,23 +60,7 @@ spare!(take_placements, give_placements, placements, Vec<Option<Placement>>);
 spare!(take_layouts, give_layouts, layouts, Vec<Layout>);
 spare!(take_seen, give_seen, seen, Vec<Seen>);
 spare!(take_words, give_words, words, Vec<usize>);
-
-/// An empty index with room for `n` addresses: the thread's spare when there is one.
-pub fn take_index(n: usize) -> AddrIndex {
-    let mut index = SPARES.try_with(|s| std::mem::take(&mut s.borrow_mut().index)).unwrap_or_default();
-    index.reset(n);
-    index
-}
-
-/// Keeps `index`'s memory as the thread's spare when it is larger than the one kept.
-pub fn give_index(index: AddrIndex) {
-    let _ = SPARES.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if index.capacity() > s.index.capacity() {
-            s.index = index;
-        }
-    });
-}
+spare!(take_index, give_index, index, AddrIndex);
 
 #[cfg(test)]
 mod tests {
