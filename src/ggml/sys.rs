@@ -140,38 +140,38 @@ pub struct ggml_init_params {
     pub no_alloc: bool,
 }
 
-// The rest of ggml-base. These symbols are resolved at load time from libggml-base (or from the
-// ggml-base archive the static library is linked with).
-unsafe extern "C" {
-    pub fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char, ...) -> !;
-    pub fn ggml_log_internal(level: ggml_log_level, format: *const c_char, ...);
-    pub fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
-    pub fn ggml_type_size(type_: ggml_type) -> usize;
-    pub fn ggml_blck_size(type_: ggml_type) -> i64;
-    pub fn ggml_nelements(tensor: *const ggml_tensor) -> i64;
-    pub fn ggml_is_quantized(type_: ggml_type) -> bool;
-    pub fn ggml_op_name(op: ggml_op) -> *const c_char;
-    pub fn ggml_op_desc(tensor: *const ggml_tensor) -> *const c_char;
-    pub fn ggml_aligned_malloc(size: usize) -> *mut c_void;
-    pub fn ggml_aligned_free(ptr: *mut c_void, size: usize);
-    pub fn ggml_init(params: ggml_init_params) -> *mut ggml_context;
-    pub fn ggml_free(ctx: *mut ggml_context);
-    pub fn ggml_get_no_alloc(ctx: *mut ggml_context) -> bool;
-    pub fn ggml_get_first_tensor(ctx: *const ggml_context) -> *mut ggml_tensor;
-    pub fn ggml_get_next_tensor(ctx: *const ggml_context, tensor: *mut ggml_tensor) -> *mut ggml_tensor;
-    pub fn ggml_tensor_overhead() -> usize;
-    pub fn ggml_graph_overhead_custom(size: usize, grads: bool) -> usize;
-    pub fn ggml_new_graph_custom(ctx: *mut ggml_context, size: usize, grads: bool) -> *mut ggml_cgraph;
-    pub fn ggml_dup_tensor(ctx: *mut ggml_context, src: *const ggml_tensor) -> *mut ggml_tensor;
-    pub fn ggml_set_name(tensor: *mut ggml_tensor, name: *const c_char) -> *mut ggml_tensor;
-    pub fn ggml_graph_next_uid() -> u64;
-    pub fn ggml_hash_size(min_sz: usize) -> usize;
+// The rest of ggml-base: Rust functions of the same names and signatures that find ggml-base's
+// on their first call (see `imports`; build.rs reads this list for the weak table, one `fn` a line).
+crate::ggml::imports::ggml_imports! {
+    variadic fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char; arg: *const c_char) -> !;
+    variadic fn ggml_log_internal(level: ggml_log_level, format: *const c_char; arg: *const c_char);
+    fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
+    fn ggml_type_size(type_: ggml_type) -> usize;
+    fn ggml_blck_size(type_: ggml_type) -> i64;
+    fn ggml_nelements(tensor: *const ggml_tensor) -> i64;
+    fn ggml_is_quantized(type_: ggml_type) -> bool;
+    fn ggml_op_desc(tensor: *const ggml_tensor) -> *const c_char;
+    fn ggml_aligned_malloc(size: usize) -> *mut c_void;
+    fn ggml_aligned_free(ptr: *mut c_void, size: usize);
+    fn ggml_init(params: ggml_init_params) -> *mut ggml_context;
+    fn ggml_free(ctx: *mut ggml_context);
+    fn ggml_get_no_alloc(ctx: *mut ggml_context) -> bool;
+    fn ggml_get_first_tensor(ctx: *const ggml_context) -> *mut ggml_tensor;
+    fn ggml_get_next_tensor(ctx: *const ggml_context, tensor: *mut ggml_tensor) -> *mut ggml_tensor;
+    fn ggml_tensor_overhead() -> usize;
+    fn ggml_graph_overhead_custom(size: usize, grads: bool) -> usize;
+    fn ggml_new_graph_custom(ctx: *mut ggml_context, size: usize, grads: bool) -> *mut ggml_cgraph;
+    fn ggml_dup_tensor(ctx: *mut ggml_context, src: *const ggml_tensor) -> *mut ggml_tensor;
+    fn ggml_graph_next_uid() -> u64;
 
-    // ggml-backend-meta.cpp (stays in ggml-base)
-    pub fn ggml_backend_buffer_is_meta(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer) -> bool;
-    pub fn ggml_backend_buft_is_meta(buft: *mut crate::ggml::abi_impl::ggml_backend_buffer_type) -> bool;
-    pub fn ggml_backend_meta_buffer_set_usage(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer, usage: BufferUsage);
-    pub fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
+    // ggml-backend-meta.cpp (stays in ggml-base). Without its code in the process (a static link
+    // that did not need it) there is no meta buffer or buffer type, so the predicates are false.
+    #[if_absent(false)]
+    fn ggml_backend_buffer_is_meta(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer) -> bool;
+    #[if_absent(false)]
+    fn ggml_backend_buft_is_meta(buft: *mut crate::ggml::abi_impl::ggml_backend_buffer_type) -> bool;
+    fn ggml_backend_meta_buffer_set_usage(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer, usage: BufferUsage);
+    fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
         ctx: *mut ggml_context,
         buft: *mut crate::ggml::abi_impl::ggml_backend_buffer_type,
     ) -> *mut crate::ggml::abi_impl::ggml_backend_buffer;
