@@ -267,6 +267,24 @@ lib.ggml_backend_buft_alloc_buffer(lib.ggml_backend_cpu_buffer_type(), 1024)
         || { echo "exit $rc: $(head -c 300 "$T/missing.out")"; return 1; }
 }
 check "without ggml-base, a call that needs it names the missing function and aborts" missing_base
+# the static library linked into an executable with ggml-base's objects (from an archive, as a
+# static ggml-base is): nothing is exported, so only the weak references find ggml-base, and
+# ggml-backend-meta's object stays out of the link
+static_link() {
+    local obj=$BUILD_STOCK/llama.cpp/ggml/src/CMakeFiles/ggml-base.dir o objs=()
+    for o in "$obj"/*.o; do
+        case $o in */ggml-backend.cpp.o | */ggml-alloc.c.o) ;; *) objs+=("$o") ;; esac
+    done
+    rm -f "$T/libbase.a"
+    ar rcs "$T/libbase.a" "${objs[@]}" \
+        && gcc -std=c11 -Wall -Wextra -Werror -I"$TREE/ggml/include" -c "$ROOT/c_tests/static_link.c" -o "$T/static_link.o" \
+        && g++ -o "$T/static_link" "$T/static_link.o" -Wl,--start-group "$T/libbase.a" "${LIB%.so}.a" -Wl,--end-group \
+            -fopenmp -lpthread -ldl -lm || return 1
+    [ -z "$(nm -D "$T/static_link" | grep ' ggml_')" ] || { echo "the executable exports ggml symbols"; return 1; }
+    ! nm "$T/static_link" | grep -q ' T ggml_backend_meta_device$' || { echo "ggml-backend-meta was linked"; return 1; }
+    "$T/static_link"
+}
+check "static library in an executable with ggml-base's objects, nothing exported, no meta device" static_link
 # the stock libllama dlopened with RTLD_LOCAL by a program that links nothing of ggml
 preload_dlopen() {
     local prog=$BUILD_STOCK/c_tests/dlopen_llama args=("$BUILD_STOCK/bin/libllama.so" "$MODELS/tiny-f32.gguf" "$PROMPT" 24)
