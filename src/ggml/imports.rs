@@ -76,7 +76,7 @@ impl Import {
                 self.addr.store(p, Ordering::Relaxed);
                 p
             }
-            None => missing(self.name),
+            None => missing(self.name, None),
         }
     }
 
@@ -166,14 +166,15 @@ fn any_loaded_object(name: &CStr) -> Option<*mut c_void> {
     None
 }
 
-/// A ggml function this library needs is in no loaded object: say which, and abort. Not through
-/// ggml's logger or `ggml_abort` (they are what is missing), and no panic (we may be inside a
-/// call from C).
+/// A ggml function this library needs is in no loaded object: say which (after `context`, the
+/// message that was being reported, if any), and abort. Not through ggml's logger or
+/// `ggml_abort` (they are what is missing), and no panic (we may be inside a call from C).
 #[cold]
-fn missing(name: &CStr) -> ! {
+pub fn missing(name: &CStr, context: Option<&str>) -> ! {
     let text = format!(
-        "ggml-rs: {} is not in this process: ggml-base (libggml-base) is not loaded, or not the \
+        "{}ggml-rs: {} is not in this process: ggml-base (libggml-base) is not loaded, or not the \
          ggml this library was built for (ggml {}); ggml-rs cannot work without it\n",
+        context.map(|c| format!("{c}\n")).unwrap_or_default(),
         name.to_string_lossy(),
         crate::config::GGML_VERSION
     );

@@ -42,6 +42,10 @@ pub fn log(level: Level, text: &str) {
 /// Aborts through `ggml_abort`: prints `file:line: message` and a backtrace, calls the abort
 /// callback the application installed, then aborts the process.
 pub fn abort(file: &str, line: u32, message: &str) -> ! {
+    // without ggml-base (a cold path: look again each time), the message still gets out
+    if crate::ggml::imports::lookup(c"ggml_abort").is_none() {
+        crate::ggml::imports::missing(c"ggml_abort", Some(&format!("{file}:{line}: {message}")));
+    }
     let file = c_string(file);
     let message = c_string(message);
     // SAFETY: ggml_abort is printf-style; "%s" with a valid C string is a well-formed call. It
