@@ -200,7 +200,7 @@ macro_rules! ggml_imports {
     ($(#[doc = $doc:literal])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?; $($rest:tt)*) => {
         $(#[doc = $doc])*
         #[inline(always)]
-        pub unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+        pub(crate) unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
             static IMPORT: $crate::ggml::imports::Import = $crate::ggml::imports::Import::new(
                 match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
                     Ok(n) => n,
@@ -219,7 +219,7 @@ macro_rules! ggml_imports {
     ($(#[doc = $doc:literal])* #[if_absent($absent:expr)] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; $($rest:tt)*) => {
         $(#[doc = $doc])*
         #[inline(always)]
-        pub unsafe fn $name($($arg: $ty),*) -> $ret {
+        pub(crate) unsafe fn $name($($arg: $ty),*) -> $ret {
             static IMPORT: $crate::ggml::imports::Import = $crate::ggml::imports::Import::new(
                 match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
                     Ok(n) => n,
@@ -240,7 +240,7 @@ macro_rules! ggml_imports {
     ($(#[doc = $doc:literal])* variadic fn $name:ident($($arg:ident: $ty:ty),*; $($varg:ident: $vty:ty),*) $(-> $ret:ty)?; $($rest:tt)*) => {
         $(#[doc = $doc])*
         #[inline(always)]
-        pub unsafe fn $name($($arg: $ty),*, $($varg: $vty),*) $(-> $ret)? {
+        pub(crate) unsafe fn $name($($arg: $ty),*, $($varg: $vty),*) $(-> $ret)? {
             static IMPORT: $crate::ggml::imports::Import = $crate::ggml::imports::Import::new(
                 match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
                     Ok(n) => n,
