@@ -13,11 +13,11 @@
 //!
 //! Where a symbol is looked for, in order:
 //! 1. a weak reference (a table in C, `$OUT_DIR/weak_imports.c`, that build.rs generates from
-//!    the declarations in `sys.rs`). When the static library is linked into ggml-base or into an executable with
-//!    ggml, the static linker resolves it, and `dlsym` could not see a symbol that is not exported
-//!    from the executable. In the shared library it is resolved at load time when ggml-base is
-//!    already there (LD_PRELOAD over a program linked to ggml-base, or ggml-base linked to us) and
-//!    is NULL, with no error, otherwise.
+//!    the declarations in `sys.rs`). When the static library is linked into ggml-base or into an
+//!    executable with ggml, the static linker resolves it, and `dlsym` could not see a symbol the
+//!    executable does not export (`c_tests/static_link.c`). In the shared library it is resolved
+//!    at load time when ggml-base is already there (LD_PRELOAD over a program linked to
+//!    ggml-base, or ggml-base linked to us) and is NULL, with no error, otherwise.
 //! 2. `dlsym(RTLD_DEFAULT)`: ggml-base loaded after us into the global scope.
 //! 3. every loaded object, through `dlopen(RTLD_NOLOAD)` of each and `dlsym` on that handle
 //!    (ggml-base `dlopen`ed with `RTLD_LOCAL`, e.g. by llama-cpp-python).
@@ -54,6 +54,8 @@ impl Import {
     /// ends the process with a message naming it.
     #[inline(always)]
     pub fn get(&self) -> *mut c_void {
+        // Relaxed: the address is code of an object the loader has mapped and relocated before
+        // anyone could look it up; threads that race on the first call store the same value.
         let p = self.addr.load(Ordering::Relaxed);
         if p.is_null() { self.resolve_or_abort() } else { p }
     }
