@@ -143,20 +143,25 @@ impl Sched {
     pub fn new(backends: Vec<Backend>, bufts: Option<Vec<BufferType>>, parallel: bool, op_offload: bool) -> Sched {
         let n = backends.len();
         crate::ensure!(n > 0 && n <= MAX_BACKENDS, "ggml_backend_sched_new: {n} backends given, 1 to {MAX_BACKENDS} supported");
+        for (i, b) in backends.iter().enumerate() {
+            crate::ensure!(!b.device_ptr().is_null(), "ggml_backend_sched_new: backends[{i}] ('{}') has no device", b.name());
+        }
         let last = backends[n - 1];
         crate::ensure!(
             last.device().dev_type() == sys::DEV_TYPE_CPU,
-            "ggml_backend_sched_new: the last backend must be a CPU backend ('{}' is not)",
+            "ggml_backend_sched_new: the last backend, backends[{}] ('{}'), must be a CPU backend (the fallback for ops \
+             no other backend supports)",
+            n - 1,
             last.name()
         );
         let bufts: Vec<BufferType> = match bufts {
             Some(b) => b,
             None => backends.iter().map(|&b| default_buffer_type(b)).collect(),
         };
-        for (b, buft) in backends.iter().zip(&bufts) {
+        for (i, (b, buft)) in backends.iter().zip(&bufts).enumerate() {
             crate::ensure!(
                 b.device().supports_buft(buft.as_ptr()),
-                "ggml_backend_sched_new: backend '{}' cannot use buffer type '{}'",
+                "ggml_backend_sched_new: backends[{i}] ('{}') cannot use buffer type bufts[{i}] ('{}')",
                 b.name(),
                 buft.name()
             );
