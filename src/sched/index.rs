@@ -4,6 +4,7 @@
 //! graph has the same nodes, leafs, sources and view sources (checked without hashing).
 
 use crate::alloc::gallocr::AddrMap;
+use crate::alloc::unlisted;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::{GGML_MAX_SRC, ggml_op, op};
 use crate::ggml::tensor::TensorRef;
@@ -28,6 +29,9 @@ pub struct GraphIndex {
     /// placed by the allocator, including those still pointing into one of the scheduler's own
     /// compute buffers from an earlier allocation (recomputed nodes, inputs written again).
     pub storage: Vec<Option<Buffer>>,
+    /// a node reading a tensor that is neither a node nor a leaf and is never computed, and that
+    /// tensor (see `alloc::unlisted`): the graph cannot be allocated
+    pub unlisted: Option<(TensorRef, TensorRef)>,
 }
 
 impl GraphIndex {
@@ -75,6 +79,7 @@ impl GraphIndex {
             view_src: Vec::with_capacity(n),
             ops: Vec::with_capacity(n),
             storage: Vec::new(),
+            unlisted: None,
         };
         for &l in leafs {
             let id = ix.id(l);
@@ -100,6 +105,7 @@ impl GraphIndex {
         for &n in &self.nodes {
             is_node[n as usize] = true;
         }
+        self.unlisted = self.find_unlisted(&is_node);
         let storage = (0..self.tensors.len())
             .map(|i| {
                 let root = if self.view_src[i] == NONE { i } else { self.view_src[i] as usize };
@@ -110,6 +116,31 @@ impl GraphIndex {
             })
             .collect();
         self.storage = storage;
+    }
+
+    /// A node that reads a tensor the graph never computes (see `alloc::unlisted`): the first in
+    /// graph order, and that tensor.
+    fn find_unlisted(&self, is_node: &[bool]) -> Option<(TensorRef, TensorRef)> {
+        let mut listed = is_node.to_vec();
+        for &l in &self.leafs {
+            listed[l as usize] = true;
+        }
+        // numbered only as a source or view source: rare, so the headers are read only then
+        if listed.iter().all(|&b| b) {
+            return None;
+        }
+        let bad: Vec<bool> = (0..self.tensors.len())
+            .map(|t| !listed[t] && self.view_src[t] == NONE && unlisted::is_uncomputed(self.tensors[t]))
+            .collect();
+        if !bad.contains(&true) {
+            return None;
+        }
+        self.nodes.iter().zip(&self.srcs).find_map(|(&n, srcs)| {
+            srcs.iter().filter(|&&s| s != NONE).find_map(|&s| {
+                let root = if self.view_src[s as usize] == NONE { s } else { self.view_src[s as usize] };
+                bad[root as usize].then(|| (self.tensor(n), self.tensor(root)))
+            })
+        })
     }
 
     /// Whether tensor `id`'s op only re-describes its source's memory (VIEW, RESHAPE, ...).

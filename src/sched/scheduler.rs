@@ -17,6 +17,7 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 
 use crate::alloc::gallocr::{AddrMap, AllocError, Gallocr, GraphInput};
+use crate::alloc::unlisted;
 use crate::backend::buffer::buffer_is_host;
 use crate::backend::stream::{default_buffer_type, event_new};
 use crate::ggml::abi_backend::ggml_backend_sched_eval_callback;
@@ -380,6 +381,10 @@ impl Sched {
             return true;
         }
         self.split_graph(graph);
+        if let Some((node, src)) = self.plan.as_ref().expect("split_graph ran").ix.unlisted {
+            crate::log_error!("{}\n", unlisted::message("ggml_backend_sched_alloc_graph", node, src));
+            return false;
+        }
         // a new plan may move split inputs: let the backends finish with the old addresses first
         for b in &self.be.backends {
             b.synchronize();
@@ -449,7 +454,13 @@ impl Sched {
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
-        let ok = Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok();
+        let ok = match plan.ix.unlisted {
+            Some((node, src)) => {
+                crate::log_error!("{}\n", unlisted::message("ggml_backend_sched_reserve", node, src));
+                false
+            }
+            None => Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok(),
+        };
         self.reset();
         ok
     }
@@ -502,7 +513,7 @@ impl Sched {
 fn describe(e: &AllocError) -> String {
     match e {
         AllocError::NeedsReserve => "the graph needs a new plan".to_string(),
-        AllocError::Backend(m) | AllocError::Plan(m) | AllocError::LostResult(m) => m.clone(),
+        AllocError::Backend(m) | AllocError::Plan(m) | AllocError::LostResult(m) | AllocError::Graph(m) => m.clone(),
     }
 }
 
