@@ -121,6 +121,9 @@ pub struct Sched {
     n_splits: usize,
     pool: TensorPool,
     allocated: Option<GraphIdentity>,
+    /// a reserve of another graph came between alloc_graph and graph_compute: the allocated
+    /// graph's tensors may lie in memory the reserve gave to others (cleared by reset/alloc_graph)
+    lost_to_reserve: bool,
     prev_buft_ids: (Vec<usize>, Vec<usize>),
     graph_size: (usize, usize),
     dump_dir: Option<String>,
@@ -207,6 +210,7 @@ impl Sched {
             n_splits: 0,
             pool: TensorPool::default(),
             allocated: None,
+            lost_to_reserve: false,
             prev_buft_ids: (Vec::new(), Vec::new()),
             graph_size: (0, 0),
             dump_dir,
@@ -282,6 +286,7 @@ impl Sched {
         }
         self.is_alloc = false;
         self.allocated = None;
+        self.lost_to_reserve = false;
     }
 
     pub fn synchronize(&mut self) {
@@ -373,6 +378,7 @@ impl Sched {
             !self.is_alloc,
             "ggml_backend_sched_alloc_graph: a graph is already allocated; call ggml_backend_sched_reset first"
         );
+        self.lost_to_reserve = false;
         self.cur_copy = self.next_copy;
         self.next_copy = (self.next_copy + 1) % self.n_copies;
         if self.repeat_last(graph) {
@@ -451,6 +457,7 @@ impl Sched {
     }
 
     pub fn reserve(&mut self, measure: GraphRef) -> bool {
+        let lost = self.loses_allocation_to(measure);
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
@@ -462,11 +469,20 @@ impl Sched {
             None => Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok(),
         };
         self.reset();
+        self.lost_to_reserve = lost;
         ok
     }
 
+    /// Whether reserving `measure` takes the memory of the graph allocated now, or of one whose
+    /// memory an earlier reserve took (a reserve of the allocated graph itself keeps its plan).
+    fn loses_allocation_to(&self, measure: GraphRef) -> bool {
+        self.lost_to_reserve || (self.is_alloc && self.allocated != Some(GraphIdentity::of(measure)))
+    }
+
     pub fn reserve_size(&mut self, measure: GraphRef) -> Vec<usize> {
+        let lost = self.loses_allocation_to(measure);
         self.reset();
+        self.lost_to_reserve = lost;
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
@@ -478,6 +494,16 @@ impl Sched {
     }
 
     pub fn graph_compute_async(&mut self, graph: GraphRef) -> ggml_status {
+        if self.lost_to_reserve {
+            crate::log_error!(
+                "ggml_backend_sched_graph_compute: ggml_backend_sched_reserve of another graph came after \
+                 ggml_backend_sched_alloc_graph, so the allocated graph's tensors (and the inputs set in them) may lie \
+                 in memory given to others; call ggml_backend_sched_alloc_graph again and set the inputs before \
+                 computing ({} nodes)\n",
+                graph.n_nodes()
+            );
+            return GGML_STATUS_FAILED;
+        }
         if !self.is_reset && !self.is_alloc {
             self.reset();
         }
