@@ -355,7 +355,16 @@ impl Sched {
         let plan = self.plan.as_ref().expect("split_graph ran");
         let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
         let changed = ids != self.prev_buft_ids;
-        let replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+        let mut replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+        if let Err(AllocError::Backend(why)) = &replanned {
+            // upstream's scheduler tries a failed allocation a second time (see README); a
+            // buffer that could not be had now may be had once the backends are idle
+            crate::log_warn!("ggml_backend_sched_alloc_graph: {why}; trying once more\n");
+            for b in &self.be.backends {
+                b.synchronize();
+            }
+            replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+        }
         self.prev_buft_ids = ids;
         let replanned = replanned?;
         if replanned && self.debug_realloc > 0 && self.galloc.seq() > 1 {
