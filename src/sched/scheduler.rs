@@ -11,7 +11,13 @@
 //! - a result read by a later graph keeps its memory, or allocation fails naming it
 //!   (see `alloc::gallocr`);
 //! - a `false` from the eval callback stops the whole compute, as the header documents (upstream
-//!   only leaves the current split).
+//!   only leaves the current split);
+//! - `graph_compute` after a `reserve` of another graph that came after `alloc_graph` is refused
+//!   (upstream allocates anew inside the compute and reads inputs that are gone);
+//! - a graph reading a computed tensor that is in neither of its lists is not allocated (see
+//!   `alloc::unlisted`);
+//! - a compute buffer that cannot be allocated is tried once more with any number of buffer types
+//!   (upstream: only with one, where its allocator's own attempt comes first), with a warning.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
