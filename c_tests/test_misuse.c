@@ -9,7 +9,7 @@
 // - ggml_backend_sched_reserve of another graph between alloc_graph and graph_compute makes the
 //   compute fail with a message (upstream: the graph is allocated anew, its inputs are lost);
 // - a compute buffer that cannot be allocated once is tried a second time by the scheduler, as
-//   upstream does with one buffer type (upstream, with two: the allocation fails).
+//   upstream does with one backend (upstream, with two: the allocation fails).
 #include "check.h"
 #include "fake_backend.h"
 
@@ -234,8 +234,8 @@ static void test_unlisted_source_named_by_sched_two_backends(void) { unlisted_so
 
 // Scenario: alloc_graph(ga), input x set, then reserve(gb) of a larger graph, then
 // graph_compute(ga). Expected: GGML_STATUS_FAILED and a message that names the reserve; after
-// reset + alloc_graph + setting x again, ga computes 2x. A reserve of ga itself in between keeps
-// the allocation (ga computes 2x with x as set). Upstream: the compute allocates ga anew (the
+// reset + alloc_graph + setting x again, ga computes 2x. After a reserve of ga itself the compute
+// allocates ga again in the same places (ga computes 2x with x as set). Upstream: the compute allocates ga anew (the
 // reserve reset the scheduler), over memory the reserve planned for gb, and reads whatever x's
 // new place holds. Invariant: a compute never reads inputs from memory given to another graph.
 static void test_reserve_between_alloc_and_compute_refused(void) {
@@ -299,8 +299,8 @@ static void test_reserve_between_alloc_and_compute_refused(void) {
 // next allocation (once), then twice in a row. Expected: once: alloc_graph succeeds (a warning
 // says the allocation was tried again) and the graph computes; twice: alloc_graph returns false
 // with the buffer type named, and the next alloc_graph succeeds. Upstream tries again only with
-// one buffer type (its alloc_graph plans automatically only then, and the scheduler reserves
-// after it failed); with two it returns false at once.
+// one backend (its allocator then has one buffer type and plans by itself in alloc_graph, and the
+// scheduler reserves after that failed); with two it returns false at once.
 static void test_transient_buffer_failure_tried_again_once(void) {
     ggml_backend_t fake = fake_backend_new(NULL);
     struct fake_stats * st = fake_backend_stats(fake);

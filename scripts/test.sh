@@ -71,7 +71,7 @@ check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_s
     test_compute_honours_its_graph_argument test_result_read_by_the_next_graph
 # misuse and failure: upstream leaves tensors in freed buffers, allocates sources it never computes
 # (crashes when they are read through a view), computes a graph a reserve took the memory of, and
-# does not try a refused compute buffer again when it has several buffer types
+# does not try a refused compute buffer again in a scheduler with several backends
 check "upstream fails the misuse scenarios" upstream_fails test_misuse \
     test_failed_ctx_alloc_leaves_nothing_in_freed_memory test_unlisted_source_named_by_gallocr \
     test_unlisted_source_via_a_view_named_by_gallocr test_unlisted_source_named_by_sched_one_backend \

@@ -16,7 +16,7 @@
 //!   (upstream allocates anew inside the compute and reads inputs that are gone);
 //! - a graph reading a computed tensor that is in neither of its lists is not allocated (see
 //!   `alloc::unlisted`);
-//! - a compute buffer that cannot be allocated is tried once more with any number of buffer types
+//! - a compute buffer that cannot be allocated is tried once more with any number of backends
 //!   (upstream: only with one, where its allocator's own attempt comes first), with a warning.
 
 use std::cell::RefCell;
@@ -130,6 +130,9 @@ pub struct Sched {
     /// a reserve of another graph came between alloc_graph and graph_compute: the allocated
     /// graph's tensors may lie in memory the reserve gave to others (cleared by reset/alloc_graph)
     lost_to_reserve: bool,
+    /// a reserve of the allocated graph itself came in between: its inputs and where they were,
+    /// to check that the compute's new allocation puts them in the same places
+    inputs_before_reserve: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
     prev_buft_ids: (Vec<usize>, Vec<usize>),
     graph_size: (usize, usize),
     dump_dir: Option<String>,
@@ -217,6 +220,7 @@ impl Sched {
             pool: TensorPool::default(),
             allocated: None,
             lost_to_reserve: false,
+            inputs_before_reserve: None,
             prev_buft_ids: (Vec::new(), Vec::new()),
             graph_size: (0, 0),
             dump_dir,
@@ -293,6 +297,7 @@ impl Sched {
         self.is_alloc = false;
         self.allocated = None;
         self.lost_to_reserve = false;
+        self.inputs_before_reserve = None;
     }
 
     pub fn synchronize(&mut self) {
@@ -473,6 +478,10 @@ impl Sched {
 
     pub fn reserve(&mut self, measure: GraphRef) -> bool {
         let lost = self.loses_allocation_to(measure);
+        let inputs = (self.is_alloc && !lost).then(|| {
+            let all = measure.leaf_slice().iter().chain(measure.node_slice());
+            (GraphIdentity::of(measure), all.filter(|t| t.is_input()).map(|&t| (t, t.data() as usize)).collect())
+        });
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
@@ -485,6 +494,7 @@ impl Sched {
         };
         self.reset();
         self.lost_to_reserve = lost;
+        self.inputs_before_reserve = inputs;
         ok
     }
 
@@ -519,12 +529,24 @@ impl Sched {
             );
             return GGML_STATUS_FAILED;
         }
+        let inputs_before_reserve = self.inputs_before_reserve.take();
         if !self.is_reset && !self.is_alloc {
             self.reset();
         }
         if !self.is_alloc {
             if !self.alloc_graph(graph) {
                 return GGML_STATUS_ALLOC_FAILED;
+            }
+            // allocated again after a reserve of the same graph: the inputs the caller set must
+            // still be where they were (they are, while the plan is the same)
+            let kept = inputs_before_reserve.filter(|(id, _)| *id == GraphIdentity::of(graph)).map(|(_, inputs)| inputs);
+            if let Some(moved) = kept.iter().flatten().find(|(t, data)| t.data() as usize != *data) {
+                crate::log_error!(
+                    "ggml_backend_sched_graph_compute: input {} moved when the graph was allocated again after \
+                     ggml_backend_sched_reserve; call ggml_backend_sched_alloc_graph after the reserve and set the inputs\n",
+                    moved.0
+                );
+                return GGML_STATUS_FAILED;
             }
         } else if self.allocated != Some(GraphIdentity::of(graph)) {
             crate::log_error!(
