@@ -32,6 +32,9 @@ pub struct GraphIndex {
     /// a node reading a tensor that is neither a node nor a leaf and is never computed, and that
     /// tensor (see `alloc::unlisted`): the graph cannot be allocated
     pub unlisted: Option<(TensorRef, TensorRef)>,
+    /// whether some tensor may be in neither list (numbered first as a source or view source);
+    /// false for graphs in ggml's order, where every source is listed before it is read
+    has_loose: bool,
 }
 
 impl GraphIndex {
@@ -80,13 +83,21 @@ impl GraphIndex {
             ops: Vec::with_capacity(n),
             storage: Vec::new(),
             unlisted: None,
+            has_loose: false,
         };
+        // tensors numbered by the lists themselves (each one new when it is numbered last): all
+        // of them unless a source or view source was numbered first
+        let mut n_by_lists = 0;
         for &l in leafs {
+            let before = ix.tensors.len();
             let id = ix.id(l);
+            n_by_lists += (ix.tensors.len() > before) as usize;
             ix.leafs.push(id);
         }
         for &node in nodes {
+            let before = ix.tensors.len();
             let id = ix.id(node);
+            n_by_lists += (ix.tensors.len() > before) as usize;
             ix.nodes.push(id);
             let mut s = [NONE; GGML_MAX_SRC];
             for (j, src) in node.srcs().into_iter().enumerate() {
@@ -96,16 +107,17 @@ impl GraphIndex {
             }
             ix.srcs.push(s);
         }
+        ix.has_loose = n_by_lists < ix.tensors.len();
         ix
     }
 
-    /// Where each tensor's bytes are now (`storage`).
+    /// Where each tensor's bytes are now (`storage`), and whether a node reads a tensor the
+    /// graph never computes (`unlisted`).
     fn locate(&mut self, is_compute_buffer: impl Fn(usize) -> bool) {
         let mut is_node = vec![false; self.tensors.len()];
         for &n in &self.nodes {
             is_node[n as usize] = true;
         }
-        self.unlisted = self.find_unlisted(&is_node);
         let storage = (0..self.tensors.len())
             .map(|i| {
                 let root = if self.view_src[i] == NONE { i } else { self.view_src[i] as usize };
@@ -116,6 +128,7 @@ impl GraphIndex {
             })
             .collect();
         self.storage = storage;
+        self.unlisted = if self.has_loose { self.find_unlisted(&is_node) } else { None };
     }
 
     /// A node that reads a tensor the graph never computes (see `alloc::unlisted`): the first in
@@ -124,10 +137,6 @@ impl GraphIndex {
         let mut listed = is_node.to_vec();
         for &l in &self.leafs {
             listed[l as usize] = true;
-        }
-        // numbered only as a source or view source: rare, so the headers are read only then
-        if listed.iter().all(|&b| b) {
-            return None;
         }
         let bad: Vec<bool> = (0..self.tensors.len())
             .map(|t| !listed[t] && self.view_src[t] == NONE && unlisted::is_uncomputed(self.tensors[t]))
