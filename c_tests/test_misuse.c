@@ -6,8 +6,9 @@
 // - a node whose source is computed by an op but is neither a node nor a leaf of the graph (a
 //   hand-built graph) makes the allocation fail with both named, in the graph allocator and in
 //   the scheduler (upstream: the source is allocated, never computed, and read as it is);
-// - ggml_backend_sched_reserve of another graph between alloc_graph and graph_compute makes the
-//   compute fail with a message (upstream: the graph is allocated anew, its inputs are lost);
+// - ggml_backend_sched_reserve (or split_graph) of another graph between alloc_graph and
+//   graph_compute makes the compute fail with a message (upstream: the graph is allocated anew,
+//   its inputs are lost; after split_graph, the other graph's splits run: a crash);
 // - a compute buffer that cannot be allocated once is tried a second time by the scheduler, as
 //   upstream does with one backend (upstream, with two: the allocation fails).
 #include "check.h"
@@ -295,6 +296,62 @@ static void test_reserve_between_alloc_and_compute_refused(void) {
     ggml_backend_free(cpu);
 }
 
+// Scenario: as above with ggml_backend_sched_split_graph in place of the reserve, over two
+// backends (so the split has copies): split_graph(gb) between alloc_graph(ga) and
+// graph_compute(ga). Expected: GGML_STATUS_FAILED naming split_graph; split_graph(ga) itself:
+// the compute allocates ga again, and computes 2x^2 or fails naming the input that moved.
+// Upstream: the compute runs gb's splits over ga's allocation (a crash), and after a split of
+// ga itself it computes with copies that have no memory (a = 0).
+static void test_split_graph_between_alloc_and_compute_refused(void) {
+    ggml_backend_t fake = fake_backend_new(NULL);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_context * ctx = new_ctx();
+    struct ggml_tensor * x = vec(ctx, "x", 16);
+    ggml_set_input(x);
+    struct ggml_tensor * x2 = ggml_sqr(ctx, x);
+    struct ggml_tensor * a = ggml_scale(ctx, x2, 2.0f);
+    ggml_set_name(a, "a");
+    ggml_set_output(a);
+    struct ggml_cgraph * ga = ggml_new_graph(ctx);
+    ggml_build_forward_expand(ga, a);
+    struct ggml_tensor * y = vec(ctx, "y", 64);
+    ggml_set_input(y);
+    struct ggml_tensor * b = ggml_scale(ctx, ggml_sqr(ctx, y), 3.0f);
+    ggml_set_output(b);
+    struct ggml_cgraph * gb = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gb, b);
+
+    for (int same = 0; same < 2; same++) {
+        ggml_backend_sched_reset(sched);
+        ggml_backend_sched_set_tensor_backend(sched, x2, fake); // x is copied to the device
+        CHECK(ggml_backend_sched_alloc_graph(sched, ga), "alloc ga");
+        set_all(x, 3.0f);
+        ggml_backend_sched_split_graph(sched, same ? ga : gb);
+        log_capture_begin();
+        enum ggml_status st = ggml_backend_sched_graph_compute(sched, ga);
+        ggml_log_set(NULL, NULL);
+        if (!same) {
+            CHECK(st == GGML_STATUS_FAILED, "compute after a split of another graph: status %d", (int) st);
+            CHECK(strstr(g_log, "ggml_backend_sched_split_graph of another graph") != NULL, "message: %s", g_log);
+        } else if (st == GGML_STATUS_SUCCESS) {
+            CHECK_FLOAT(get0(a), 18.0);
+        } else {
+            CHECK(st == GGML_STATUS_FAILED && strstr(g_log, "input 'x' moved") != NULL, "status %d, message: %s", (int) st, g_log);
+        }
+    }
+    ggml_backend_sched_reset(sched);
+    CHECK(ggml_backend_sched_alloc_graph(sched, ga), "alloc ga");
+    set_all(x, 1.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, ga) == GGML_STATUS_SUCCESS, "compute ga");
+    CHECK_FLOAT(get0(a), 2.0);
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
 // Scenario: a scheduler with the fake device and the CPU; the device's buffer type refuses its
 // next allocation (once), then twice in a row. Expected: once: alloc_graph succeeds (a warning
 // says the allocation was tried again) and the graph computes; twice: alloc_graph returns false
@@ -370,6 +427,7 @@ int main(int argc, char ** argv) {
     RUN(test_unlisted_source_named_by_sched_one_backend);
     RUN(test_unlisted_source_named_by_sched_two_backends);
     RUN(test_reserve_between_alloc_and_compute_refused);
+    RUN(test_split_graph_between_alloc_and_compute_refused);
     RUN(test_transient_buffer_failure_tried_again_once);
     printf("%d tests passed\n", g_tests_run);
     return 0;

@@ -169,7 +169,7 @@ pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(sched: ggml_backe
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_split_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) {
     ffi_boundary!("ggml_backend_sched_split_graph", {
-        sched_arg("ggml_backend_sched_split_graph", sched).split_graph(graph_arg("ggml_backend_sched_split_graph", graph))
+        sched_arg("ggml_backend_sched_split_graph", sched).split_graph_only(graph_arg("ggml_backend_sched_split_graph", graph))
     })
 }
 

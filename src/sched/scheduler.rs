@@ -12,8 +12,9 @@
 //!   (see `alloc::gallocr`);
 //! - a `false` from the eval callback stops the whole compute, as the header documents (upstream
 //!   only leaves the current split);
-//! - `graph_compute` after a `reserve` of another graph that came after `alloc_graph` is refused
-//!   (upstream allocates anew inside the compute and reads inputs that are gone);
+//! - `graph_compute` after a `reserve` or `split_graph` of another graph that came after
+//!   `alloc_graph` is refused (upstream allocates anew inside the compute and reads inputs that
+//!   are gone, or runs the other graph's splits);
 //! - a graph reading a computed tensor that is in neither of its lists is not allocated (see
 //!   `alloc::unlisted`);
 //! - a compute buffer that cannot be allocated is tried once more with any number of backends
@@ -127,12 +128,13 @@ pub struct Sched {
     n_splits: usize,
     pool: TensorPool,
     allocated: Option<GraphIdentity>,
-    /// a reserve of another graph came between alloc_graph and graph_compute: the allocated
-    /// graph's tensors may lie in memory the reserve gave to others (cleared by reset/alloc_graph)
-    lost_to_reserve: bool,
-    /// a reserve of the allocated graph itself came in between: its inputs and where they were,
-    /// to check that the compute's new allocation puts them in the same places
-    inputs_before_reserve: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
+    /// a reserve or split of another graph came between alloc_graph and graph_compute (the
+    /// function's name): the allocated graph's tensors may lie in memory given to others, and
+    /// computing it is refused (cleared by reset and alloc_graph)
+    lost_to: Option<&'static str>,
+    /// a reserve or split of the allocated graph itself came in between: its inputs and where
+    /// they were, to check that the compute's new allocation puts them in the same places
+    inputs_before_replan: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
     prev_buft_ids: (Vec<usize>, Vec<usize>),
     graph_size: (usize, usize),
     dump_dir: Option<String>,
@@ -219,8 +221,8 @@ impl Sched {
             n_splits: 0,
             pool: TensorPool::default(),
             allocated: None,
-            lost_to_reserve: false,
-            inputs_before_reserve: None,
+            lost_to: None,
+            inputs_before_replan: None,
             prev_buft_ids: (Vec::new(), Vec::new()),
             graph_size: (0, 0),
             dump_dir,
@@ -296,8 +298,8 @@ impl Sched {
         }
         self.is_alloc = false;
         self.allocated = None;
-        self.lost_to_reserve = false;
-        self.inputs_before_reserve = None;
+        self.lost_to = None;
+        self.inputs_before_replan = None;
     }
 
     pub fn synchronize(&mut self) {
@@ -398,7 +400,7 @@ impl Sched {
             !self.is_alloc,
             "ggml_backend_sched_alloc_graph: a graph is already allocated; call ggml_backend_sched_reset first"
         );
-        self.lost_to_reserve = false;
+        self.lost_to = None;
         self.cur_copy = self.next_copy;
         self.next_copy = (self.next_copy + 1) % self.n_copies;
         if self.repeat_last(graph) {
@@ -476,12 +478,16 @@ impl Sched {
         true
     }
 
+    /// `ggml_backend_sched_split_graph`: a new split plan, which ends any allocation (see
+    /// `before_replan`).
+    pub fn split_graph_only(&mut self, graph: GraphRef) {
+        let replan = self.before_replan("ggml_backend_sched_split_graph", graph);
+        self.split_graph(graph);
+        self.after_replan(replan);
+    }
+
     pub fn reserve(&mut self, measure: GraphRef) -> bool {
-        let lost = self.loses_allocation_to(measure);
-        let inputs = (self.is_alloc && !lost).then(|| {
-            let all = measure.leaf_slice().iter().chain(measure.node_slice());
-            (GraphIdentity::of(measure), all.filter(|t| t.is_input()).map(|&t| (t, t.data() as usize)).collect())
-        });
+        let replan = self.before_replan("ggml_backend_sched_reserve", measure);
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
@@ -493,21 +499,36 @@ impl Sched {
             None => Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok(),
         };
         self.reset();
-        self.lost_to_reserve = lost;
-        self.inputs_before_reserve = inputs;
+        self.after_replan(replan);
         ok
     }
 
-    /// Whether reserving `measure` takes the memory of the graph allocated now, or of one whose
-    /// memory an earlier reserve took (a reserve of the allocated graph itself keeps its plan).
-    fn loses_allocation_to(&self, measure: GraphRef) -> bool {
-        self.lost_to_reserve || (self.is_alloc && self.allocated != Some(GraphIdentity::of(measure)))
+    /// What a new split plan made by `function` for `measure` does to the graph allocated now:
+    /// the plan of another graph takes its memory (or the memory was taken already), so computing
+    /// it is refused until it is allocated again; the plan of the same graph puts it back in its
+    /// places when the compute allocates it again, which is checked on its inputs.
+    fn before_replan(&self, function: &'static str, measure: GraphRef) -> Replan {
+        let lost = self.lost_to.or_else(|| (self.is_alloc && self.allocated != Some(GraphIdentity::of(measure))).then_some(function));
+        let inputs = (self.is_alloc && lost.is_none()).then(|| {
+            let all = measure.leaf_slice().iter().chain(measure.node_slice());
+            (GraphIdentity::of(measure), all.filter(|t| t.is_input()).map(|&t| (t, t.data() as usize)).collect())
+        });
+        Replan { lost, inputs }
+    }
+
+    /// The allocation is over (the split plan and the copies are the new plan's); see
+    /// `before_replan`.
+    fn after_replan(&mut self, replan: Replan) {
+        self.is_alloc = false;
+        self.allocated = None;
+        self.lost_to = replan.lost;
+        self.inputs_before_replan = replan.inputs;
     }
 
     pub fn reserve_size(&mut self, measure: GraphRef) -> Vec<usize> {
-        let lost = self.loses_allocation_to(measure);
+        let replan = self.before_replan("ggml_backend_sched_reserve_size", measure);
         self.reset();
-        self.lost_to_reserve = lost;
+        self.after_replan(replan);
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
@@ -519,9 +540,9 @@ impl Sched {
     }
 
     pub fn graph_compute_async(&mut self, graph: GraphRef) -> ggml_status {
-        if self.lost_to_reserve {
+        if let Some(function) = self.lost_to {
             crate::log_error!(
-                "ggml_backend_sched_graph_compute: ggml_backend_sched_reserve of another graph came after \
+                "ggml_backend_sched_graph_compute: {function} of another graph came after \
                  ggml_backend_sched_alloc_graph, so the allocated graph's tensors (and the inputs set in them) may lie \
                  in memory given to others; call ggml_backend_sched_alloc_graph again and set the inputs before \
                  computing ({} nodes)\n",
@@ -529,7 +550,7 @@ impl Sched {
             );
             return GGML_STATUS_FAILED;
         }
-        let inputs_before_reserve = self.inputs_before_reserve.take();
+        let inputs_before_replan = self.inputs_before_replan.take();
         if !self.is_reset && !self.is_alloc {
             self.reset();
         }
@@ -537,13 +558,13 @@ impl Sched {
             if !self.alloc_graph(graph) {
                 return GGML_STATUS_ALLOC_FAILED;
             }
-            // allocated again after a reserve of the same graph: the inputs the caller set must
-            // still be where they were (they are, while the plan is the same)
-            let kept = inputs_before_reserve.filter(|(id, _)| *id == GraphIdentity::of(graph)).map(|(_, inputs)| inputs);
+            // allocated again after a reserve or split of the same graph: the inputs the caller
+            // set must still be where they were (they are, while the plan is the same)
+            let kept = inputs_before_replan.filter(|(id, _)| *id == GraphIdentity::of(graph)).map(|(_, inputs)| inputs);
             if let Some(moved) = kept.iter().flatten().find(|(t, data)| t.data() as usize != *data) {
                 crate::log_error!(
-                    "ggml_backend_sched_graph_compute: input {} moved when the graph was allocated again after \
-                     ggml_backend_sched_reserve; call ggml_backend_sched_alloc_graph after the reserve and set the inputs\n",
+                    "ggml_backend_sched_graph_compute: input {} moved when the graph was allocated again after a \
+                     reserve or split of it; call ggml_backend_sched_alloc_graph after those and set the inputs\n",
                     moved.0
                 );
                 return GGML_STATUS_FAILED;
@@ -571,6 +592,12 @@ impl Sched {
         self.synchronize();
         status
     }
+}
+
+/// See `Sched::before_replan`.
+struct Replan {
+    lost: Option<&'static str>,
+    inputs: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
 }
 
 fn describe(e: &AllocError) -> String {
