@@ -19,6 +19,8 @@ struct fake_ctx {
     struct ggml_backend_device device;
     struct ggml_backend backend;
     ggml_guid guid;
+    int allocs_before_failing; // fake_backend_fail_allocs
+    int allocs_to_fail;
 };
 
 struct fake_buffer {
@@ -102,6 +104,11 @@ static const char * fbt_name(ggml_backend_buffer_type_t buft) { return ctx_of_bu
 
 static ggml_backend_buffer_t fbt_alloc(ggml_backend_buffer_type_t buft, size_t size) {
     struct fake_ctx * ctx = ctx_of_buft(buft);
+    if (ctx->allocs_to_fail > 0 && ctx->allocs_before_failing-- <= 0) {
+        ctx->allocs_to_fail--;
+        ctx->stats.buffers_refused++;
+        return NULL;
+    }
     struct fake_buffer * fb = (struct fake_buffer *) calloc(1, sizeof(*fb));
     fb->ctx = ctx;
     fb->mem = calloc(1, size + ctx->opts.alignment);
@@ -237,3 +244,9 @@ ggml_backend_t fake_backend_new(const struct fake_options * opts) {
 ggml_backend_buffer_type_t fake_backend_buft(ggml_backend_t backend) { return &ctx_of_backend(backend)->buft; }
 struct fake_stats * fake_backend_stats(ggml_backend_t backend) { return &ctx_of_backend(backend)->stats; }
 bool fake_backend_is(ggml_backend_t backend) { return backend && backend->iface.get_name == fk_name; }
+
+void fake_backend_fail_allocs(ggml_backend_t backend, int after, int count) {
+    struct fake_ctx * ctx = ctx_of_backend(backend);
+    ctx->allocs_before_failing = after;
+    ctx->allocs_to_fail = count;
+}

@@ -26,6 +26,7 @@ struct fake_stats {
     int events_waited;
     int events_synced;
     int init_tensor_calls;
+    int buffers_refused;   // allocations made to fail (fake_backend_fail_allocs)
 };
 
 typedef bool (*fake_supports_op_fn)(const struct ggml_tensor * op);
@@ -44,6 +45,9 @@ ggml_backend_t fake_backend_new(const struct fake_options * opts);
 ggml_backend_buffer_type_t fake_backend_buft(ggml_backend_t backend);
 struct fake_stats * fake_backend_stats(ggml_backend_t backend);
 bool fake_backend_is(ggml_backend_t backend);
+// Makes the buffer type fail on demand: of the next buffer allocations, `after` succeed, then
+// `count` fail (the allocation returns NULL, as a device out of memory does), then all succeed.
+void fake_backend_fail_allocs(ggml_backend_t backend, int after, int count);
 
 #ifdef __cplusplus
 }

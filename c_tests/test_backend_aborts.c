@@ -6,6 +6,7 @@
 #include "ggml-alloc.h"
 #include "ggml-backend-impl.h"
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 
 #include <stdint.h>
 
@@ -89,9 +90,66 @@ static void test_bad_input_aborts_with_a_named_message(void) {
     ggml_backend_free(g_fake);
 }
 
+// the constructors' arguments, case by case: the message says which argument is wrong
+static ggml_backend_t g_cpu;
+static void sched_backends_null(void) { ggml_backend_sched_new(NULL, NULL, 1, 64, false, true); }
+static void sched_no_backends(void) { ggml_backend_sched_new(&g_cpu, NULL, 0, 64, false, true); }
+static void sched_too_many_backends(void) {
+    ggml_backend_t many[17];
+    for (int i = 0; i < 17; i++) {
+        many[i] = g_cpu;
+    }
+    ggml_backend_sched_new(many, NULL, 17, 64, false, true);
+}
+static void sched_backend_null(void) {
+    ggml_backend_t b[2] = { NULL, g_cpu };
+    ggml_backend_sched_new(b, NULL, 2, 64, false, true);
+}
+static void sched_last_not_cpu(void) {
+    ggml_backend_t b[2] = { g_cpu, g_fake };
+    ggml_backend_sched_new(b, NULL, 2, 64, false, true);
+}
+static void sched_buft_null(void) {
+    ggml_backend_t b[2] = { g_fake, g_cpu };
+    ggml_backend_buffer_type_t t[2] = { fake_backend_buft(g_fake), NULL };
+    ggml_backend_sched_new(b, t, 2, 64, false, true);
+}
+static void sched_buft_unusable(void) {
+    ggml_backend_t b[2] = { g_fake, g_cpu };
+    ggml_backend_buffer_type_t t[2] = { fake_backend_buft(g_fake), fake_backend_buft(g_fake) };
+    ggml_backend_sched_new(b, t, 2, 64, false, true);
+}
+static void gallocr_bufts_null(void) { ggml_gallocr_new_n(NULL, 1); }
+static void gallocr_no_bufts(void) {
+    ggml_backend_buffer_type_t t = ggml_backend_cpu_buffer_type();
+    ggml_gallocr_new_n(&t, 0);
+}
+static void gallocr_buft_null(void) {
+    ggml_backend_buffer_type_t t[2] = { ggml_backend_cpu_buffer_type(), NULL };
+    ggml_gallocr_new_n(t, 2);
+}
+
+static void test_constructor_misuse_aborts_naming_the_argument(void) {
+    g_fake = fake_backend_new(NULL);
+    g_cpu = ggml_backend_cpu_init();
+    expect_abort("sched_new(NULL, NULL, 1)", sched_backends_null, "ggml_backend_sched_new: argument `backends` is NULL");
+    expect_abort("sched_new with 0 backends", sched_no_backends, "n_backends is 0; need at least one backend");
+    expect_abort("sched_new with 17 backends", sched_too_many_backends, "n_backends is 17; at most 16 backends");
+    expect_abort("sched_new with backends[0] NULL", sched_backend_null, "ggml_backend_sched_new: backends[0] is NULL");
+    expect_abort("sched_new with a device last", sched_last_not_cpu, "the last backend, backends[1] ('FAKE'), must be a CPU backend");
+    expect_abort("sched_new with bufts[1] NULL", sched_buft_null, "ggml_backend_sched_new: bufts[1] is NULL");
+    expect_abort("sched_new with an unusable buffer type", sched_buft_unusable, "backends[1] ('CPU') cannot use buffer type bufts[1] ('FAKE')");
+    expect_abort("gallocr_new_n(NULL, 1)", gallocr_bufts_null, "ggml_gallocr_new_n: argument `bufts` is NULL");
+    expect_abort("gallocr_new_n with 0", gallocr_no_bufts, "ggml_gallocr_new_n: n_bufs is 0");
+    expect_abort("gallocr_new_n with bufts[1] NULL", gallocr_buft_null, "ggml_gallocr_new_n: bufts[1] is NULL");
+    ggml_backend_free(g_cpu);
+    ggml_backend_free(g_fake);
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     RUN(test_bad_input_aborts_with_a_named_message);
+    RUN(test_constructor_misuse_aborts_naming_the_argument);
     printf("%d tests passed\n", g_tests_run);
     return 0;
 }

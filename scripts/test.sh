@@ -71,6 +71,15 @@ check "upstream fails the allocator fuzz (changed graphs replayed by position)" 
 check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
     test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
     test_compute_honours_its_graph_argument test_result_read_by_the_next_graph
+# misuse and failure: upstream leaves tensors in freed buffers, allocates sources it never computes
+# (crashes when they are read through a view), computes a graph a reserve or split took the
+# memory of (a crash after split_graph), and does not try a refused compute buffer again in a
+# scheduler with several backends
+check "upstream fails the misuse scenarios" upstream_fails test_misuse \
+    test_failed_ctx_alloc_leaves_nothing_in_freed_memory test_unlisted_source_named_by_gallocr \
+    test_unlisted_source_via_a_view_named_by_gallocr test_unlisted_source_named_by_sched_one_backend \
+    test_unlisted_source_named_by_sched_two_backends test_reserve_between_alloc_and_compute_refused \
+    test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once
 
 step "5. upstream's test programs on our library"
 check "test-alloc" bash -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"

@@ -1,6 +1,8 @@
 //! `ggml_backend_alloc_ctx_tensors*`: one buffer (or a multi-buffer, when the buffer type's max
 //! size is exceeded) holding every unallocated tensor of a context, in creation order.
 
+use std::ffi::c_void;
+
 use crate::alloc::tallocr::{tallocr_alloc, tallocr_new};
 use crate::backend::buffer::{buffer_free, buft_alloc_buffer, buft_alloc_size, buft_max_size, multi_buffer_alloc};
 use crate::backend::tensor_io::view_init;
@@ -36,9 +38,26 @@ pub fn ctx_tensors_size(ctx: ContextRef, buft: BufferType) -> usize {
     ranges(&ctx.tensors(), buft).iter().map(|r| r.2).sum()
 }
 
-fn free_all(buffers: Vec<Buffer>) {
+/// A tensor this call gave memory (or pointed at memory, for views), and the fields it had
+/// before: what a failure must undo.
+struct Placed {
+    tensor: TensorRef,
+    data: *mut c_void,
+    extra: *mut c_void,
+}
+
+/// Undoes a failed call: the tensors it placed get their fields back (every one of them had no
+/// buffer before), so none points into the buffers it made and a retry places them again instead
+/// of skipping them as allocated; then those buffers are freed.
+/// Upstream frees the buffers and leaves the tensors pointing into them.
+fn undo(placed: &[Placed], buffers: Vec<Buffer>) {
+    for p in placed {
+        p.tensor.set_data(p.data);
+        p.tensor.set_buffer(std::ptr::null_mut());
+        p.tensor.set_extra(p.extra);
+    }
     for b in buffers {
-        // SAFETY: created by this function and not handed out.
+        // SAFETY: created by this function and not handed out; no tensor points into it now.
         unsafe { buffer_free(b) };
     }
 }
@@ -47,23 +66,34 @@ pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
     crate::ensure!(ctx.no_alloc(), "ggml_backend_alloc_ctx_tensors_from_buft: the context must be no_alloc");
     let tensors = ctx.tensors();
     let mut buffers = Vec::new();
+    let mut placed = Vec::new();
     for (first, last, size) in ranges(&tensors, buft) {
         let Some(buffer) = buft_alloc_buffer(buft, size) else {
-            crate::log_error!("alloc_tensor_range: failed to allocate {} buffer of size {size}\n", buft.name());
-            free_all(buffers);
+            crate::log_error!(
+                "ggml_backend_alloc_ctx_tensors_from_buft: failed to allocate {} buffer {} of size {size} (tensors {} to {}); \
+                 the {} tensors placed in the buffers before it are unallocated again\n",
+                buft.name(),
+                buffers.len() + 1,
+                tensors[first],
+                tensors[last - 1],
+                placed.len()
+            );
+            undo(&placed, buffers);
             return None;
         };
         buffers.push(buffer);
         let mut talloc = tallocr_new(buffer);
         for &t in &tensors[first..last] {
-            let status = match (t.data().is_null(), t.is_view(), t.buffer_ptr().is_null()) {
-                (true, false, _) => tallocr_alloc(&mut talloc, t),
-                (_, true, true) => view_init(t),
-                _ => GGML_STATUS_SUCCESS,
+            let is_view = match (t.data().is_null(), t.is_view(), t.buffer_ptr().is_null()) {
+                (true, false, _) => false,
+                (_, true, true) => true,
+                _ => continue, // allocated already, by someone else
             };
+            placed.push(Placed { tensor: t, data: t.data(), extra: t.extra() });
+            let status = if is_view { view_init(t) } else { tallocr_alloc(&mut talloc, t) };
             if status != GGML_STATUS_SUCCESS {
-                crate::log_error!("alloc_tensor_range: failed to initialize tensor {}\n", t);
-                free_all(buffers);
+                crate::log_error!("ggml_backend_alloc_ctx_tensors_from_buft: the {} buffer refused tensor {}\n", buft.name(), t);
+                undo(&placed, buffers);
                 return None;
             }
         }

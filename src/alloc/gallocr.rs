@@ -14,6 +14,8 @@
 //!   fields upstream's replay reads.
 //! - Views are re-initialised whenever they do not point where their source says, not only
 //!   when they have no buffer.
+//! - A graph that reads a computed tensor in neither of its lists is refused (see `unlisted`);
+//!   upstream allocates the tensor and never computes it.
 //!
 //! The planning itself is `plan::plan` on the `model` of the graph.
 
@@ -28,7 +30,7 @@ use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDe
 use crate::alloc::placed::{PlacedGraph, Seen};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
-use crate::alloc::{inplace, poison, recycle};
+use crate::alloc::{inplace, poison, recycle, unlisted};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
 use crate::ggml::handles::{Buffer, BufferType};
@@ -136,6 +138,8 @@ pub enum AllocError {
     Plan(String),
     /// a result of an earlier graph is read, but its memory was reused in between
     LostResult(String),
+    /// a node reads a tensor that is computed by an op but is not in the graph (see `unlisted`)
+    Graph(String),
 }
 
 struct AllocState {
@@ -383,13 +387,27 @@ impl Gallocr {
         let Numbering { tensors, mut descs, layouts, with_data, index, .. } = n;
         recycle::give_index(index);
         let mut pins = Vec::new();
-        if !with_data.is_empty() {
-            let mut is_node = vec![false; tensors.len()];
-            for node in &nodes {
-                is_node[node.tensor] = true;
-            }
-            for t in with_data {
-                descs[t].presence = self.classify(tensors[t], t, is_node[t], descs[t].input, &mut pins)?;
+        // what each tensor is in the lists: carried tensors are classified by it, and a tensor in
+        // neither list must not be one the graph reads but never computes (see `unlisted`)
+        const LOOSE: u8 = 0;
+        const LEAF: u8 = 1;
+        const NODE: u8 = 2;
+        let mut listed = vec![LOOSE; tensors.len()];
+        for &(l, _) in &leafs {
+            listed[l] = LEAF;
+        }
+        for node in &nodes {
+            listed[node.tensor] = NODE;
+        }
+        for t in with_data {
+            descs[t].presence = self.classify(tensors[t], t, listed[t] == NODE, descs[t].input, &mut pins)?;
+        }
+        if listed.contains(&LOOSE) {
+            let is_listed: Vec<bool> = listed.iter().map(|&k| k != LOOSE).collect();
+            if let Some((node, src)) = unlisted::find(&tensors, &descs, &nodes, &is_listed) {
+                let msg = unlisted::message("ggml_gallocr", tensors[node], tensors[src]);
+                crate::log_error!("{msg}\n");
+                return Err(AllocError::Graph(msg));
             }
         }
         Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors })

@@ -1,7 +1,8 @@
 //! ggml-alloc: the linear tensor allocator (`tallocr`), the graph allocator (`gallocr`: planning
 //! in `plan` over the `model` of a graph numbered through `addr_index`, with `dyn_tallocr`
 //! bookkeeping and `offline` placement, `residency` to know what its memory holds, `placed` to
-//! recognise the graph it placed last, `recycle` keeping its largest arrays between plans), and
+//! recognise the graph it placed last, `recycle` keeping its largest arrays between plans,
+//! `unlisted` refusing sources the graph never computes), and
 //! context allocation (`ctx_tensors`).
 
 pub mod addr_index;
@@ -17,6 +18,7 @@ pub mod poison;
 pub mod recycle;
 pub mod residency;
 pub mod tallocr;
+pub mod unlisted;
 
 #[cfg(test)]
 mod plan_tests;

@@ -78,10 +78,17 @@ pub unsafe extern "C" fn ggml_gallocr_new(buft: ggml_backend_buffer_type_t) -> g
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_new_n(bufts: *mut ggml_backend_buffer_type_t, n_bufs: c_int) -> ggml_gallocr_t {
     ffi_boundary!("ggml_gallocr_new_n", {
-        crate::ensure!(!bufts.is_null() && n_bufs > 0, "ggml_gallocr_new_n: need at least one buffer type (got {n_bufs})");
+        const F: &str = "ggml_gallocr_new_n";
+        crate::ensure!(n_bufs > 0, "{F}: n_bufs is {n_bufs}; need at least one buffer type");
+        crate::ensure!(!bufts.is_null(), "{F}: argument `bufts` is NULL (n_bufs = {n_bufs}); pass an array of n_bufs buffer types");
         // SAFETY: the caller passes n_bufs buffer types.
         let raw = unsafe { std::slice::from_raw_parts(bufts, n_bufs as usize) };
-        let bufts: Vec<BufferType> = raw.iter().map(|&b| arg!("ggml_gallocr_new_n", BufferType, b)).collect();
+        let bufts: Vec<BufferType> = raw
+            .iter()
+            .enumerate()
+            // SAFETY: the C API contract: a non-NULL buffer type is a live buffer type.
+            .map(|(i, &b)| unsafe { BufferType::from_raw(b) }.unwrap_or_else(|| crate::fatal!("{F}: bufts[{i}] is NULL (n_bufs = {n_bufs})")))
+            .collect();
         Box::into_raw(Box::new(Gallocr::new(&bufts))) as *mut ggml_gallocr
     })
 }

@@ -5,10 +5,10 @@ use std::ffi::{c_int, c_void};
 use crate::ggml::abi_alloc::{ggml_backend_buffer_type_t, ggml_backend_t};
 use crate::ggml::abi_backend::{ggml_backend_sched, ggml_backend_sched_eval_callback, ggml_backend_sched_t};
 use crate::ggml::graph::GraphRef;
-use crate::ggml::handles::Backend;
+use crate::ggml::handles::{Backend, BufferType};
 use crate::ggml::sys::{GGML_STATUS_FAILED, ggml_cgraph, ggml_status, ggml_tensor};
 use crate::sched::scheduler::Sched;
-use crate::{arg, ffi_boundary, tensor_arg};
+use crate::{ffi_boundary, tensor_arg};
 
 pub(crate) fn sched_arg<'a>(function: &str, sched: ggml_backend_sched_t) -> &'a mut Sched {
     crate::ensure!(!sched.is_null(), "{function}: argument `sched` is NULL");
@@ -38,15 +38,35 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
 ) -> ggml_backend_sched_t {
     ffi_boundary!("ggml_backend_sched_new", {
         let _ = graph_size; // the scheduler grows with the graph; kept for the ABI
-        crate::ensure!(!backends.is_null() && n_backends > 0, "ggml_backend_sched_new: need at least one backend (got {n_backends})");
+        const F: &str = "ggml_backend_sched_new";
+        const MAX: usize = crate::sched::scheduler::MAX_BACKENDS;
+        crate::ensure!(n_backends > 0, "{F}: n_backends is {n_backends}; need at least one backend (the last one a CPU backend)");
+        crate::ensure!(n_backends as usize <= MAX, "{F}: n_backends is {n_backends}; at most {MAX} backends are supported");
+        crate::ensure!(!backends.is_null(), "{F}: argument `backends` is NULL (n_backends = {n_backends}); pass an array of n_backends backends");
         // SAFETY: the caller passes n_backends backends (and as many buffer types, or NULL).
         let raw = unsafe { std::slice::from_raw_parts(backends, n_backends as usize) };
-        let list: Vec<Backend> = raw.iter().map(|&b| arg!("ggml_backend_sched_new", Backend, b)).collect();
+        let list: Vec<Backend> = raw
+            .iter()
+            .enumerate()
+            // SAFETY: the C API contract: a non-NULL backend is a live backend.
+            .map(|(i, &b)| unsafe { Backend::from_raw(b) }.unwrap_or_else(|| crate::fatal!("{F}: backends[{i}] is NULL (n_backends = {n_backends})")))
+            .collect();
         let bufts = if bufts.is_null() {
             None
         } else {
+            // SAFETY: a non-NULL `bufts` has one buffer type per backend (the C API contract).
             let raw = unsafe { std::slice::from_raw_parts(bufts, n_backends as usize) };
-            Some(raw.iter().map(|&b| arg!("ggml_backend_sched_new", BufferType, b)).collect())
+            Some(
+                raw.iter()
+                    .enumerate()
+                    // SAFETY: the C API contract: a non-NULL buffer type is a live buffer type.
+                    .map(|(i, &b)| {
+                        unsafe { BufferType::from_raw(b) }.unwrap_or_else(|| {
+                            crate::fatal!("{F}: bufts[{i}] is NULL; pass a buffer type for every backend, or NULL for `bufts` to use each backend's default")
+                        })
+                    })
+                    .collect(),
+            )
         };
         Box::into_raw(Box::new(Sched::new(list, bufts, parallel, op_offload))) as *mut ggml_backend_sched
     })
@@ -149,7 +169,7 @@ pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(sched: ggml_backe
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_split_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) {
     ffi_boundary!("ggml_backend_sched_split_graph", {
-        sched_arg("ggml_backend_sched_split_graph", sched).split_graph(graph_arg("ggml_backend_sched_split_graph", graph))
+        sched_arg("ggml_backend_sched_split_graph", sched).split_graph_only(graph_arg("ggml_backend_sched_split_graph", graph))
     })
 }
 

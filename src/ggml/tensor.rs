@@ -280,6 +280,15 @@ impl TensorRef {
         write_field!(self, buffer, buffer)
     }
 
+    /// The backend's per-tensor data (set by a buffer's `init_tensor`).
+    pub fn extra(self) -> *mut c_void {
+        read_field!(self, extra)
+    }
+
+    pub fn set_extra(self, extra: *mut c_void) {
+        write_field!(self, extra, extra)
+    }
+
     /// The buffer that holds the bytes: the view source's for views.
     pub fn storage_buffer(self) -> Option<Buffer> {
         match self.view_src() {

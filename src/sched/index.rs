@@ -4,6 +4,7 @@
 //! graph has the same nodes, leafs, sources and view sources (checked without hashing).
 
 use crate::alloc::gallocr::AddrMap;
+use crate::alloc::unlisted;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::{GGML_MAX_SRC, ggml_op, op};
 use crate::ggml::tensor::TensorRef;
@@ -28,6 +29,12 @@ pub struct GraphIndex {
     /// placed by the allocator, including those still pointing into one of the scheduler's own
     /// compute buffers from an earlier allocation (recomputed nodes, inputs written again).
     pub storage: Vec<Option<Buffer>>,
+    /// a node reading a tensor that is neither a node nor a leaf and is never computed, and that
+    /// tensor (see `alloc::unlisted`): the graph cannot be allocated
+    pub unlisted: Option<(TensorRef, TensorRef)>,
+    /// whether some tensor may be in neither list (numbered first as a source or view source);
+    /// false for graphs in ggml's order, where every source is listed before it is read
+    has_loose: bool,
 }
 
 impl GraphIndex {
@@ -75,13 +82,22 @@ impl GraphIndex {
             view_src: Vec::with_capacity(n),
             ops: Vec::with_capacity(n),
             storage: Vec::new(),
+            unlisted: None,
+            has_loose: false,
         };
+        // tensors numbered by the lists themselves (each one new when it is numbered last): all
+        // of them unless a source or view source was numbered first
+        let mut n_by_lists = 0;
         for &l in leafs {
+            let before = ix.tensors.len();
             let id = ix.id(l);
+            n_by_lists += (ix.tensors.len() > before) as usize;
             ix.leafs.push(id);
         }
         for &node in nodes {
+            let before = ix.tensors.len();
             let id = ix.id(node);
+            n_by_lists += (ix.tensors.len() > before) as usize;
             ix.nodes.push(id);
             let mut s = [NONE; GGML_MAX_SRC];
             for (j, src) in node.srcs().into_iter().enumerate() {
@@ -91,10 +107,12 @@ impl GraphIndex {
             }
             ix.srcs.push(s);
         }
+        ix.has_loose = n_by_lists < ix.tensors.len();
         ix
     }
 
-    /// Where each tensor's bytes are now (`storage`).
+    /// Where each tensor's bytes are now (`storage`), and whether a node reads a tensor the
+    /// graph never computes (`unlisted`).
     fn locate(&mut self, is_compute_buffer: impl Fn(usize) -> bool) {
         let mut is_node = vec![false; self.tensors.len()];
         for &n in &self.nodes {
@@ -110,6 +128,28 @@ impl GraphIndex {
             })
             .collect();
         self.storage = storage;
+        self.unlisted = if self.has_loose { self.find_unlisted(&is_node) } else { None };
+    }
+
+    /// A node that reads a tensor the graph never computes (see `alloc::unlisted`): the first in
+    /// graph order, and that tensor.
+    fn find_unlisted(&self, is_node: &[bool]) -> Option<(TensorRef, TensorRef)> {
+        let mut listed = is_node.to_vec();
+        for &l in &self.leafs {
+            listed[l as usize] = true;
+        }
+        let bad: Vec<bool> = (0..self.tensors.len())
+            .map(|t| !listed[t] && self.view_src[t] == NONE && unlisted::is_uncomputed(self.tensors[t]))
+            .collect();
+        if !bad.contains(&true) {
+            return None;
+        }
+        self.nodes.iter().zip(&self.srcs).find_map(|(&n, srcs)| {
+            srcs.iter().filter(|&&s| s != NONE).find_map(|&s| {
+                let root = if self.view_src[s as usize] == NONE { s } else { self.view_src[s as usize] };
+                bad[root as usize].then(|| (self.tensor(n), self.tensor(root)))
+            })
+        })
     }
 
     /// Whether tensor `id`'s op only re-describes its source's memory (VIEW, RESHAPE, ...).

@@ -11,12 +11,20 @@
 //! - a result read by a later graph keeps its memory, or allocation fails naming it
 //!   (see `alloc::gallocr`);
 //! - a `false` from the eval callback stops the whole compute, as the header documents (upstream
-//!   only leaves the current split).
+//!   only leaves the current split);
+//! - `graph_compute` after a `reserve` or `split_graph` of another graph that came after
+//!   `alloc_graph` is refused (upstream allocates anew inside the compute and reads inputs that
+//!   are gone, or runs the other graph's splits);
+//! - a graph reading a computed tensor that is in neither of its lists is not allocated (see
+//!   `alloc::unlisted`);
+//! - a compute buffer that cannot be allocated is tried once more with any number of backends
+//!   (upstream: only with one, where its allocator's own attempt comes first), with a warning.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
 
 use crate::alloc::gallocr::{AddrMap, AllocError, Gallocr, GraphInput};
+use crate::alloc::unlisted;
 use crate::backend::buffer::buffer_is_host;
 use crate::backend::stream::{default_buffer_type, event_new};
 use crate::ggml::abi_backend::ggml_backend_sched_eval_callback;
@@ -120,6 +128,13 @@ pub struct Sched {
     n_splits: usize,
     pool: TensorPool,
     allocated: Option<GraphIdentity>,
+    /// a reserve or split of another graph came between alloc_graph and graph_compute (the
+    /// function's name): the allocated graph's tensors may lie in memory given to others, and
+    /// computing it is refused (cleared by reset and alloc_graph)
+    lost_to: Option<&'static str>,
+    /// a reserve or split of the allocated graph itself came in between: its inputs and where
+    /// they were, to check that the compute's new allocation puts them in the same places
+    inputs_before_replan: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
     prev_buft_ids: (Vec<usize>, Vec<usize>),
     graph_size: (usize, usize),
     dump_dir: Option<String>,
@@ -143,20 +158,25 @@ impl Sched {
     pub fn new(backends: Vec<Backend>, bufts: Option<Vec<BufferType>>, parallel: bool, op_offload: bool) -> Sched {
         let n = backends.len();
         crate::ensure!(n > 0 && n <= MAX_BACKENDS, "ggml_backend_sched_new: {n} backends given, 1 to {MAX_BACKENDS} supported");
+        for (i, b) in backends.iter().enumerate() {
+            crate::ensure!(!b.device_ptr().is_null(), "ggml_backend_sched_new: backends[{i}] ('{}') has no device", b.name());
+        }
         let last = backends[n - 1];
         crate::ensure!(
             last.device().dev_type() == sys::DEV_TYPE_CPU,
-            "ggml_backend_sched_new: the last backend must be a CPU backend ('{}' is not)",
+            "ggml_backend_sched_new: the last backend, backends[{}] ('{}'), must be a CPU backend (the fallback for ops \
+             no other backend supports)",
+            n - 1,
             last.name()
         );
         let bufts: Vec<BufferType> = match bufts {
             Some(b) => b,
             None => backends.iter().map(|&b| default_buffer_type(b)).collect(),
         };
-        for (b, buft) in backends.iter().zip(&bufts) {
+        for (i, (b, buft)) in backends.iter().zip(&bufts).enumerate() {
             crate::ensure!(
                 b.device().supports_buft(buft.as_ptr()),
-                "ggml_backend_sched_new: backend '{}' cannot use buffer type '{}'",
+                "ggml_backend_sched_new: backends[{i}] ('{}') cannot use buffer type bufts[{i}] ('{}')",
                 b.name(),
                 buft.name()
             );
@@ -201,6 +221,8 @@ impl Sched {
             n_splits: 0,
             pool: TensorPool::default(),
             allocated: None,
+            lost_to: None,
+            inputs_before_replan: None,
             prev_buft_ids: (Vec::new(), Vec::new()),
             graph_size: (0, 0),
             dump_dir,
@@ -276,6 +298,8 @@ impl Sched {
         }
         self.is_alloc = false;
         self.allocated = None;
+        self.lost_to = None;
+        self.inputs_before_replan = None;
     }
 
     pub fn synchronize(&mut self) {
@@ -344,7 +368,16 @@ impl Sched {
         let plan = self.plan.as_ref().expect("split_graph ran");
         let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
         let changed = ids != self.prev_buft_ids;
-        let replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+        let mut replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+        if let Err(AllocError::Backend(why)) = &replanned {
+            // upstream's scheduler tries a failed allocation a second time (see README); a
+            // buffer that could not be had now may be had once the backends are idle
+            crate::log_warn!("ggml_backend_sched_alloc_graph: {why}; trying once more\n");
+            for b in &self.be.backends {
+                b.synchronize();
+            }
+            replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+        }
         self.prev_buft_ids = ids;
         let replanned = replanned?;
         if replanned && self.debug_realloc > 0 && self.galloc.seq() > 1 {
@@ -367,6 +400,7 @@ impl Sched {
             !self.is_alloc,
             "ggml_backend_sched_alloc_graph: a graph is already allocated; call ggml_backend_sched_reset first"
         );
+        self.lost_to = None;
         self.cur_copy = self.next_copy;
         self.next_copy = (self.next_copy + 1) % self.n_copies;
         if self.repeat_last(graph) {
@@ -375,6 +409,10 @@ impl Sched {
             return true;
         }
         self.split_graph(graph);
+        if let Some((node, src)) = self.plan.as_ref().expect("split_graph ran").ix.unlisted {
+            crate::log_error!("{}\n", unlisted::message("ggml_backend_sched_alloc_graph", node, src));
+            return false;
+        }
         // a new plan may move split inputs: let the backends finish with the old addresses first
         for b in &self.be.backends {
             b.synchronize();
@@ -440,17 +478,57 @@ impl Sched {
         true
     }
 
+    /// `ggml_backend_sched_split_graph`: a new split plan, which ends any allocation (see
+    /// `before_replan`).
+    pub fn split_graph_only(&mut self, graph: GraphRef) {
+        let replan = self.before_replan("ggml_backend_sched_split_graph", graph);
+        self.split_graph(graph);
+        self.after_replan(replan);
+    }
+
     pub fn reserve(&mut self, measure: GraphRef) -> bool {
+        let replan = self.before_replan("ggml_backend_sched_reserve", measure);
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
-        let ok = Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok();
+        let ok = match plan.ix.unlisted {
+            Some((node, src)) => {
+                crate::log_error!("{}\n", unlisted::message("ggml_backend_sched_reserve", node, src));
+                false
+            }
+            None => Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok(),
+        };
         self.reset();
+        self.after_replan(replan);
         ok
     }
 
+    /// What a new split plan made by `function` for `measure` does to the graph allocated now:
+    /// the plan of another graph takes its memory (or the memory was taken already), so computing
+    /// it is refused until it is allocated again; the plan of the same graph puts it back in its
+    /// places when the compute allocates it again, which is checked on its inputs.
+    fn before_replan(&self, function: &'static str, measure: GraphRef) -> Replan {
+        let lost = self.lost_to.or_else(|| (self.is_alloc && self.allocated != Some(GraphIdentity::of(measure))).then_some(function));
+        let inputs = (self.is_alloc && lost.is_none()).then(|| {
+            let all = measure.leaf_slice().iter().chain(measure.node_slice());
+            (GraphIdentity::of(measure), all.filter(|t| t.is_input()).map(|&t| (t, t.data() as usize)).collect())
+        });
+        Replan { lost, inputs }
+    }
+
+    /// The allocation is over (the split plan and the copies are the new plan's); see
+    /// `before_replan`.
+    fn after_replan(&mut self, replan: Replan) {
+        self.is_alloc = false;
+        self.allocated = None;
+        self.lost_to = replan.lost;
+        self.inputs_before_replan = replan.inputs;
+    }
+
     pub fn reserve_size(&mut self, measure: GraphRef) -> Vec<usize> {
+        let replan = self.before_replan("ggml_backend_sched_reserve_size", measure);
         self.reset();
+        self.after_replan(replan);
         self.synchronize();
         self.split_graph(measure);
         let plan = self.plan.as_ref().expect("split_graph ran");
@@ -462,12 +540,34 @@ impl Sched {
     }
 
     pub fn graph_compute_async(&mut self, graph: GraphRef) -> ggml_status {
+        if let Some(function) = self.lost_to {
+            crate::log_error!(
+                "ggml_backend_sched_graph_compute: {function} of another graph came after \
+                 ggml_backend_sched_alloc_graph, so the allocated graph's tensors (and the inputs set in them) may lie \
+                 in memory given to others; call ggml_backend_sched_alloc_graph again and set the inputs before \
+                 computing ({} nodes)\n",
+                graph.n_nodes()
+            );
+            return GGML_STATUS_FAILED;
+        }
+        let inputs_before_replan = self.inputs_before_replan.take();
         if !self.is_reset && !self.is_alloc {
             self.reset();
         }
         if !self.is_alloc {
             if !self.alloc_graph(graph) {
                 return GGML_STATUS_ALLOC_FAILED;
+            }
+            // allocated again after a reserve or split of the same graph: the inputs the caller
+            // set must still be where they were (they are, while the plan is the same)
+            let kept = inputs_before_replan.filter(|(id, _)| *id == GraphIdentity::of(graph)).map(|(_, inputs)| inputs);
+            if let Some(moved) = kept.iter().flatten().find(|(t, data)| t.data() as usize != *data) {
+                crate::log_error!(
+                    "ggml_backend_sched_graph_compute: input {} moved when the graph was allocated again after a \
+                     reserve or split of it; call ggml_backend_sched_alloc_graph after those and set the inputs\n",
+                    moved.0
+                );
+                return GGML_STATUS_FAILED;
             }
         } else if self.allocated != Some(GraphIdentity::of(graph)) {
             crate::log_error!(
@@ -494,10 +594,16 @@ impl Sched {
     }
 }
 
+/// See `Sched::before_replan`.
+struct Replan {
+    lost: Option<&'static str>,
+    inputs: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
+}
+
 fn describe(e: &AllocError) -> String {
     match e {
         AllocError::NeedsReserve => "the graph needs a new plan".to_string(),
-        AllocError::Backend(m) | AllocError::Plan(m) | AllocError::LostResult(m) => m.clone(),
+        AllocError::Backend(m) | AllocError::Plan(m) | AllocError::LostResult(m) | AllocError::Graph(m) => m.clone(),
     }
 }
 
