@@ -536,6 +536,169 @@ static void test_repeat_only_what_did_not_change(void) {
     ggml_backend_free(fake);
 }
 
+// graph 2 of the carried-input scenarios: o = scale(y, 10) + h, h pulled in again with its sources
+static struct ggml_cgraph * reads_h(struct ggml_context * ctx, struct ggml_tensor * h, struct ggml_tensor ** y, struct ggml_tensor ** o) {
+    *y = vec(ctx, "y", 4);
+    ggml_set_input(*y);
+    struct ggml_tensor * t = ggml_scale(ctx, *y, 10.0f);
+    ggml_set_name(t, "t");
+    *o = ggml_add(ctx, t, h);
+    ggml_set_name(*o, "o");
+    ggml_set_output(*o);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, *o);
+    return g;
+}
+
+// compute, capturing the log; returns the status
+static enum ggml_status compute_logged(ggml_backend_sched_t sched, struct ggml_cgraph * g) {
+    log_capture_begin();
+    enum ggml_status st = ggml_backend_sched_graph_compute(sched, g);
+    ggml_log_set(NULL, NULL);
+    return st;
+}
+
+// issue 11: one scheduler, one CPU backend. Graph 1: x (input) -> h = scale(x, 2). Graph 2:
+// o = scale(y, 10) + h, h pulled in again, so graph 2 recomputes h from x, which the caller does
+// not set again. Upstream: 40 (y, t, o placed over x and h); ggml-rs before: 10, silently.
+// (a) graph 1 computed h in place of x (upstream's plan too): x's bytes are gone; computing graph
+//     2 without setting x is refused, naming x (or gives 12); x set again gives 12;
+// (b) x read twice by graph 1 (nothing in its place): x keeps its bytes, o = 13;
+// (c) a bigger graph in between took x's memory: refused, naming x, until x is set again.
+static void test_input_carried_into_the_next_graph(void) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_sched_t sched = ggml_backend_sched_new(&cpu, NULL, 1, 64, false, true);
+    struct ggml_context * ctx = new_ctx();
+    struct ggml_tensor *y, *o;
+
+    // (a)
+    struct ggml_tensor * x = vec(ctx, "x", 4);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
+    ggml_set_name(h, "h");
+    ggml_set_output(h);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, h);
+    CHECK(ggml_backend_sched_alloc_graph(sched, g1), "alloc graph 1");
+    set_all(x, 1.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, g1) == GGML_STATUS_SUCCESS, "compute graph 1");
+    CHECK_FLOAT(get0(h), 2.0);
+    struct ggml_cgraph * g2 = reads_h(ctx, h, &y, &o);
+    ggml_backend_sched_reset(sched);
+    CHECK(ggml_backend_sched_alloc_graph(sched, g2), "alloc graph 2");
+    set_all(y, 1.0f);
+    if (compute_logged(sched, g2) == GGML_STATUS_SUCCESS) {
+        CHECK_FLOAT(get0(o), 12.0);
+    } else {
+        CHECK(strstr(g_log, "input tensor 'x'") != NULL, "the refusal names x: %s", g_log);
+    }
+    set_all(x, 1.0f);
+    CHECK(compute_logged(sched, g2) == GGML_STATUS_SUCCESS, "compute graph 2 with x set: %s", g_log);
+    CHECK_FLOAT(get0(o), 12.0);
+
+    // (b)
+    struct ggml_tensor * x2 = vec(ctx, "x2", 4);
+    ggml_set_input(x2);
+    struct ggml_tensor * h2 = ggml_add(ctx, ggml_scale(ctx, x2, 2.0f), x2);
+    ggml_set_name(h2, "h2");
+    ggml_set_output(h2);
+    struct ggml_cgraph * g3 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g3, h2);
+    ggml_backend_sched_reset(sched);
+    CHECK(ggml_backend_sched_alloc_graph(sched, g3), "alloc graph 3");
+    set_all(x2, 1.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, g3) == GGML_STATUS_SUCCESS, "compute graph 3");
+    CHECK_FLOAT(get0(h2), 3.0);
+    struct ggml_cgraph * g4 = reads_h(ctx, h2, &y, &o);
+    for (int round = 1; round <= 3; round++) {
+        ggml_backend_sched_reset(sched);
+        CHECK(ggml_backend_sched_alloc_graph(sched, g4), "alloc graph 4, round %d", round);
+        set_all(y, (float) round);
+        CHECK(compute_logged(sched, g4) == GGML_STATUS_SUCCESS, "compute graph 4: %s", g_log);
+        CHECK_FLOAT(get0(o), 10.0 * round + 3.0);
+    }
+
+    // (c)
+    struct ggml_tensor * z = vec(ctx, "z", 64);
+    ggml_set_input(z);
+    struct ggml_tensor * z2 = ggml_sqr(ctx, ggml_scale(ctx, z, 2.0f));
+    ggml_set_output(z2);
+    struct ggml_cgraph * gz = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gz, z2);
+    ggml_backend_sched_reset(sched);
+    CHECK(ggml_backend_sched_alloc_graph(sched, gz), "alloc the graph in between");
+    set_all(z, 5.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, gz) == GGML_STATUS_SUCCESS, "compute the graph in between");
+    ggml_backend_sched_reset(sched);
+    CHECK(ggml_backend_sched_alloc_graph(sched, g4), "alloc graph 4 again");
+    set_all(y, 1.0f);
+    CHECK(compute_logged(sched, g4) != GGML_STATUS_SUCCESS, "x2 lost its bytes and was not set: o = %g", get0(o));
+    CHECK(strstr(g_log, "input tensor 'x2'") != NULL, "the refusal names x2: %s", g_log);
+    set_all(x2, 3.0f);
+    CHECK(compute_logged(sched, g4) == GGML_STATUS_SUCCESS, "compute graph 4 with x2 set: %s", g_log);
+    CHECK_FLOAT(get0(o), 10.0 + 9.0);
+
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+}
+
+// issue 11: with GGML_SCHED_DEBUG_REALLOC=2 only a compute buffer that is really reallocated
+// aborts: a smaller graph after a bigger one, on one backend, is placed in the buffer it has
+// (ggml-rs before: abort on every new plan)
+static struct ggml_cgraph * chain_graph(struct ggml_context * ctx, int n) {
+    struct ggml_tensor * x = vec(ctx, "x", n);
+    ggml_set_input(x);
+    struct ggml_tensor * a = ggml_scale(ctx, x, 2.0f);
+    struct ggml_tensor * b = ggml_sqr(ctx, a);
+    struct ggml_tensor * c = ggml_add(ctx, b, a);
+    ggml_set_output(c);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, c);
+    return g;
+}
+
+static void realloc_debug_smaller_graph(void) {
+    setenv("GGML_SCHED_DEBUG_REALLOC", "2", 1);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_sched_t sched = ggml_backend_sched_new(&cpu, NULL, 1, 64, false, true);
+    unsetenv("GGML_SCHED_DEBUG_REALLOC");
+    struct ggml_context * ctx = new_ctx();
+    struct ggml_cgraph * big = chain_graph(ctx, 64);
+    struct ggml_cgraph * small = chain_graph(ctx, 8);
+    CHECK(ggml_backend_sched_alloc_graph(sched, big), "alloc the big graph");
+    size_t size = ggml_backend_sched_get_buffer_size(sched, cpu);
+    for (int round = 0; round < 3; round++) {
+        ggml_backend_sched_reset(sched);
+        CHECK(ggml_backend_sched_alloc_graph(sched, small), "alloc the small graph");
+        ggml_backend_sched_reset(sched);
+        CHECK(ggml_backend_sched_alloc_graph(sched, big), "alloc the big graph again");
+    }
+    CHECK(ggml_backend_sched_get_buffer_size(sched, cpu) == size, "the buffer did not change");
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+}
+
+static void realloc_debug_growth(void) {
+    setenv("GGML_SCHED_DEBUG_REALLOC", "2", 1);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_sched_t sched = ggml_backend_sched_new(&cpu, NULL, 1, 64, false, true);
+    unsetenv("GGML_SCHED_DEBUG_REALLOC");
+    struct ggml_context * ctx = new_ctx();
+    CHECK(ggml_backend_sched_alloc_graph(sched, chain_graph(ctx, 8)), "alloc the small graph");
+    ggml_backend_sched_reset(sched);
+    ggml_backend_sched_alloc_graph(sched, chain_graph(ctx, 64)); // grows the buffer: aborts
+}
+
+static void test_realloc_debug_counts_real_reallocations(void) {
+    realloc_debug_smaller_graph();
+    if (ggml_rs_sched_counters) {
+        // ggml-rs also counts a one-buffer scheduler's buffer that grows (upstream never does)
+        expect_abort("a buffer that grows", realloc_debug_growth, "unexpected graph reallocation");
+    }
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     RUN(test_reset_alloc_loop_one_copy);
@@ -550,6 +713,8 @@ int main(int argc, char ** argv) {
     RUN(test_eval_callback);
     RUN(test_split_plan_dump_and_fallback);
     RUN(test_reserve_and_sizes);
+    RUN(test_input_carried_into_the_next_graph);
+    RUN(test_realloc_debug_counts_real_reallocations);
     printf("%d tests passed\n", g_tests_run);
     return 0;
 }

@@ -64,11 +64,11 @@ check "upstream fails the allocator scenarios of its bugs" upstream_fails test_a
     test_same_counts_different_topology_is_planned_anew test_result_carried_over_to_the_next_graph \
     test_lost_result_is_a_named_error test_carried_result_survives_buffer_growth test_result_lost_to_reallocation_is_a_named_error \
     test_replay_notices_every_change \
-    test_result_lost_to_reallocation_at_the_same_address_is_a_named_error
+    test_result_lost_to_reallocation_at_the_same_address_is_a_named_error test_input_carried_into_the_next_graph
 check "upstream fails the allocator fuzz (changed graphs replayed by position)" upstream_fails test_alloc_fuzz random_graphs
 check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
     test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
-    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph
+    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph
 
 step "5. upstream's test programs on our library"
 check "test-alloc" bash -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"

@@ -28,7 +28,7 @@ use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDe
 use crate::alloc::placed::{PlacedGraph, Seen};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
-use crate::alloc::{inplace, poison, recycle};
+use crate::alloc::{inplace, poison, recycle, unset};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
 use crate::ggml::handles::{Buffer, BufferType};
@@ -122,6 +122,16 @@ impl Numbering<'_> {
     }
 }
 
+/// What `alloc_graph` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Allocated {
+    /// a new plan was made (the graph was not the last one, or changed)
+    pub planned: bool,
+    /// a compute buffer that existed was replaced by a larger one: a reallocation, in the sense
+    /// of GGML_SCHED_DEBUG_REALLOC (placing a graph anew inside the buffers it has is not one)
+    pub grew: bool,
+}
+
 /// How many nodes ahead a pass over the graph asks for headers (see `prefetch_header`).
 const PREFETCH_AHEAD: usize = 8;
 
@@ -189,6 +199,42 @@ pub struct Gallocr {
 struct Built {
     model: GraphModel,
     tensors: Vec<TensorRef>,
+    /// inputs that hold their own bytes in this allocator's memory (see `classify`)
+    carried: Vec<Tid>,
+    /// inputs that held bytes in this allocator's memory and lost them, and why
+    lost: Vec<(Tid, String)>,
+}
+
+/// The bytes of the carried inputs of a graph, read before anything may move or free them, and
+/// written to the inputs' new places once placed.
+struct Carried(Vec<(TensorRef, Vec<u8>)>);
+
+impl Carried {
+    fn save(built: &Built) -> Carried {
+        Carried(
+            built
+                .carried
+                .iter()
+                .map(|&t| {
+                    let tensor = built.tensors[t];
+                    let mut bytes = vec![0u8; tensor.nbytes()];
+                    tensor_get(tensor, bytes.as_mut_ptr() as *mut c_void, 0, bytes.len());
+                    (tensor, bytes)
+                })
+                .collect(),
+        )
+    }
+
+    /// Writes the carried bytes to the inputs' new places, and marks the inputs that lost theirs.
+    fn restore(self, built: &Built) {
+        for (tensor, bytes) in self.0 {
+            tensor_set(tensor, bytes.as_ptr() as *const c_void, 0, bytes.len());
+            unset::moved(tensor); // still unset if it was: it carries the marker along
+        }
+        for (t, why) in &built.lost {
+            unset::watch(built.tensors[*t], why.clone());
+        }
+    }
 }
 
 impl Drop for Built {
@@ -273,7 +319,20 @@ impl Gallocr {
 
     /// Where `t`'s memory comes from, given whether this graph computes it.
     /// A pinned tensor's place goes to `pins`, under its number `tid`.
-    fn classify(&self, t: TensorRef, tid: Tid, is_node: bool, input: bool, pins: &mut Vec<Pin>) -> Result<Presence, AllocError> {
+    /// An input (a leaf the caller writes) that already holds bytes in this allocator's memory is
+    /// placed anew like any input, and goes to `carried` when those bytes are still its own: they
+    /// are copied to its new place (see `Carried`), so a caller that does not set it again reads
+    /// what it held. When they are gone, it goes to `lost` with the reason (see `unset`).
+    fn classify(
+        &self,
+        t: TensorRef,
+        tid: Tid,
+        is_node: bool,
+        input: bool,
+        pins: &mut Vec<Pin>,
+        carried: &mut Vec<Tid>,
+        lost: &mut Vec<(Tid, String)>,
+    ) -> Result<Presence, AllocError> {
         if t.is_view() {
             return Ok(Presence::External);
         }
@@ -286,6 +345,9 @@ impl Gallocr {
         // its memory went with a compute buffer that was freed (the address may belong to a new
         // buffer now, even one of ours: the bytes are gone all the same)
         if let Some(stone) = self.residency.tombstone(t.addr(), data) {
+            if input && !is_node {
+                lost.push((tid, format!("the compute buffer that held it was reallocated by graph #{}", stone.lost_at)));
+            }
             if is_node || input || !stone.result {
                 return Ok(Presence::Fresh); // recomputed or written again; a leaf the caller sets
             }
@@ -302,12 +364,16 @@ impl Gallocr {
         let Some((a, c, base, size)) = self.find_chunk(buf) else {
             return Ok(Presence::External); // somebody else's buffer, or allocated without ggml-backend
         };
-        if is_node || input {
-            return Ok(Presence::Fresh); // recomputed, or rewritten by the caller: place again
+        if is_node {
+            return Ok(Presence::Fresh); // recomputed: place again
         }
         if data < base || data >= base + size {
             // outside the chunk its buffer pointer names: stale, from a freed buffer whose
             // struct's address was reused
+            if input {
+                lost.push((tid, "the compute buffer that held it was freed".to_string()));
+                return Ok(Presence::Fresh);
+            }
             return match self.residency.computed_in(t.addr()) {
                 Some(computed) => Err(AllocError::LostResult(format!(
                     "tensor {t} was computed by graph #{computed}, but the compute buffer that held it was reallocated since"
@@ -324,6 +390,13 @@ impl Gallocr {
             Contents::Valid { writer, .. } if writer == t.addr() || !self.residency.placed(t.addr()) => None,
             Contents::Valid { name, seq, .. } | Contents::Overwritten { by: name, seq } => Some((name, seq)),
         };
+        if input {
+            match overwritten_by {
+                None => carried.push(tid),
+                Some((by, seq)) => lost.push((tid, format!("tensor '{by}' of graph #{seq} was placed over those"))),
+            }
+            return Ok(Presence::Fresh); // placed again, as every input
+        }
         let Some((by, seq)) = overwritten_by else {
             pins.push(pin);
             return Ok(Presence::Pinned(pins.len() as u32 - 1));
@@ -383,16 +456,18 @@ impl Gallocr {
         let Numbering { tensors, mut descs, layouts, with_data, index, .. } = n;
         recycle::give_index(index);
         let mut pins = Vec::new();
+        let mut carried = Vec::new();
+        let mut lost = Vec::new();
         if !with_data.is_empty() {
             let mut is_node = vec![false; tensors.len()];
             for node in &nodes {
                 is_node[node.tensor] = true;
             }
             for t in with_data {
-                descs[t].presence = self.classify(tensors[t], t, is_node[t], descs[t].input, &mut pins)?;
+                descs[t].presence = self.classify(tensors[t], t, is_node[t], descs[t].input, &mut pins, &mut carried, &mut lost)?;
             }
         }
-        Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors })
+        Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors, carried, lost })
     }
 
     fn plan_model(&mut self, built: &Built) -> Result<Plan, AllocError> {
@@ -434,7 +509,9 @@ impl Gallocr {
 
     /// Makes the compute buffers at least as large as `plan` needs. With `no_alloc`, buffers that
     /// would have to grow are freed and left unallocated (reserve_n_size).
-    fn ensure_buffers(&mut self, plan: &Plan, built: Option<&Built>, no_alloc: bool) -> Result<(), AllocError> {
+    /// Returns whether a buffer that existed was replaced by a larger one (a reallocation).
+    fn ensure_buffers(&mut self, plan: &Plan, built: Option<&Built>, no_alloc: bool) -> Result<bool, AllocError> {
+        let mut grew = false;
         for a in 0..self.allocs.len() {
             let wanted = &plan.chunk_sizes[a];
             let realloc = match &self.allocs[a].chunks {
@@ -454,6 +531,7 @@ impl Gallocr {
                     moving.push((tensor, pin.addr, bytes));
                 }
             }
+            grew |= self.allocs[a].chunks.is_some();
             let old_size: usize = self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum();
             let new_size: usize = wanted.iter().sum();
             if old_size > 0 && cfg!(debug_assertions) {
@@ -502,7 +580,7 @@ impl Gallocr {
             }
         }
         self.rebuild_chunk_index();
-        Ok(())
+        Ok(grew)
     }
 
     fn free_chunks(&mut self, a: usize) {
@@ -671,9 +749,10 @@ impl Gallocr {
         match desc.presence {
             Presence::Fresh => {
                 // a leaf the plan places must have no data, or exactly the planned place (else
-                // its bytes came from elsewhere and deserve the full classification); anything
-                // else computed or written anew may be anywhere in this allocator's memory
-                let leaf_placed = placement.is_some() && !last.record.is_node[t] && !desc.input;
+                // its bytes came from elsewhere and deserve the full classification, an input's
+                // to be carried to its place); anything computed anew may be anywhere in this
+                // allocator's memory
+                let leaf_placed = placement.is_some() && !last.record.is_node[t];
                 (data == 0 || (!leaf_placed && self.find_chunk(buffer).is_some())).then_some(false)
             }
             Presence::Pinned(i) => {
@@ -687,11 +766,10 @@ impl Gallocr {
 
     /// Allocates `g`: replays the last plan when `g` is the same graph, else plans it (unless
     /// `auto_reserve` is false, as for upstream's multi-buffer alloc_graph).
-    /// Returns whether a new plan was made.
-    pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<bool, AllocError> {
+    pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<Allocated, AllocError> {
         if self.placed_unchanged(g) {
             self.replay_last(true)?;
-            return Ok(false);
+            return Ok(Allocated::default());
         }
         let replay = if self.allocs.iter().all(|a| a.chunks.is_some()) { self.is_last_graph(g) } else { Replay::No };
         if let Replay::Same { in_place } = replay
@@ -699,9 +777,10 @@ impl Gallocr {
         {
             let seen = self.replay_last(in_place)?;
             self.keep_placed(g, seen);
-            return Ok(false);
+            return Ok(Allocated::default());
         }
         let built = self.build(g).inspect_err(log_alloc_error)?;
+        let carried = Carried::save(&built);
         let same = match &self.last {
             Some(last) => last.built.model == built.model && self.sizes_fit(&built, &last.record.plan),
             None => false,
@@ -712,9 +791,10 @@ impl Gallocr {
         }
         if !same {
             let plan = self.plan_model(&built)?;
-            self.ensure_buffers(&plan, Some(&built), false)?;
+            let grew = self.ensure_buffers(&plan, Some(&built), false)?;
             self.seq += 1;
             let seen = self.apply(&built, &plan)?;
+            carried.restore(&built);
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
             }
@@ -722,17 +802,19 @@ impl Gallocr {
             let last = self.last.as_ref().expect("just remembered");
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
             self.keep_placed(g, Some(seen));
-            return Ok(true);
+            return Ok(Allocated { planned: true, grew });
         }
         self.n_replays += 1;
+        let mut grew = false;
         if self.allocs.iter().any(|a| a.chunks.is_none()) {
             // reserved without memory (reserve_n_size) and nothing reallocated it since
             let plan = self.last.as_ref().expect("same").record.plan.clone();
-            self.ensure_buffers(&plan, Some(&built), false)?;
+            grew = self.ensure_buffers(&plan, Some(&built), false)?;
         }
         let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;
         let seen = self.apply(&built, &record.plan)?;
+        carried.restore(&built);
         let addrs: Rc<Vec<usize>> = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         for &t in addrs.iter() {
             self.residency.forget_tombstone(t);
@@ -745,7 +827,7 @@ impl Gallocr {
         } else {
             recycle::give_seen(seen);
         }
-        Ok(false)
+        Ok(Allocated { planned: false, grew })
     }
 
     /// Whether `g` is the graph placed last, every header as it was right after placing (see

@@ -17,6 +17,7 @@ pub mod poison;
 pub mod recycle;
 pub mod residency;
 pub mod tallocr;
+pub mod unset;
 
 #[cfg(test)]
 mod plan_tests;
