@@ -699,6 +699,164 @@ static void test_realloc_debug_counts_real_reallocations(void) {
     }
 }
 
+// issue 11: llama.cpp reserves the compute buffer once from its worst-case graph, then decodes
+// batches of every shape up to it; the buffer must never grow (GGML_SCHED_NO_REALLOC). A
+// llama-shaped graph: per layer norm, q/k/v projections, attention over n_kv cached positions
+// with a mask, output projection, residual, gated feed-forward; then the rows to output and the
+// logits. The planner's own placement is not monotone in the sizes: before, some smaller shapes
+// needed a few bytes more than the reservation.
+struct lm_dims {
+    int embd, head, ff, layers, ctx, vocab, ubatch;
+};
+
+enum { LM_MAX_LAYERS = 8 };
+
+struct lm_weights {
+    struct lm_dims d;
+    struct ggml_context * ctx;
+    ggml_backend_buffer_t buf;
+    struct ggml_tensor * norm[LM_MAX_LAYERS], * wq[LM_MAX_LAYERS], * wk[LM_MAX_LAYERS], * wv[LM_MAX_LAYERS], * wo[LM_MAX_LAYERS], * ffn_norm[LM_MAX_LAYERS];
+    struct ggml_tensor * up[LM_MAX_LAYERS], * gate[LM_MAX_LAYERS], * down[LM_MAX_LAYERS];
+    struct ggml_tensor * kc[LM_MAX_LAYERS], * vc[LM_MAX_LAYERS], * tok_embd, * out_norm, * out;
+};
+
+static void lm_weights_init(struct lm_weights * w, struct lm_dims d, ggml_backend_t cpu) {
+    struct ggml_init_params p = { 128 * ggml_tensor_overhead(), NULL, true };
+    w->d = d;
+    w->ctx = ggml_init(p);
+    for (int l = 0; l < d.layers; l++) {
+        w->norm[l] = ggml_new_tensor_1d(w->ctx, GGML_TYPE_F32, d.embd);
+        w->ffn_norm[l] = ggml_new_tensor_1d(w->ctx, GGML_TYPE_F32, d.embd);
+        w->wq[l] = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.embd);
+        w->wo[l] = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.embd);
+        w->wk[l] = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.embd);
+        w->wv[l] = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.embd);
+        w->up[l] = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.ff);
+        w->gate[l] = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.ff);
+        w->down[l] = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.ff, d.embd);
+        w->kc[l] = ggml_new_tensor_1d(w->ctx, GGML_TYPE_F32, d.embd * d.ctx);
+        w->vc[l] = ggml_new_tensor_1d(w->ctx, GGML_TYPE_F32, d.embd * d.ctx);
+    }
+    w->out_norm = ggml_new_tensor_1d(w->ctx, GGML_TYPE_F32, d.embd);
+    w->tok_embd = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.vocab);
+    w->out = ggml_new_tensor_2d(w->ctx, GGML_TYPE_F32, d.embd, d.vocab);
+    w->buf = ggml_backend_alloc_ctx_tensors(w->ctx, cpu);
+    ggml_backend_buffer_set_usage(w->buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    ggml_backend_buffer_clear(w->buf, 0);
+}
+
+static struct ggml_cgraph * lm_graph(struct ggml_context * ctx, const struct lm_weights * w, int n_tokens, int n_kv, int n_outputs) {
+    const struct lm_dims d = w->d;
+    const int hd = d.embd / d.head;
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    struct ggml_tensor * tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
+    ggml_set_name(tokens, "inp_tokens");
+    ggml_set_input(tokens);
+    struct ggml_tensor * inp = ggml_get_rows(ctx, w->tok_embd, tokens);
+    struct ggml_tensor * mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_kv, n_tokens);
+    ggml_set_name(mask, "kq_mask");
+    ggml_set_input(mask);
+    struct ggml_tensor * out_ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_outputs);
+    ggml_set_name(out_ids, "inp_out_ids");
+    ggml_set_input(out_ids);
+    struct ggml_tensor * cur = inp;
+    for (int l = 0; l < d.layers; l++) {
+        struct ggml_tensor * x = ggml_mul(ctx, ggml_rms_norm(ctx, cur, 1e-5f), w->norm[l]);
+        // the new keys and values go to the cache (after the n_kv - n_tokens cached ones)
+        const size_t at = (size_t) (n_kv - n_tokens) * d.embd * sizeof(float);
+        ggml_build_forward_expand(g, ggml_cpy(ctx, ggml_mul_mat(ctx, w->wk[l], x), ggml_view_1d(ctx, w->kc[l], d.embd * n_tokens, at)));
+        ggml_build_forward_expand(g, ggml_cpy(ctx, ggml_mul_mat(ctx, w->wv[l], x), ggml_view_1d(ctx, w->vc[l], d.embd * n_tokens, at)));
+        struct ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w->wq[l], x), hd, d.head, n_tokens);
+        q = ggml_permute(ctx, q, 0, 2, 1, 3);
+        struct ggml_tensor * k = ggml_view_3d(ctx, w->kc[l], hd, n_kv, d.head, hd * sizeof(float), hd * d.ctx * sizeof(float), 0);
+        struct ggml_tensor * kq = ggml_mul_mat(ctx, k, q);
+        kq = ggml_soft_max_ext(ctx, kq, mask, 0.125f, 0.0f);
+        struct ggml_tensor * v = ggml_view_3d(ctx, w->vc[l], n_kv, hd, d.head, d.ctx * sizeof(float), d.ctx * hd * sizeof(float), 0);
+        struct ggml_tensor * kqv = ggml_mul_mat(ctx, v, kq);
+        kqv = ggml_cont_2d(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3), d.embd, n_tokens);
+        struct ggml_tensor * attn = ggml_mul_mat(ctx, w->wo[l], kqv);
+        if (l == d.layers - 1) {
+            attn = ggml_get_rows(ctx, attn, out_ids);
+            cur = ggml_get_rows(ctx, cur, out_ids);
+        }
+        cur = ggml_add(ctx, attn, cur);
+        struct ggml_tensor * y = ggml_mul(ctx, ggml_rms_norm(ctx, cur, 1e-5f), w->ffn_norm[l]);
+        struct ggml_tensor * up = ggml_mul_mat(ctx, w->up[l], y);
+        struct ggml_tensor * gate = ggml_silu(ctx, ggml_mul_mat(ctx, w->gate[l], y));
+        cur = ggml_add(ctx, ggml_mul_mat(ctx, w->down[l], ggml_mul(ctx, up, gate)), cur);
+    }
+    cur = ggml_mul(ctx, ggml_rms_norm(ctx, cur, 1e-5f), w->out_norm);
+    struct ggml_tensor * logits = ggml_mul_mat(ctx, w->out, cur);
+    ggml_set_name(logits, "logits");
+    ggml_set_output(logits);
+    ggml_build_forward_expand(g, logits);
+    return g;
+}
+
+// returns the number of shapes whose allocation grew the reserved buffer (0: none)
+static int reserve_holds_every_shape(struct lm_dims d, const char * debug_realloc) {
+    if (debug_realloc) {
+        setenv("GGML_SCHED_DEBUG_REALLOC", debug_realloc, 1);
+    }
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_sched_t sched = ggml_backend_sched_new(&cpu, NULL, 1, 2048, false, true);
+    unsetenv("GGML_SCHED_DEBUG_REALLOC");
+    struct lm_weights w;
+    lm_weights_init(&w, d, cpu);
+    struct ggml_init_params p = { 1024 * ggml_tensor_overhead() + ggml_graph_overhead(), NULL, true };
+    // as llama.cpp: worst case (a full ubatch over the whole context), one token, worst case again
+    const int reserve[3][3] = { { d.ubatch, d.ctx, d.ubatch }, { 1, d.ctx, 1 }, { d.ubatch, d.ctx, d.ubatch } };
+    for (int i = 0; i < 3; i++) {
+        struct ggml_context * ctx = ggml_init(p);
+        CHECK(ggml_backend_sched_reserve(sched, lm_graph(ctx, &w, reserve[i][0], reserve[i][1], reserve[i][2])), "reserve %d", i);
+        ggml_free(ctx);
+    }
+    const size_t reserved = ggml_backend_sched_get_buffer_size(sched, cpu);
+    int grew = 0;
+    for (int n_kv = 32; n_kv <= d.ctx; n_kv += 32) {
+        if (n_kv < d.ubatch) {
+            continue;
+        }
+        for (int n_tokens = 1; n_tokens <= d.ubatch; n_tokens += 1 + n_tokens / 8) {
+            for (int all = 0; all <= 1; all++) {
+                const int n_outputs = all ? n_tokens : 1;
+                struct ggml_context * ctx = ggml_init(p);
+                struct ggml_cgraph * g = lm_graph(ctx, &w, n_tokens, n_kv, n_outputs);
+                ggml_backend_sched_reset(sched);
+                CHECK(ggml_backend_sched_alloc_graph(sched, g), "alloc n_tokens %d n_kv %d n_outputs %d", n_tokens, n_kv, n_outputs);
+                if (ggml_backend_sched_get_buffer_size(sched, cpu) != reserved && grew++ == 0) {
+                    fprintf(stderr, "\n  head %d embd %d ff %d layers %d ctx %d vocab %d ubatch %d: n_tokens %d, n_kv %d, n_outputs %d: the compute buffer grew from %zu to %zu bytes\n",
+                            d.head, d.embd, d.ff, d.layers, d.ctx, d.vocab, d.ubatch, n_tokens, n_kv, n_outputs, reserved,
+                            ggml_backend_sched_get_buffer_size(sched, cpu));
+                }
+                ggml_free(ctx);
+            }
+        }
+    }
+    ggml_backend_sched_free(sched);
+    ggml_backend_buffer_free(w.buf);
+    ggml_free(w.ctx);
+    ggml_backend_free(cpu);
+    return grew;
+}
+
+static void test_reserved_buffer_holds_every_smaller_shape(void) {
+    // the first two grew the buffer before (by 32 bytes, at n_tokens 16, n_kv 32, one output)
+    const struct lm_dims dims[] = {
+        { 384, 8, 768, 3, 32, 865, 16 },
+        { 448, 8, 928, 2, 32, 1965, 16 },
+        { 64, 4, 172, 3, 256, 4000, 32 },
+        { 128, 8, 344, 2, 512, 8000, 32 },
+        { 96, 4, 256, 3, 512, 3000, 16 },
+    };
+    int failed = 0;
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+        failed += reserve_holds_every_shape(dims[i], NULL) != 0;
+    }
+    CHECK(failed == 0, "%d of the models grew their reserved compute buffer", failed);
+    reserve_holds_every_shape(dims[0], "1"); // as a GGML_SCHED_NO_REALLOC build: no abort either
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     RUN(test_reset_alloc_loop_one_copy);
@@ -715,6 +873,7 @@ int main(int argc, char ** argv) {
     RUN(test_reserve_and_sizes);
     RUN(test_input_carried_into_the_next_graph);
     RUN(test_realloc_debug_counts_real_reallocations);
+    RUN(test_reserved_buffer_holds_every_smaller_shape);
     printf("%d tests passed\n", g_tests_run);
     return 0;
 }

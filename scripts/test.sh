@@ -220,6 +220,21 @@ SETTINGS=(
 for s in "${SETTINGS[@]}"; do
     check "llama-compare ${s#-m "$MODELS"/}" compare_llama $s
 done
+# the compute buffer llama.cpp reserves once holds every batch decoded afterwards: with
+# GGML_SCHED_DEBUG_REALLOC=1 a reallocation aborts, and llama.cpp's own check at the end must say
+# the size matches its expectation (medium model, logits for every position of a long prompt)
+LONG_PROMPT=$(for i in $(seq 40); do printf 'The quick brown fox jumps over the lazy dog number %d and then it rests. ' "$i"; done)
+no_realloc() {
+    local model=$MODELS/medium-q8_0.gguf
+    if [ ! -f "$model" ]; then
+        "$("$ROOT/scripts/pyenv.sh" | tail -n1)" "$ROOT/scripts/gen_model.py" --size medium --type q8_0 --seed 1 --out "$model" >&2 || return 1
+    fi
+    GGML_SCHED_DEBUG_REALLOC=1 "$BUILD_OURS/bin/llama-compare" -m "$model" "$@" -n 8 -v -p "$LONG_PROMPT" > "$T/nr.txt" 2> "$T/nr.err" \
+        || { grep -a -m1 'reallocation\|error' "$T/nr.err"; return 1; }
+    grep -a -m1 -o 'compute buffer size is .* matches expectation .*' "$T/nr.err" || { grep -a -m1 expectation "$T/nr.err"; return 1; }
+}
+check "reserved compute buffer holds every batch (-c 1024 -b 64 -ub 32, GGML_SCHED_DEBUG_REALLOC=1)" no_realloc -c 1024 -b 64 -ub 32 -fa off
+check "reserved compute buffer holds every batch (-c 2048 -b 128 -ub 64 -fa on, GGML_SCHED_DEBUG_REALLOC=1)" no_realloc -c 2048 -b 128 -ub 64 -fa on
 preload() {
     GGML_RS_LOG=1 LD_PRELOAD="$LIB" "$BUILD_STOCK/bin/llama-compare" -m "$MODELS/tiny-f32.gguf" -n 32 -v -p "$PROMPT" \
         > "$T/preload.txt" 2> "$T/preload.err" || return 1

@@ -122,6 +122,59 @@ impl Numbering<'_> {
     }
 }
 
+/// The alloc size of every tensor of a graph in the buffer type of a buffer id: buffer types
+/// without get_alloc_size take ggml_nbytes, which follows from the layout; the others are asked
+/// once per tensor and buffer id.
+struct Sizes<'a> {
+    bufts: &'a [BufferType],
+    built: &'a Built,
+    plain: Vec<bool>,
+    memo: Vec<(usize, usize)>,
+}
+
+impl<'a> Sizes<'a> {
+    fn new(bufts: &'a [BufferType], built: &'a Built) -> Sizes<'a> {
+        let plain: Vec<bool> = bufts.iter().map(|b| !b.has_alloc_size()).collect();
+        let memo = if plain.iter().all(|&p| p) { Vec::new() } else { vec![(usize::MAX, 0); built.tensors.len()] };
+        Sizes { bufts, built, plain, memo }
+    }
+}
+
+impl plan::Sizer for Sizes<'_> {
+    fn size(&mut self, t: Tid, id: usize) -> usize {
+        let (tensors, descs) = (&self.built.tensors, &self.built.model.tensors);
+        if self.plain[id] {
+            debug_assert_eq!(descs[t].nbytes, tensors[t].nbytes(), "Layout::nbytes disagrees with ggml_nbytes");
+            return descs[t].nbytes;
+        }
+        if self.memo[t].0 != id {
+            self.memo[t] = (id, buft_alloc_size(self.bufts[id], tensors[t]));
+        }
+        self.memo[t].1
+    }
+}
+
+/// A plan that sized the compute buffers (or was reserved), with the model of its graph: a later
+/// graph of the same structure that the planner would place in more memory is placed like it
+/// (see `plan::replan_like`), so that a reservation holds what it was made for.
+/// Kept by moving the last plan here when a newer one replaces it (nothing is copied).
+struct Template {
+    built: Built,
+    record: Rc<PlanRecord>,
+}
+
+/// Templates kept, newest first (llama.cpp reserves two or three graphs).
+const TEMPLATES: usize = 4;
+
+/// What `ensure_buffers` did.
+#[derive(Clone, Copy, Debug, Default)]
+struct Resized {
+    /// a compute buffer was allocated
+    any: bool,
+    /// a compute buffer that existed was replaced by a larger one
+    grew: bool,
+}
+
 /// What `alloc_graph` did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Allocated {
@@ -165,6 +218,8 @@ struct Planned {
     /// tensors that are neither nodes nor leafs (view sources, sources outside the lists), newest
     /// first: the fast path checks them on their own (see `is_last_graph`)
     loose: Vec<Tid>,
+    /// kept as a template once a newer plan replaces it (see `Template`)
+    template: bool,
 }
 
 /// What the fast path found: the same graph, and whether every tensor is already where the
@@ -191,6 +246,8 @@ pub struct Gallocr {
     chunk_index: Vec<(usize, usize, usize, usize, usize)>,
     /// per allocator, per chunk: (buffer address, base address)
     chunk_bases: Vec<Vec<(usize, usize)>>,
+    /// plans that sized the buffers or were reserved, newest first (see `Template`)
+    templates: Vec<Template>,
     /// plans made and plans replayed (for tests and benchmarks)
     pub n_plans: u64,
     pub n_replays: u64,
@@ -272,6 +329,7 @@ impl Gallocr {
             seq: 0,
             chunk_index: Vec::new(),
             chunk_bases: vec![Vec::new(); n],
+            templates: Vec::new(),
             n_plans: 0,
             n_replays: 0,
         }
@@ -472,23 +530,7 @@ impl Gallocr {
 
     fn plan_model(&mut self, built: &Built) -> Result<Plan, AllocError> {
         self.n_plans += 1;
-        let bufts = &self.bufts;
-        let tensors = &built.tensors;
-        let descs = &built.model.tensors;
-        // buffer types without get_alloc_size take ggml_nbytes, which follows from the layout;
-        // the others are asked once per tensor and buffer id
-        let plain: Vec<bool> = bufts.iter().map(|b| !b.has_alloc_size()).collect();
-        let mut memo: Vec<(usize, usize)> = if plain.iter().all(|&p| p) { Vec::new() } else { vec![(usize::MAX, 0); tensors.len()] };
-        let mut sizer = |t: Tid, id: usize| {
-            if plain[id] {
-                debug_assert_eq!(descs[t].nbytes, tensors[t].nbytes(), "Layout::nbytes disagrees with ggml_nbytes");
-                return descs[t].nbytes;
-            }
-            if memo[t].0 != id {
-                memo[t] = (id, buft_alloc_size(bufts[id], tensors[t]));
-            }
-            memo[t].1
-        };
+        let mut sizer = Sizes::new(&self.bufts, built);
         let mut dyn_allocs: Vec<DynAllocator> = self.allocs.iter().map(|a| a.dyn_alloc.clone()).collect();
         let result = plan::plan(&built.model, &self.alloc_of_id, &mut dyn_allocs, &mut sizer, &self.planner);
         for (st, d) in self.allocs.iter_mut().zip(dyn_allocs) {
@@ -509,9 +551,8 @@ impl Gallocr {
 
     /// Makes the compute buffers at least as large as `plan` needs. With `no_alloc`, buffers that
     /// would have to grow are freed and left unallocated (reserve_n_size).
-    /// Returns whether a buffer that existed was replaced by a larger one (a reallocation).
-    fn ensure_buffers(&mut self, plan: &Plan, built: Option<&Built>, no_alloc: bool) -> Result<bool, AllocError> {
-        let mut grew = false;
+    fn ensure_buffers(&mut self, plan: &Plan, built: Option<&Built>, no_alloc: bool) -> Result<Resized, AllocError> {
+        let mut resized = Resized::default();
         for a in 0..self.allocs.len() {
             let wanted = &plan.chunk_sizes[a];
             let realloc = match &self.allocs[a].chunks {
@@ -531,7 +572,8 @@ impl Gallocr {
                     moving.push((tensor, pin.addr, bytes));
                 }
             }
-            grew |= self.allocs[a].chunks.is_some();
+            resized.grew |= self.allocs[a].chunks.is_some();
+            resized.any = true;
             let old_size: usize = self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum();
             let new_size: usize = wanted.iter().sum();
             if old_size > 0 && cfg!(debug_assertions) {
@@ -580,7 +622,47 @@ impl Gallocr {
             }
         }
         self.rebuild_chunk_index();
-        Ok(grew)
+        Ok(resized)
+    }
+
+    /// Whether `plan` fits the compute buffers there are (an allocator without buffers takes any).
+    fn fits_buffers(&self, plan: &Plan) -> bool {
+        self.allocs.iter().zip(&plan.chunk_sizes).all(|(st, wanted)| match &st.chunks {
+            None => true,
+            Some(chunks) => wanted.iter().enumerate().all(|(c, &w)| w <= chunks.get(c).map_or(0, |b| b.size())),
+        })
+    }
+
+    /// Plans `built`. When that plan does not fit the compute buffers there are, but a template
+    /// places the graph inside them, the template's placement is taken: a buffer a reservation
+    /// sized does not grow for a graph of the same structure with no larger tensors.
+    /// Returns the plan and whether it came from a template.
+    fn plan_in_buffers(&mut self, built: &Built) -> Result<(Plan, bool), AllocError> {
+        let plan = self.plan_model(built)?;
+        let any_template = !self.templates.is_empty() || self.last.as_ref().is_some_and(|l| l.template);
+        if self.planner != Planner::Best || !any_template || self.fits_buffers(&plan) {
+            return Ok((plan, false));
+        }
+        let mut sizer = Sizes::new(&self.bufts, built);
+        let last = self.last.as_ref().filter(|l| l.template).map(|l| (&l.built, &l.record));
+        for (tpl, record) in last.into_iter().chain(self.templates.iter().map(|t| (&t.built, &t.record))) {
+            let Some(like) = plan::replan_like(&tpl.model, &record.plan, &built.model, &mut sizer, &plan) else { continue };
+            if self.fits_buffers(&like) {
+                recycle::give_placements(plan.placements);
+                return Ok((like, true));
+            }
+            recycle::give_placements(like.placements);
+        }
+        Ok((plan, false))
+    }
+
+    /// Makes the plan just remembered a template (see `Template`); a kept template of the same
+    /// graph structure is dropped.
+    fn keep_template(&mut self) {
+        let last = self.last.as_mut().expect("just remembered");
+        last.template = true;
+        let model = &last.built.model;
+        self.templates.retain(|t| t.built.model != *model);
     }
 
     fn free_chunks(&mut self, a: usize) {
@@ -610,16 +692,23 @@ impl Gallocr {
         // after the loose view that names it, whose header (checked first) says it is still there
         let loose = (0..listed.len()).rev().filter(|&t| !listed[t]).collect();
         let addrs = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
-        self.last = Some(Planned { built, record, addrs, loose });
+        let previous = self.last.replace(Planned { built, record, addrs, loose, template: false });
         self.placed = None;
+        if let Some(Planned { built, record, template: true, .. }) = previous {
+            self.templates.insert(0, Template { built, record });
+            self.templates.truncate(TEMPLATES);
+        }
     }
 
     /// Plans `g` and makes the buffers large enough, without placing any tensor.
     pub fn reserve(&mut self, g: &GraphInput, no_alloc: bool) -> Result<(), AllocError> {
         let built = self.build(g).inspect_err(log_alloc_error)?;
-        let plan = self.plan_model(&built)?;
+        let (plan, from_template) = self.plan_in_buffers(&built)?;
         self.ensure_buffers(&plan, Some(&built), no_alloc)?;
         self.remember(built, plan);
+        if !from_template && self.planner == Planner::Best {
+            self.keep_template();
+        }
         Ok(())
     }
 
@@ -790,8 +879,8 @@ impl Gallocr {
             return Err(AllocError::NeedsReserve);
         }
         if !same {
-            let plan = self.plan_model(&built)?;
-            let grew = self.ensure_buffers(&plan, Some(&built), false)?;
+            let (plan, from_template) = self.plan_in_buffers(&built)?;
+            let resized = self.ensure_buffers(&plan, Some(&built), false)?;
             self.seq += 1;
             let seen = self.apply(&built, &plan)?;
             carried.restore(&built);
@@ -799,17 +888,20 @@ impl Gallocr {
                 self.residency.forget_tombstone(t.addr());
             }
             self.remember(built, plan);
+            if resized.any && !from_template && self.planner == Planner::Best {
+                self.keep_template();
+            }
             let last = self.last.as_ref().expect("just remembered");
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
             self.keep_placed(g, Some(seen));
-            return Ok(Allocated { planned: true, grew });
+            return Ok(Allocated { planned: true, grew: resized.grew });
         }
         self.n_replays += 1;
         let mut grew = false;
         if self.allocs.iter().any(|a| a.chunks.is_none()) {
             // reserved without memory (reserve_n_size) and nothing reallocated it since
             let plan = self.last.as_ref().expect("same").record.plan.clone();
-            grew = self.ensure_buffers(&plan, Some(&built), false)?;
+            grew = self.ensure_buffers(&plan, Some(&built), false)?.grew;
         }
         let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;

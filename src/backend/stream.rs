@@ -15,14 +15,6 @@ pub fn default_buffer_type(backend: Backend) -> BufferType {
 }
 
 pub fn graph_compute_async(backend: Backend, graph: *mut ggml_cgraph) -> ggml_status {
-    if crate::alloc::unset::any() {
-        // SAFETY: the caller's graph (C API contract), or a split graph of the scheduler.
-        if let Some(g) = unsafe { crate::ggml::graph::GraphRef::from_raw(graph) }
-            && !crate::alloc::unset::check(g.nodes(), "ggml_backend_graph_compute")
-        {
-            return crate::ggml::sys::GGML_STATUS_FAILED;
-        }
-    }
     backend.graph_compute(graph)
 }
 
