@@ -5,7 +5,9 @@
 // - a result carried over from one graph to the next keeps its bytes, or allocation fails with
 //   a message naming it; a buffer that grows takes the carried result along, and a result whose
 //   buffer was freed is not mistaken for one of the new buffer, even at the same address;
-// - a graph allocated again notices every change the plan depends on.
+// - a graph allocated again notices every change the plan depends on;
+// - an input the next graph computes from again keeps its bytes, or (lost) the compute is
+//   refused naming it.
 #include "check.h"
 #include "ggml_rs_ext.h"
 

@@ -4,7 +4,10 @@
 //   recomputes correctly any number of times, with 1 and 4 copies (upstream repro (a): stale 4
 //   instead of 16 on the second round);
 // - graph_compute honours its graph argument;
-// - a result read by the next graph keeps its value, or allocation fails naming it;
+// - a result read by the next graph keeps its value, or allocation fails naming it; an input the
+//   next graph computes from again keeps its value, or the compute is refused naming it;
+// - with one backend: the buffer a llama.cpp-style reservation sizes holds every smaller shape;
+//   GGML_SCHED_DEBUG_REALLOC aborts only for a buffer that really grows;
 // - op offload, the eval callback, the split plan dump.
 #include "check.h"
 #include "fake_backend.h"
@@ -643,6 +646,42 @@ static void test_input_carried_into_the_next_graph(void) {
     ggml_backend_free(cpu);
 }
 
+// the same with two backends: h computed on the device from x on the CPU, then recomputed there
+// by the next graph, read through the scheduler's copy of x
+static void test_input_carried_into_the_next_graph_two_backends(void) {
+    ggml_backend_t fake = fake_backend_new(NULL);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_context * ctx = new_ctx();
+    struct ggml_tensor * x = vec(ctx, "x", 4);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_add(ctx, ggml_scale(ctx, x, 2.0f), x);
+    ggml_set_name(h, "h");
+    ggml_set_output(h);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, h);
+    ggml_backend_sched_set_tensor_backend(sched, h, fake);
+    CHECK(ggml_backend_sched_alloc_graph(sched, g1), "alloc graph 1");
+    set_all(x, 1.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, g1) == GGML_STATUS_SUCCESS, "compute graph 1");
+    CHECK_FLOAT(get0(h), 3.0);
+    struct ggml_tensor *y, *o;
+    struct ggml_cgraph * g2 = reads_h(ctx, h, &y, &o);
+    for (int round = 1; round <= 3; round++) {
+        ggml_backend_sched_reset(sched);
+        ggml_backend_sched_set_tensor_backend(sched, h, fake);
+        CHECK(ggml_backend_sched_alloc_graph(sched, g2), "alloc graph 2, round %d", round);
+        set_all(y, (float) round);
+        CHECK(compute_logged(sched, g2) == GGML_STATUS_SUCCESS, "compute graph 2: %s", g_log);
+        CHECK_FLOAT(get0(o), 10.0 * round + 3.0);
+    }
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
 // issue 11: with GGML_SCHED_DEBUG_REALLOC=2 only a compute buffer that is really reallocated
 // aborts: a smaller graph after a bigger one, on one backend, is placed in the buffer it has
 // (ggml-rs before: abort on every new plan)
@@ -872,6 +911,7 @@ int main(int argc, char ** argv) {
     RUN(test_split_plan_dump_and_fallback);
     RUN(test_reserve_and_sizes);
     RUN(test_input_carried_into_the_next_graph);
+    RUN(test_input_carried_into_the_next_graph_two_backends);
     RUN(test_realloc_debug_counts_real_reallocations);
     RUN(test_reserved_buffer_holds_every_smaller_shape);
     printf("%d tests passed\n", g_tests_run);

@@ -68,7 +68,8 @@ check "upstream fails the allocator scenarios of its bugs" upstream_fails test_a
 check "upstream fails the allocator fuzz (changed graphs replayed by position)" upstream_fails test_alloc_fuzz random_graphs
 check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
     test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
-    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph
+    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph \
+    test_input_carried_into_the_next_graph_two_backends
 
 step "5. upstream's test programs on our library"
 check "test-alloc" bash -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"

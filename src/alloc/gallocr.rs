@@ -14,6 +14,12 @@
 //!   fields upstream's replay reads.
 //! - Views are re-initialised whenever they do not point where their source says, not only
 //!   when they have no buffer.
+//! - **Inputs already holding bytes** in this allocator's memory are placed anew like any input,
+//!   with their bytes carried along when they are still theirs (see `inputs`).
+//! - **A reservation holds what it was made for.** A graph whose own plan would not fit the
+//!   compute buffers there are is placed at the offsets of a plan that sized them, when it has
+//!   the same structure and no larger tensors (see `Template`, `plan::replan_like`): the
+//!   planner's placement is not monotone in the sizes, and llama.cpp reserves once.
 //!
 //! The planning itself is `plan::plan` on the `model` of the graph.
 
@@ -28,7 +34,8 @@ use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDe
 use crate::alloc::placed::{PlacedGraph, Seen};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
-use crate::alloc::{inplace, poison, recycle, unset};
+use crate::alloc::inputs::{self, Carried};
+use crate::alloc::{inplace, poison, recycle};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
 use crate::ggml::handles::{Buffer, BufferType};
@@ -262,38 +269,6 @@ struct Built {
     lost: Vec<(Tid, String)>,
 }
 
-/// The bytes of the carried inputs of a graph, read before anything may move or free them, and
-/// written to the inputs' new places once placed.
-struct Carried(Vec<(TensorRef, Vec<u8>)>);
-
-impl Carried {
-    fn save(built: &Built) -> Carried {
-        Carried(
-            built
-                .carried
-                .iter()
-                .map(|&t| {
-                    let tensor = built.tensors[t];
-                    let mut bytes = vec![0u8; tensor.nbytes()];
-                    tensor_get(tensor, bytes.as_mut_ptr() as *mut c_void, 0, bytes.len());
-                    (tensor, bytes)
-                })
-                .collect(),
-        )
-    }
-
-    /// Writes the carried bytes to the inputs' new places, and marks the inputs that lost theirs.
-    fn restore(self, built: &Built) {
-        for (tensor, bytes) in self.0 {
-            tensor_set(tensor, bytes.as_ptr() as *const c_void, 0, bytes.len());
-            unset::moved(tensor); // still unset if it was: it carries the marker along
-        }
-        for (t, why) in &built.lost {
-            unset::watch(built.tensors[*t], why.clone());
-        }
-    }
-}
-
 impl Drop for Built {
     fn drop(&mut self) {
         recycle::give_descs(std::mem::take(&mut self.model.tensors));
@@ -380,7 +355,7 @@ impl Gallocr {
     /// An input (a leaf the caller writes) that already holds bytes in this allocator's memory is
     /// placed anew like any input, and goes to `carried` when those bytes are still its own: they
     /// are copied to its new place (see `Carried`), so a caller that does not set it again reads
-    /// what it held. When they are gone, it goes to `lost` with the reason (see `unset`).
+    /// what it held. When they are gone, it goes to `lost` with the reason (see `inputs`).
     fn classify(
         &self,
         t: TensorRef,
@@ -869,7 +844,7 @@ impl Gallocr {
             return Ok(Allocated::default());
         }
         let built = self.build(g).inspect_err(log_alloc_error)?;
-        let carried = Carried::save(&built);
+        let carried = Carried::save(built.carried.iter().map(|&t| built.tensors[t]));
         let same = match &self.last {
             Some(last) => last.built.model == built.model && self.sizes_fit(&built, &last.record.plan),
             None => false,
@@ -883,7 +858,7 @@ impl Gallocr {
             let resized = self.ensure_buffers(&plan, Some(&built), false)?;
             self.seq += 1;
             let seen = self.apply(&built, &plan)?;
-            carried.restore(&built);
+            carry_inputs(carried, &built);
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
             }
@@ -906,7 +881,7 @@ impl Gallocr {
         let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;
         let seen = self.apply(&built, &record.plan)?;
-        carried.restore(&built);
+        carry_inputs(carried, &built);
         let addrs: Rc<Vec<usize>> = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         for &t in addrs.iter() {
             self.residency.forget_tombstone(t);
@@ -1132,6 +1107,15 @@ fn record_application(residency: &mut Residency, seq: u64, record: &Rc<PlanRecor
 /// another one may take over.
 fn placed_names(tensors: &[TensorRef], plan: &Plan) -> Names {
     Names::from_raw(tensors.iter().zip(&plan.placements).map(|(t, p)| p.map(|_| t.name_bytes())))
+}
+
+/// Once `built` is placed: its carried inputs get their bytes back, and the inputs that lost
+/// theirs are marked (see `inputs`).
+fn carry_inputs(carried: Carried, built: &Built) {
+    carried.restore();
+    for (t, why) in &built.lost {
+        inputs::watch(built.tensors[*t], why.clone());
+    }
 }
 
 /// Whether `view` points where its source says (`data = view_src->data + view_offs`, same

@@ -1,7 +1,8 @@
 //! ggml-alloc: the linear tensor allocator (`tallocr`), the graph allocator (`gallocr`: planning
 //! in `plan` over the `model` of a graph numbered through `addr_index`, with `dyn_tallocr`
 //! bookkeeping and `offline` placement, `residency` to know what its memory holds, `placed` to
-//! recognise the graph it placed last, `recycle` keeping its largest arrays between plans), and
+//! recognise the graph it placed last, `recycle` keeping its largest arrays between plans,
+//! `inputs` for inputs that already hold bytes when placed anew), and
 //! context allocation (`ctx_tensors`).
 
 pub mod addr_index;
@@ -9,6 +10,7 @@ pub mod ctx_tensors;
 pub mod dyn_tallocr;
 pub mod gallocr;
 pub mod inplace;
+pub mod inputs;
 pub mod model;
 pub mod offline;
 pub mod placed;
@@ -17,7 +19,6 @@ pub mod poison;
 pub mod recycle;
 pub mod residency;
 pub mod tallocr;
-pub mod unset;
 
 #[cfg(test)]
 mod plan_tests;

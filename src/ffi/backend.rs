@@ -92,14 +92,14 @@ pub unsafe extern "C" fn ggml_backend_graph_plan_compute(backend: ggml_backend_t
 }
 
 /// Whether the caller's graph may be computed: not when it reads an input that lost its bytes
-/// and was not set since (see `alloc::unset`; one atomic load when there is none).
+/// and was not set since (see `alloc::inputs`; one atomic load when there is none).
 fn inputs_set(cgraph: *mut ggml_cgraph, function: &str) -> bool {
-    if !crate::alloc::unset::any() {
+    if !crate::alloc::inputs::any() {
         return true;
     }
     // SAFETY: the caller's graph (C API contract); NULL gives None.
     match unsafe { crate::ggml::graph::GraphRef::from_raw(cgraph) } {
-        Some(g) => crate::alloc::unset::check(g.nodes(), function),
+        Some(g) => crate::alloc::inputs::check(g.nodes(), function),
         None => true,
     }
 }

@@ -480,9 +480,9 @@ impl Sched {
             );
             return GGML_STATUS_FAILED;
         }
-        // an input placed anew after losing its bytes, and not set since (see `alloc::unset`);
+        // an input placed anew after losing its bytes, and not set since (see `alloc::inputs`);
         // checked on the caller's graph: a split may read it through a copy
-        if !crate::alloc::unset::check(graph.nodes(), "ggml_backend_sched_graph_compute") {
+        if !crate::alloc::inputs::check(graph.nodes(), "ggml_backend_sched_graph_compute") {
             return GGML_STATUS_FAILED;
         }
         let ctx = ComputeCtx {

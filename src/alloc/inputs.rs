@@ -1,8 +1,14 @@
-//! Inputs that held bytes in a graph allocator's memory, lost them (another tensor was placed
-//! over them, or the buffer was freed), and were placed anew by a later graph: a caller that sets
-//! them after allocating (upstream's contract) is fine, one that relies on the old bytes would
-//! compute on garbage. Such an input is filled with a marker when placed; a compute that reads it
-//! while it still holds nothing but the marker is refused, naming the tensor and why.
+//! Inputs (leafs the caller writes) that already hold bytes in a graph allocator's memory when a
+//! later graph places them anew.
+//!
+//! - Bytes still their own are carried: read before anything may move or free them, written to
+//!   the new place once placed (`Carried`), so a caller that does not set the input again reads
+//!   what it held, as with any result carried into the next graph.
+//! - Bytes lost (another tensor was placed over them, or the buffer was freed): a caller that
+//!   sets the input after allocating (upstream's contract) is fine, one that relies on the old
+//!   bytes would compute on garbage. Such an input is filled with a marker when placed
+//!   (`watch`); a compute that reads it while it still holds nothing but the marker is refused,
+//!   naming the tensor and why (`check`).
 //!
 //! Rare by construction (inputs are new tensors in most programs), so the common path costs one
 //! atomic load per compute.
@@ -13,6 +19,31 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::backend::tensor_io::{tensor_get, tensor_set};
 use crate::ggml::tensor::TensorRef;
+
+/// The bytes of the inputs being carried (see the module docs).
+pub struct Carried(Vec<(TensorRef, Vec<u8>)>);
+
+impl Carried {
+    pub fn save(inputs: impl Iterator<Item = TensorRef>) -> Carried {
+        Carried(
+            inputs
+                .map(|tensor| {
+                    let mut bytes = vec![0u8; tensor.nbytes()];
+                    tensor_get(tensor, bytes.as_mut_ptr() as *mut c_void, 0, bytes.len());
+                    (tensor, bytes)
+                })
+                .collect(),
+        )
+    }
+
+    /// Writes the bytes to the inputs' (new) places.
+    pub fn restore(self) {
+        for (tensor, bytes) in self.0 {
+            tensor_set(tensor, bytes.as_ptr() as *const c_void, 0, bytes.len());
+            moved(tensor); // still unset if it was: it carries the marker along
+        }
+    }
+}
 
 /// Eight bytes no program writes by chance (not a float or integer value anyone sets on purpose).
 const MARKER: [u8; 8] = *b"\xA7rs-lost";
