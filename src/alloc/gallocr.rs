@@ -1112,6 +1112,8 @@ fn placed_names(tensors: &[TensorRef], plan: &Plan) -> Names {
 /// Once `built` is placed: its carried inputs get their bytes back, and the inputs that lost
 /// theirs are marked (see `inputs`).
 fn carry_inputs(carried: Carried, built: &Built) {
+    let kept = built.carried.iter().chain(built.lost.iter().map(|(t, _)| t)).map(|&t| built.tensors[t]);
+    inputs::placed(&built.tensors, kept);
     carried.restore();
     for (t, why) in &built.lost {
         inputs::watch(built.tensors[*t], why.clone());

@@ -94,6 +94,21 @@ pub fn moved(tensor: TensorRef) {
     }
 }
 
+/// `tensors` were just placed by a graph allocator, `keep` among them as inputs that carry or
+/// lost their bytes: the others hold nothing of what was watched at their address (a tensor
+/// made anew where a watched one was would otherwise be taken for it).
+pub fn placed(tensors: &[TensorRef], keep: impl Iterator<Item = TensorRef>) {
+    if !any() {
+        return;
+    }
+    let mut w = WATCHED.lock().expect("unset inputs");
+    let keep: Vec<usize> = keep.map(|t| t.addr()).collect();
+    let watched: std::collections::HashSet<usize> = w.iter().map(|e| e.tensor).collect();
+    let drop: Vec<usize> = tensors.iter().map(|t| t.addr()).filter(|a| watched.contains(a) && !keep.contains(a)).collect();
+    w.retain(|e| !drop.contains(&e.tensor));
+    N_WATCHED.store(w.len(), Ordering::Release);
+}
+
 /// Checks the sources of `nodes` (and their view sources) against the watched inputs: an input
 /// that still holds only the marker was not set; it is reported (by `who`) and false returned.
 /// An input found written is not watched any more.
