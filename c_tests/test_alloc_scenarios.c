@@ -5,7 +5,9 @@
 // - a result carried over from one graph to the next keeps its bytes, or allocation fails with
 //   a message naming it; a buffer that grows takes the carried result along, and a result whose
 //   buffer was freed is not mistaken for one of the new buffer, even at the same address;
-// - a graph allocated again notices every change the plan depends on.
+// - a graph allocated again notices every change the plan depends on;
+// - an input the next graph computes from again keeps its bytes, or (lost) the compute is
+//   refused naming it.
 #include "check.h"
 #include "ggml_rs_ext.h"
 
@@ -510,6 +512,59 @@ static void test_replay_notices_every_change(void) {
     ggml_free(ctx);
 }
 
+// issue 11, through a bare gallocr: graph 2 recomputes h from x, which the caller does not set
+// again (upstream: y, t and o are placed over x, 40; ggml-rs before: x placed anew without its
+// bytes, 10). When graph 1 computed h in place of x, its bytes are gone: the compute is refused,
+// naming x, until x is set; when nothing took x's place, x keeps its bytes.
+static void carried_input(bool in_place) {
+    struct ggml_context * ctx = new_ctx(32);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * x = vec(ctx, "x", 8);
+    ggml_set_input(x);
+    struct ggml_tensor * h = ggml_scale(ctx, x, 2.0f);
+    if (!in_place) {
+        h = ggml_add(ctx, h, x); // x read twice: nothing computes in its place
+    }
+    ggml_set_name(h, "h");
+    ggml_set_output(h);
+    struct ggml_cgraph * g1 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g1, h);
+    CHECK(ggml_gallocr_alloc_graph(ga, g1), "alloc g1");
+    fill(x, 1.0f);
+    ggml_backend_graph_compute(g_cpu, g1);
+    double hv = in_place ? 2.0 : 3.0;
+    CHECK_FLOAT(get0(h), hv);
+
+    struct ggml_tensor * y = vec(ctx, "y", 8);
+    ggml_set_input(y);
+    struct ggml_tensor * t = ggml_scale(ctx, y, 10.0f);
+    struct ggml_tensor * o = ggml_add(ctx, t, h);
+    ggml_set_output(o);
+    struct ggml_cgraph * g2 = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g2, o);
+    // in place, g2 computes h over x again: only its first round can find x as g1 left it
+    for (int round = 1; round <= (in_place ? 1 : 3); round++) {
+        CHECK(ggml_gallocr_alloc_graph(ga, g2), "alloc g2, round %d", round);
+        fill(y, (float) round);
+        log_capture_begin();
+        enum ggml_status st = ggml_backend_graph_compute(g_cpu, g2);
+        ggml_log_set(NULL, NULL);
+        if (in_place && st != GGML_STATUS_SUCCESS) {
+            CHECK(strstr(g_log, "input tensor 'x'") != NULL, "the refusal names x: %s", g_log);
+            fill(x, 1.0f);
+            CHECK(ggml_backend_graph_compute(g_cpu, g2) == GGML_STATUS_SUCCESS, "compute g2 with x set");
+        }
+        CHECK_FLOAT(get0(o), 10.0 * round + hv);
+    }
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
+static void test_input_carried_into_the_next_graph(void) {
+    carried_input(false);
+    carried_input(true);
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     g_cpu = ggml_backend_cpu_init();
@@ -523,6 +578,7 @@ int main(int argc, char ** argv) {
     RUN(test_result_lost_to_reallocation_is_a_named_error);
     RUN(test_result_lost_to_reallocation_at_the_same_address_is_a_named_error);
     RUN(test_replay_notices_every_change);
+    RUN(test_input_carried_into_the_next_graph);
     ggml_backend_free(g_cpu);
     printf("%d tests passed\n", g_tests_run);
     return 0;

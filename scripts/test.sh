@@ -66,11 +66,12 @@ check "upstream fails the allocator scenarios of its bugs" upstream_fails test_a
     test_same_counts_different_topology_is_planned_anew test_result_carried_over_to_the_next_graph \
     test_lost_result_is_a_named_error test_carried_result_survives_buffer_growth test_result_lost_to_reallocation_is_a_named_error \
     test_replay_notices_every_change \
-    test_result_lost_to_reallocation_at_the_same_address_is_a_named_error
+    test_result_lost_to_reallocation_at_the_same_address_is_a_named_error test_input_carried_into_the_next_graph
 check "upstream fails the allocator fuzz (changed graphs replayed by position)" upstream_fails test_alloc_fuzz random_graphs
 check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
     test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
-    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph
+    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph \
+    test_input_carried_into_the_next_graph_two_backends
 # misuse and failure: upstream leaves tensors in freed buffers, allocates sources it never computes
 # (crashes when they are read through a view), computes a graph a reserve or split took the
 # memory of (a crash after split_graph), and does not try a refused compute buffer again in a
@@ -231,6 +232,21 @@ SETTINGS=(
 for s in "${SETTINGS[@]}"; do
     check "llama-compare ${s#-m "$MODELS"/}" compare_llama $s
 done
+# the compute buffer llama.cpp reserves once holds every batch decoded afterwards: with
+# GGML_SCHED_DEBUG_REALLOC=1 a reallocation aborts, and llama.cpp's own check at the end must say
+# the size matches its expectation (medium model, logits for every position of a long prompt)
+LONG_PROMPT=$(for i in $(seq 40); do printf 'The quick brown fox jumps over the lazy dog number %d and then it rests. ' "$i"; done)
+no_realloc() {
+    local model=$MODELS/medium-q8_0.gguf
+    if [ ! -f "$model" ]; then
+        "$("$ROOT/scripts/pyenv.sh" | tail -n1)" "$ROOT/scripts/gen_model.py" --size medium --type q8_0 --seed 1 --out "$model" >&2 || return 1
+    fi
+    GGML_SCHED_DEBUG_REALLOC=1 "$BUILD_OURS/bin/llama-compare" -m "$model" "$@" -n 8 -v -p "$LONG_PROMPT" > "$T/nr.txt" 2> "$T/nr.err" \
+        || { grep -a -m1 'reallocation\|error' "$T/nr.err"; return 1; }
+    grep -a -m1 -o 'compute buffer size is .* matches expectation .*' "$T/nr.err" || { grep -a -m1 expectation "$T/nr.err"; return 1; }
+}
+check "reserved compute buffer holds every batch (-c 1024 -b 64 -ub 32, GGML_SCHED_DEBUG_REALLOC=1)" no_realloc -c 1024 -b 64 -ub 32 -fa off
+check "reserved compute buffer holds every batch (-c 2048 -b 128 -ub 64 -fa on, GGML_SCHED_DEBUG_REALLOC=1)" no_realloc -c 2048 -b 128 -ub 64 -fa on
 preload() {
     GGML_RS_LOG=1 LD_PRELOAD="$LIB" "$BUILD_STOCK/bin/llama-compare" -m "$MODELS/tiny-f32.gguf" -n 32 -v -p "$PROMPT" \
         > "$T/preload.txt" 2> "$T/preload.err" || return 1

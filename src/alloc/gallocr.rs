@@ -16,6 +16,12 @@
 //!   when they have no buffer.
 //! - A graph that reads a computed tensor in neither of its lists is refused (see `unlisted`);
 //!   upstream allocates the tensor and never computes it.
+//! - **Inputs already holding bytes** in this allocator's memory are placed anew like any input,
+//!   with their bytes carried along when they are still theirs (see `inputs`).
+//! - **A reservation holds what it was made for.** A graph whose own plan would not fit the
+//!   compute buffers there are is placed at the offsets of a plan that sized them, when it has
+//!   the same structure and no larger tensors (see `Template`, `plan::replan_like`): the
+//!   planner's placement is not monotone in the sizes, and llama.cpp reserves once.
 //!
 //! The planning itself is `plan::plan` on the `model` of the graph.
 
@@ -30,6 +36,7 @@ use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDe
 use crate::alloc::placed::{PlacedGraph, Seen};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
+use crate::alloc::inputs::{self, Carried};
 use crate::alloc::{inplace, poison, recycle, unlisted};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
@@ -124,6 +131,69 @@ impl Numbering<'_> {
     }
 }
 
+/// The alloc size of every tensor of a graph in the buffer type of a buffer id: buffer types
+/// without get_alloc_size take ggml_nbytes, which follows from the layout; the others are asked
+/// once per tensor and buffer id.
+struct Sizes<'a> {
+    bufts: &'a [BufferType],
+    built: &'a Built,
+    plain: Vec<bool>,
+    memo: Vec<(usize, usize)>,
+}
+
+impl<'a> Sizes<'a> {
+    fn new(bufts: &'a [BufferType], built: &'a Built) -> Sizes<'a> {
+        let plain: Vec<bool> = bufts.iter().map(|b| !b.has_alloc_size()).collect();
+        let memo = if plain.iter().all(|&p| p) { Vec::new() } else { vec![(usize::MAX, 0); built.tensors.len()] };
+        Sizes { bufts, built, plain, memo }
+    }
+}
+
+impl plan::Sizer for Sizes<'_> {
+    fn size(&mut self, t: Tid, id: usize) -> usize {
+        let (tensors, descs) = (&self.built.tensors, &self.built.model.tensors);
+        if self.plain[id] {
+            debug_assert_eq!(descs[t].nbytes, tensors[t].nbytes(), "Layout::nbytes disagrees with ggml_nbytes");
+            return descs[t].nbytes;
+        }
+        if self.memo[t].0 != id {
+            self.memo[t] = (id, buft_alloc_size(self.bufts[id], tensors[t]));
+        }
+        self.memo[t].1
+    }
+}
+
+/// A plan that sized the compute buffers (or was reserved), with the model of its graph: a later
+/// graph of the same structure that the planner would place in more memory is placed like it
+/// (see `plan::replan_like`), so that a reservation holds what it was made for.
+/// Kept by moving the last plan here when a newer one replaces it (nothing is copied).
+struct Template {
+    built: Built,
+    record: Rc<PlanRecord>,
+}
+
+/// Templates kept, newest first (llama.cpp reserves two or three graphs).
+const TEMPLATES: usize = 4;
+
+/// What `ensure_buffers` did.
+#[derive(Clone, Copy, Debug, Default)]
+struct Resized {
+    /// a compute buffer was allocated
+    any: bool,
+    /// a compute buffer that existed was replaced by a larger one
+    grew: bool,
+}
+
+/// What `alloc_graph` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Allocated {
+    /// a new plan was made (the graph was not the last one, or changed)
+    pub planned: bool,
+    /// a compute buffer that existed was replaced by a larger one: a reallocation, in the sense
+    /// of GGML_SCHED_DEBUG_REALLOC (placing a graph anew inside the buffers it has is not one)
+    pub grew: bool,
+}
+
 /// How many nodes ahead a pass over the graph asks for headers (see `prefetch_header`).
 const PREFETCH_AHEAD: usize = 8;
 
@@ -159,6 +229,8 @@ struct Planned {
     /// tensors that are neither nodes nor leafs (view sources, sources outside the lists), newest
     /// first: the fast path checks them on their own (see `is_last_graph`)
     loose: Vec<Tid>,
+    /// kept as a template once a newer plan replaces it (see `Template`)
+    template: bool,
 }
 
 /// What the fast path found: the same graph, and whether every tensor is already where the
@@ -185,6 +257,8 @@ pub struct Gallocr {
     chunk_index: Vec<(usize, usize, usize, usize, usize)>,
     /// per allocator, per chunk: (buffer address, base address)
     chunk_bases: Vec<Vec<(usize, usize)>>,
+    /// plans that sized the buffers or were reserved, newest first (see `Template`)
+    templates: Vec<Template>,
     /// plans made and plans replayed (for tests and benchmarks)
     pub n_plans: u64,
     pub n_replays: u64,
@@ -193,6 +267,10 @@ pub struct Gallocr {
 struct Built {
     model: GraphModel,
     tensors: Vec<TensorRef>,
+    /// inputs that hold their own bytes in this allocator's memory (see `classify`)
+    carried: Vec<Tid>,
+    /// inputs that held bytes in this allocator's memory and lost them, and why
+    lost: Vec<(Tid, String)>,
 }
 
 impl Drop for Built {
@@ -230,6 +308,7 @@ impl Gallocr {
             seq: 0,
             chunk_index: Vec::new(),
             chunk_bases: vec![Vec::new(); n],
+            templates: Vec::new(),
             n_plans: 0,
             n_replays: 0,
         }
@@ -277,7 +356,20 @@ impl Gallocr {
 
     /// Where `t`'s memory comes from, given whether this graph computes it.
     /// A pinned tensor's place goes to `pins`, under its number `tid`.
-    fn classify(&self, t: TensorRef, tid: Tid, is_node: bool, input: bool, pins: &mut Vec<Pin>) -> Result<Presence, AllocError> {
+    /// An input (a leaf the caller writes) that already holds bytes in this allocator's memory is
+    /// placed anew like any input, and goes to `carried` when those bytes are still its own: they
+    /// are copied to its new place (see `Carried`), so a caller that does not set it again reads
+    /// what it held. When they are gone, it goes to `lost` with the reason (see `inputs`).
+    fn classify(
+        &self,
+        t: TensorRef,
+        tid: Tid,
+        is_node: bool,
+        input: bool,
+        pins: &mut Vec<Pin>,
+        carried: &mut Vec<Tid>,
+        lost: &mut Vec<(Tid, String)>,
+    ) -> Result<Presence, AllocError> {
         if t.is_view() {
             return Ok(Presence::External);
         }
@@ -290,6 +382,9 @@ impl Gallocr {
         // its memory went with a compute buffer that was freed (the address may belong to a new
         // buffer now, even one of ours: the bytes are gone all the same)
         if let Some(stone) = self.residency.tombstone(t.addr(), data) {
+            if input && !is_node {
+                lost.push((tid, format!("the compute buffer that held it was reallocated by graph #{}", stone.lost_at)));
+            }
             if is_node || input || !stone.result {
                 return Ok(Presence::Fresh); // recomputed or written again; a leaf the caller sets
             }
@@ -306,12 +401,16 @@ impl Gallocr {
         let Some((a, c, base, size)) = self.find_chunk(buf) else {
             return Ok(Presence::External); // somebody else's buffer, or allocated without ggml-backend
         };
-        if is_node || input {
-            return Ok(Presence::Fresh); // recomputed, or rewritten by the caller: place again
+        if is_node {
+            return Ok(Presence::Fresh); // recomputed: place again
         }
         if data < base || data >= base + size {
             // outside the chunk its buffer pointer names: stale, from a freed buffer whose
             // struct's address was reused
+            if input {
+                lost.push((tid, "the compute buffer that held it was freed".to_string()));
+                return Ok(Presence::Fresh);
+            }
             return match self.residency.computed_in(t.addr()) {
                 Some(computed) => Err(AllocError::LostResult(format!(
                     "tensor {t} was computed by graph #{computed}, but the compute buffer that held it was reallocated since"
@@ -328,6 +427,13 @@ impl Gallocr {
             Contents::Valid { writer, .. } if writer == t.addr() || !self.residency.placed(t.addr()) => None,
             Contents::Valid { name, seq, .. } | Contents::Overwritten { by: name, seq } => Some((name, seq)),
         };
+        if input {
+            match overwritten_by {
+                None => carried.push(tid),
+                Some((by, seq)) => lost.push((tid, format!("tensor '{by}' of graph #{seq} was placed over those"))),
+            }
+            return Ok(Presence::Fresh); // placed again, as every input
+        }
         let Some((by, seq)) = overwritten_by else {
             pins.push(pin);
             return Ok(Presence::Pinned(pins.len() as u32 - 1));
@@ -387,6 +493,8 @@ impl Gallocr {
         let Numbering { tensors, mut descs, layouts, with_data, index, .. } = n;
         recycle::give_index(index);
         let mut pins = Vec::new();
+        let mut carried = Vec::new();
+        let mut lost = Vec::new();
         // what each tensor is in the lists: carried tensors are classified by it, and a tensor in
         // neither list must not be one the graph reads but never computes (see `unlisted`)
         const LOOSE: u8 = 0;
@@ -400,7 +508,8 @@ impl Gallocr {
             listed[node.tensor] = NODE;
         }
         for t in with_data {
-            descs[t].presence = self.classify(tensors[t], t, listed[t] == NODE, descs[t].input, &mut pins)?;
+            descs[t].presence =
+                self.classify(tensors[t], t, listed[t] == NODE, descs[t].input, &mut pins, &mut carried, &mut lost)?;
         }
         if listed.contains(&LOOSE) {
             let is_listed: Vec<bool> = listed.iter().map(|&k| k != LOOSE).collect();
@@ -410,28 +519,12 @@ impl Gallocr {
                 return Err(AllocError::Graph(msg));
             }
         }
-        Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors })
+        Ok(Built { model: GraphModel { tensors: descs, layouts, pins, leafs, nodes }, tensors, carried, lost })
     }
 
     fn plan_model(&mut self, built: &Built) -> Result<Plan, AllocError> {
         self.n_plans += 1;
-        let bufts = &self.bufts;
-        let tensors = &built.tensors;
-        let descs = &built.model.tensors;
-        // buffer types without get_alloc_size take ggml_nbytes, which follows from the layout;
-        // the others are asked once per tensor and buffer id
-        let plain: Vec<bool> = bufts.iter().map(|b| !b.has_alloc_size()).collect();
-        let mut memo: Vec<(usize, usize)> = if plain.iter().all(|&p| p) { Vec::new() } else { vec![(usize::MAX, 0); tensors.len()] };
-        let mut sizer = |t: Tid, id: usize| {
-            if plain[id] {
-                debug_assert_eq!(descs[t].nbytes, tensors[t].nbytes(), "Layout::nbytes disagrees with ggml_nbytes");
-                return descs[t].nbytes;
-            }
-            if memo[t].0 != id {
-                memo[t] = (id, buft_alloc_size(bufts[id], tensors[t]));
-            }
-            memo[t].1
-        };
+        let mut sizer = Sizes::new(&self.bufts, built);
         let mut dyn_allocs: Vec<DynAllocator> = self.allocs.iter().map(|a| a.dyn_alloc.clone()).collect();
         let result = plan::plan(&built.model, &self.alloc_of_id, &mut dyn_allocs, &mut sizer, &self.planner);
         for (st, d) in self.allocs.iter_mut().zip(dyn_allocs) {
@@ -452,7 +545,8 @@ impl Gallocr {
 
     /// Makes the compute buffers at least as large as `plan` needs. With `no_alloc`, buffers that
     /// would have to grow are freed and left unallocated (reserve_n_size).
-    fn ensure_buffers(&mut self, plan: &Plan, built: Option<&Built>, no_alloc: bool) -> Result<(), AllocError> {
+    fn ensure_buffers(&mut self, plan: &Plan, built: Option<&Built>, no_alloc: bool) -> Result<Resized, AllocError> {
+        let mut resized = Resized::default();
         for a in 0..self.allocs.len() {
             let wanted = &plan.chunk_sizes[a];
             let realloc = match &self.allocs[a].chunks {
@@ -472,6 +566,8 @@ impl Gallocr {
                     moving.push((tensor, pin.addr, bytes));
                 }
             }
+            resized.grew |= self.allocs[a].chunks.is_some();
+            resized.any = true;
             let old_size: usize = self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum();
             let new_size: usize = wanted.iter().sum();
             if old_size > 0 && cfg!(debug_assertions) {
@@ -520,7 +616,47 @@ impl Gallocr {
             }
         }
         self.rebuild_chunk_index();
-        Ok(())
+        Ok(resized)
+    }
+
+    /// Whether `plan` fits the compute buffers there are (an allocator without buffers takes any).
+    fn fits_buffers(&self, plan: &Plan) -> bool {
+        self.allocs.iter().zip(&plan.chunk_sizes).all(|(st, wanted)| match &st.chunks {
+            None => true,
+            Some(chunks) => wanted.iter().enumerate().all(|(c, &w)| w <= chunks.get(c).map_or(0, |b| b.size())),
+        })
+    }
+
+    /// Plans `built`. When that plan does not fit the compute buffers there are, but a template
+    /// places the graph inside them, the template's placement is taken: a buffer a reservation
+    /// sized does not grow for a graph of the same structure with no larger tensors.
+    /// Returns the plan and whether it came from a template.
+    fn plan_in_buffers(&mut self, built: &Built) -> Result<(Plan, bool), AllocError> {
+        let plan = self.plan_model(built)?;
+        let any_template = !self.templates.is_empty() || self.last.as_ref().is_some_and(|l| l.template);
+        if self.planner != Planner::Best || !any_template || self.fits_buffers(&plan) {
+            return Ok((plan, false));
+        }
+        let mut sizer = Sizes::new(&self.bufts, built);
+        let last = self.last.as_ref().filter(|l| l.template).map(|l| (&l.built, &l.record));
+        for (tpl, record) in last.into_iter().chain(self.templates.iter().map(|t| (&t.built, &t.record))) {
+            let Some(like) = plan::replan_like(&tpl.model, &record.plan, &built.model, &mut sizer, &plan) else { continue };
+            if self.fits_buffers(&like) {
+                recycle::give_placements(plan.placements);
+                return Ok((like, true));
+            }
+            recycle::give_placements(like.placements);
+        }
+        Ok((plan, false))
+    }
+
+    /// Makes the plan just remembered a template (see `Template`); a kept template of the same
+    /// graph structure is dropped.
+    fn keep_template(&mut self) {
+        let last = self.last.as_mut().expect("just remembered");
+        last.template = true;
+        let model = &last.built.model;
+        self.templates.retain(|t| t.built.model != *model);
     }
 
     fn free_chunks(&mut self, a: usize) {
@@ -550,16 +686,23 @@ impl Gallocr {
         // after the loose view that names it, whose header (checked first) says it is still there
         let loose = (0..listed.len()).rev().filter(|&t| !listed[t]).collect();
         let addrs = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
-        self.last = Some(Planned { built, record, addrs, loose });
+        let previous = self.last.replace(Planned { built, record, addrs, loose, template: false });
         self.placed = None;
+        if let Some(Planned { built, record, template: true, .. }) = previous {
+            self.templates.insert(0, Template { built, record });
+            self.templates.truncate(TEMPLATES);
+        }
     }
 
     /// Plans `g` and makes the buffers large enough, without placing any tensor.
     pub fn reserve(&mut self, g: &GraphInput, no_alloc: bool) -> Result<(), AllocError> {
         let built = self.build(g).inspect_err(log_alloc_error)?;
-        let plan = self.plan_model(&built)?;
+        let (plan, from_template) = self.plan_in_buffers(&built)?;
         self.ensure_buffers(&plan, Some(&built), no_alloc)?;
         self.remember(built, plan);
+        if !from_template && self.planner == Planner::Best {
+            self.keep_template();
+        }
         Ok(())
     }
 
@@ -689,9 +832,10 @@ impl Gallocr {
         match desc.presence {
             Presence::Fresh => {
                 // a leaf the plan places must have no data, or exactly the planned place (else
-                // its bytes came from elsewhere and deserve the full classification); anything
-                // else computed or written anew may be anywhere in this allocator's memory
-                let leaf_placed = placement.is_some() && !last.record.is_node[t] && !desc.input;
+                // its bytes came from elsewhere and deserve the full classification, an input's
+                // to be carried to its place); anything computed anew may be anywhere in this
+                // allocator's memory
+                let leaf_placed = placement.is_some() && !last.record.is_node[t];
                 (data == 0 || (!leaf_placed && self.find_chunk(buffer).is_some())).then_some(false)
             }
             Presence::Pinned(i) => {
@@ -705,11 +849,10 @@ impl Gallocr {
 
     /// Allocates `g`: replays the last plan when `g` is the same graph, else plans it (unless
     /// `auto_reserve` is false, as for upstream's multi-buffer alloc_graph).
-    /// Returns whether a new plan was made.
-    pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<bool, AllocError> {
+    pub fn alloc_graph(&mut self, g: &GraphInput, auto_reserve: bool) -> Result<Allocated, AllocError> {
         if self.placed_unchanged(g) {
             self.replay_last(true)?;
-            return Ok(false);
+            return Ok(Allocated::default());
         }
         let replay = if self.allocs.iter().all(|a| a.chunks.is_some()) { self.is_last_graph(g) } else { Replay::No };
         if let Replay::Same { in_place } = replay
@@ -717,9 +860,10 @@ impl Gallocr {
         {
             let seen = self.replay_last(in_place)?;
             self.keep_placed(g, seen);
-            return Ok(false);
+            return Ok(Allocated::default());
         }
         let built = self.build(g).inspect_err(log_alloc_error)?;
+        let carried = Carried::save(built.carried.iter().map(|&t| built.tensors[t]));
         let same = match &self.last {
             Some(last) => last.built.model == built.model && self.sizes_fit(&built, &last.record.plan),
             None => false,
@@ -729,28 +873,34 @@ impl Gallocr {
             return Err(AllocError::NeedsReserve);
         }
         if !same {
-            let plan = self.plan_model(&built)?;
-            self.ensure_buffers(&plan, Some(&built), false)?;
+            let (plan, from_template) = self.plan_in_buffers(&built)?;
+            let resized = self.ensure_buffers(&plan, Some(&built), false)?;
             self.seq += 1;
             let seen = self.apply(&built, &plan)?;
+            carry_inputs(carried, &built);
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
             }
             self.remember(built, plan);
+            if resized.any && !from_template && self.planner == Planner::Best {
+                self.keep_template();
+            }
             let last = self.last.as_ref().expect("just remembered");
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
             self.keep_placed(g, Some(seen));
-            return Ok(true);
+            return Ok(Allocated { planned: true, grew: resized.grew });
         }
         self.n_replays += 1;
+        let mut grew = false;
         if self.allocs.iter().any(|a| a.chunks.is_none()) {
             // reserved without memory (reserve_n_size) and nothing reallocated it since
             let plan = self.last.as_ref().expect("same").record.plan.clone();
-            self.ensure_buffers(&plan, Some(&built), false)?;
+            grew = self.ensure_buffers(&plan, Some(&built), false)?.grew;
         }
         let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;
         let seen = self.apply(&built, &record.plan)?;
+        carry_inputs(carried, &built);
         let addrs: Rc<Vec<usize>> = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         for &t in addrs.iter() {
             self.residency.forget_tombstone(t);
@@ -763,7 +913,7 @@ impl Gallocr {
         } else {
             recycle::give_seen(seen);
         }
-        Ok(false)
+        Ok(Allocated { planned: false, grew })
     }
 
     /// Whether `g` is the graph placed last, every header as it was right after placing (see
@@ -976,6 +1126,17 @@ fn record_application(residency: &mut Residency, seq: u64, record: &Rc<PlanRecor
 /// another one may take over.
 fn placed_names(tensors: &[TensorRef], plan: &Plan) -> Names {
     Names::from_raw(tensors.iter().zip(&plan.placements).map(|(t, p)| p.map(|_| t.name_bytes())))
+}
+
+/// Once `built` is placed: its carried inputs get their bytes back, and the inputs that lost
+/// theirs are marked (see `inputs`).
+fn carry_inputs(carried: Carried, built: &Built) {
+    let kept = built.carried.iter().chain(built.lost.iter().map(|(t, _)| t)).map(|&t| built.tensors[t]);
+    inputs::placed(&built.tensors, kept);
+    carried.restore();
+    for (t, why) in &built.lost {
+        inputs::watch(built.tensors[*t], why.clone());
+    }
 }
 
 /// Whether `view` points where its source says (`data = view_src->data + view_offs`, same

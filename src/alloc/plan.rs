@@ -11,7 +11,7 @@
 //! (`offline::best_greedy`) that is kept when it needs less memory.
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator, OutOfChunks};
-use crate::alloc::model::{GraphModel, Pin, Presence, Tid};
+use crate::alloc::model::{GraphModel, Pin, Presence, TensorDesc, Tid};
 use crate::alloc::{offline, recycle};
 
 /// Alloc size of tensor `t` in the buffer type of `buffer_id` (the buffer type may pad).
@@ -345,4 +345,61 @@ pub fn plan(
         }
     }
     Ok(plan)
+}
+
+/// Places `model` where `template` (the plan of a graph of the same structure, `template_model`)
+/// placed its tensors, when that is sound: the same tensors, sources, views, flags, buffer ids
+/// and pins, every placed tensor no larger than the template placed it, and every in-place
+/// take-over of the template still allowed (the tensor and the parent it computes over have the
+/// same layout). The planner's own placement is not monotone in the sizes (a graph with smaller
+/// tensors may need a few bytes more), so this is how the buffer that a worst-case graph sized
+/// holds every graph of that structure made afterwards. `fresh` is `model`'s own plan (its
+/// live-bytes bound is kept). None when the template does not apply.
+pub fn replan_like(template_model: &GraphModel, template: &Plan, model: &GraphModel, sizer: &mut impl Sizer, fresh: &Plan) -> Option<Plan> {
+    let n = model.tensors.len();
+    if template_model.tensors.len() != n
+        || template.placements.len() != n
+        || template_model.nodes != model.nodes
+        || template_model.leafs != model.leafs
+        || template_model.pins != model.pins
+    {
+        return None;
+    }
+    let same_kind = |a: &TensorDesc, b: &TensorDesc| {
+        a.view_of == b.view_of && a.presence == b.presence && a.input == b.input && a.output == b.output && a.inplace_op == b.inplace_op && a.op_none == b.op_none
+    };
+    if !template_model.tensors.iter().zip(&model.tensors).all(|(a, b)| same_kind(a, b)) {
+        return None;
+    }
+    // an in-place child lives at its parent's address (two tensors live at once never share one)
+    for node in &model.nodes {
+        let Some(pt) = template.placements[node.tensor] else { continue };
+        for s in node.srcs.iter() {
+            let shares = template.placements[s].is_some_and(|ps| ps.alloc == pt.alloc && ps.addr == pt.addr);
+            if shares && model.layouts[s] != model.layouts[node.tensor] {
+                return None;
+            }
+        }
+    }
+    let mut placements = recycle::take_placements(n);
+    for (t, p) in template.placements.iter().enumerate() {
+        match *p {
+            Some(p) => {
+                let size = sizer.size(t, p.buffer_id);
+                if size > p.size {
+                    recycle::give_placements(placements);
+                    return None;
+                }
+                placements.push(Some(Placement { size, ..p }));
+            }
+            None => placements.push(None),
+        }
+    }
+    Some(Plan {
+        placements,
+        write_order: template.write_order.clone(),
+        chunk_sizes: template.chunk_sizes.clone(),
+        live_peak: fresh.live_peak.clone(),
+        offline: template.offline.clone(),
+    })
 }

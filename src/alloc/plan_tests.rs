@@ -297,3 +297,80 @@ fn pinned_memory_is_never_handed_out() {
         assert!(p.placements[t].unwrap().addr.offset >= 16, "tensor {t} placed over pinned memory");
     }
 }
+
+/// `m` with every size mapped through one random non-increasing map of the size classes (equal
+/// layouts stay equal, as in a graph of the same structure with fewer tokens).
+fn shrunk(rng: &mut Rng, m: &GraphModel) -> GraphModel {
+    let mut map = std::collections::HashMap::new();
+    let mut s = m.clone();
+    for (d, l) in s.tensors.iter_mut().zip(s.layouts.iter_mut()) {
+        let elems = d.nbytes as i64 / 4;
+        let new = *map.entry(elems).or_insert_with(|| 1 + rng.below(elems as u64) as i64);
+        d.nbytes = 4 * new as usize;
+        *l = layout(new);
+    }
+    s
+}
+
+#[test]
+fn a_template_holds_every_smaller_graph_of_its_structure() {
+    use crate::alloc::plan::replan_like;
+    let mut applied = 0;
+    for seed in 0..300 {
+        let mut rng = Rng::new(5000 + seed);
+        let n = 10 + rng.below(200) as usize;
+        let big = random_model(&mut rng, n);
+        let (template, _) = run(&big, Planner::Best, 16, usize::MAX);
+        for _ in 0..3 {
+            let small = shrunk(&mut rng, &big);
+            let (fresh, _) = run(&small, Planner::Best, 16, usize::MAX);
+            let mut s = sizer(&small);
+            let like = replan_like(&big, &template, &small, &mut s, &fresh).expect("same structure, no larger tensors");
+            check(&small, &like, 16, usize::MAX);
+            assert!(like.total_size(0) <= template.total_size(0), "a template's placement never needs more than the template");
+            applied += 1;
+        }
+        // a tensor larger than the template placed it: the template does not apply
+        let mut larger = big.clone();
+        if let Some(t) = (0..larger.tensors.len()).find(|&t| template.placements[t].is_some()) {
+            larger.tensors[t].nbytes += 64;
+            let (fresh, _) = run(&larger, Planner::Best, 16, usize::MAX);
+            let mut s = sizer(&larger);
+            assert!(replan_like(&big, &template, &larger, &mut s, &fresh).is_none(), "tensor {t} grew");
+        }
+    }
+    assert_eq!(applied, 900);
+}
+
+#[test]
+fn a_template_is_not_used_where_its_in_place_reuse_would_be_wrong() {
+    use crate::alloc::plan::replan_like;
+    // x (input) -> a = scale(x), in place on x; in the new graph a's layout differs from x's
+    let mut m = GraphModel::default();
+    let mut x = desc(8);
+    x.input = true;
+    push(&mut m, x);
+    m.leafs.push((0, 0));
+    let mut a = desc(8);
+    a.inplace_op = true;
+    push(&mut m, a);
+    m.nodes.push(NodeDesc { tensor: 1, srcs: SrcList::from(&[0][..]), buffer_id: 0 });
+    let (template, _) = run(&m, Planner::Upstream, 8, usize::MAX);
+    assert_eq!(template.placements[1].unwrap().addr, template.placements[0].unwrap().addr, "in place");
+    let mut other = m.clone();
+    other.tensors[1].nbytes = 16;
+    other.layouts[1] = layout(4);
+    let (fresh, _) = run(&other, Planner::Upstream, 8, usize::MAX);
+    let mut s = sizer(&other);
+    assert!(replan_like(&m, &template, &other, &mut s, &fresh).is_none());
+    // the same layouts, smaller: it applies
+    let mut same = m.clone();
+    for t in 0..2 {
+        same.tensors[t].nbytes = 16;
+        same.layouts[t] = layout(4);
+    }
+    let (fresh, _) = run(&same, Planner::Upstream, 8, usize::MAX);
+    let mut s = sizer(&same);
+    let like = replan_like(&m, &template, &same, &mut s, &fresh).expect("applies");
+    check(&same, &like, 8, usize::MAX);
+}

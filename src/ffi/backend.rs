@@ -7,7 +7,7 @@ use crate::backend::stream as imp;
 use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
 use crate::ggml::abi_backend::{ggml_backend_dev_props, ggml_backend_dev_t, ggml_backend_event_t, ggml_backend_graph_plan_t, ggml_backend_reg_t};
 use crate::ggml::handles::{Device, Event};
-use crate::ggml::sys::{DevType, ggml_cgraph, ggml_guid_t, ggml_status, ggml_tensor};
+use crate::ggml::sys::{DevType, GGML_STATUS_FAILED, ggml_cgraph, ggml_guid_t, ggml_status, ggml_tensor};
 use crate::{arg, ffi_boundary};
 
 //
@@ -91,15 +91,38 @@ pub unsafe extern "C" fn ggml_backend_graph_plan_compute(backend: ggml_backend_t
     ffi_boundary!("ggml_backend_graph_plan_compute", { arg!("ggml_backend_graph_plan_compute", Backend, backend).graph_plan_compute(plan) })
 }
 
+/// Whether the caller's graph may be computed: not when it reads an input that lost its bytes
+/// and was not set since (see `alloc::inputs`; one atomic load when there is none).
+fn inputs_set(cgraph: *mut ggml_cgraph, function: &str) -> bool {
+    if !crate::alloc::inputs::any() {
+        return true;
+    }
+    // SAFETY: the caller's graph (C API contract); NULL gives None.
+    match unsafe { crate::ggml::graph::GraphRef::from_raw(cgraph) } {
+        Some(g) => crate::alloc::inputs::check(g.nodes(), function),
+        None => true,
+    }
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_compute(backend: ggml_backend_t, cgraph: *mut ggml_cgraph) -> ggml_status {
-    ffi_boundary!("ggml_backend_graph_compute", { imp::graph_compute(arg!("ggml_backend_graph_compute", Backend, backend), cgraph) })
+    ffi_boundary!("ggml_backend_graph_compute", {
+        let backend = arg!("ggml_backend_graph_compute", Backend, backend);
+        if !inputs_set(cgraph, "ggml_backend_graph_compute") {
+            return GGML_STATUS_FAILED;
+        }
+        imp::graph_compute(backend, cgraph)
+    })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_compute_async(backend: ggml_backend_t, cgraph: *mut ggml_cgraph) -> ggml_status {
     ffi_boundary!("ggml_backend_graph_compute_async", {
-        imp::graph_compute_async(arg!("ggml_backend_graph_compute_async", Backend, backend), cgraph)
+        let backend = arg!("ggml_backend_graph_compute_async", Backend, backend);
+        if !inputs_set(cgraph, "ggml_backend_graph_compute_async") {
+            return GGML_STATUS_FAILED;
+        }
+        imp::graph_compute_async(backend, cgraph)
     })
 }
 

@@ -368,19 +368,22 @@ impl Sched {
         let plan = self.plan.as_ref().expect("split_graph ran");
         let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
         let changed = ids != self.prev_buft_ids;
-        let mut replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
-        if let Err(AllocError::Backend(why)) = &replanned {
+        let mut allocated = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+        if let Err(AllocError::Backend(why)) = &allocated {
             // upstream's scheduler tries a failed allocation a second time (see README); a
             // buffer that could not be had now may be had once the backends are idle
             crate::log_warn!("ggml_backend_sched_alloc_graph: {why}; trying once more\n");
             for b in &self.be.backends {
                 b.synchronize();
             }
-            replanned = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
+            allocated = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
         }
         self.prev_buft_ids = ids;
-        let replanned = replanned?;
-        if replanned && self.debug_realloc > 0 && self.galloc.seq() > 1 {
+        // upstream counts what its allocator cannot place without reserving anew; ggml-rs counts
+        // what that is meant to catch: a compute buffer replaced by a larger one (with one backend
+        // upstream never counts, its allocator re-plans on its own; a new plan that fits the
+        // buffers is no reallocation)
+        if allocated?.grew && self.debug_realloc > 0 {
             let unexpected = !changed && self.graph_size.0 == self.graph_size.1;
             if unexpected || self.debug_realloc > 1 {
                 crate::fatal!(
@@ -575,6 +578,11 @@ impl Sched {
                  call ggml_backend_sched_reset and ggml_backend_sched_alloc_graph for it first\n",
                 graph.n_nodes()
             );
+            return GGML_STATUS_FAILED;
+        }
+        // an input placed anew after losing its bytes, and not set since (see `alloc::inputs`);
+        // checked on the caller's graph: a split may read it through a copy
+        if !crate::alloc::inputs::check(graph.nodes(), "ggml_backend_sched_graph_compute") {
             return GGML_STATUS_FAILED;
         }
         let ctx = ComputeCtx {
