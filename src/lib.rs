@@ -3,14 +3,18 @@
 //! so that upstream programs and backends link against it unchanged.
 //!
 //! Layers: `ffi` (the exports) -> `alloc`, `backend`, `sched` (the logic) -> `ggml` (the one
-//! place that knows ggml's C structs).
+//! place that knows ggml's C structs: the `ggml-abi` crate). The pure half of `alloc` and
+//! `sched` (models, planner, residency) is the `ggml-plan` crate.
 #![allow(clippy::missing_safety_doc)]
 
-pub mod alloc;
-pub mod backend;
-pub mod ffi;
-pub mod ggml;
-pub mod sched;
+pub(crate) mod alloc;
+pub(crate) mod backend;
+pub(crate) mod ffi;
+pub(crate) mod sched;
+
+/// ggml's C ABI (the `ggml-abi` crate), under the name the layers above have always used.
+pub use ggml_abi as ggml;
+pub use ggml_abi::{ensure, fatal, log_debug, log_error, log_info, log_warn};
 
 /// Build-time configuration (see build.rs).
 pub mod config {

@@ -25,42 +25,41 @@
 //!
 //! The planning itself is `plan::plan` on the `model` of the graph.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
 use crate::alloc::addr_index::{AddrIndex, Vacancy};
 use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
-use crate::alloc::placed::{PlacedGraph, Seen};
+use crate::alloc::placed::{PlacedGraph, Seen, seen_spare};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
 use crate::alloc::inputs::{self, Carried};
-use crate::alloc::{inplace, poison, recycle, unlisted};
+use crate::alloc::{inplace, poison, unlisted};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
 use crate::ggml::handles::{Buffer, BufferType};
 use crate::ggml::sys::{self, GGML_MAX_SRC, GGML_STATUS_SUCCESS};
-use crate::ggml::tensor::{Layout, TensorRef};
+use crate::ggml::tensor::TensorRef;
+use ggml_plan::addr_map::AddrMap;
+use ggml_plan::model::{Layout, descs_spare, layouts_spare, nodes_spare};
+use ggml_plan::plan::placements_spare;
 
-/// Hashes tensor addresses (distinct, 16-byte aligned) with one multiply.
-#[derive(Default)]
-pub struct AddrHasher(u64);
+// the numbering's own arrays, kept for the next graph read on this thread (see `ggml_plan::spare`)
+ggml_plan::spare!(tensors_spare: Vec<TensorRef>);
+ggml_plan::spare!(index_spare: AddrIndex);
 
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _bytes: &[u8]) {
-        unreachable!("only usize keys are hashed")
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = ((n as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
+/// The planner's copy of a tensor's layout (type, shape, strides).
+#[inline]
+fn plan_layout(t: &crate::ggml::tensor::Layout) -> Layout {
+    Layout { type_: t.type_, ne: t.ne, nb: t.nb }
 }
 
-pub type AddrMap<V> = HashMap<usize, V, BuildHasherDefault<AddrHasher>>;
+/// Whether `tensor` still has the layout the planner was given.
+#[inline]
+fn has_plan_layout(tensor: TensorRef, layout: &Layout) -> bool {
+    tensor.ne() == layout.ne && tensor.nb() == layout.nb && tensor.type_() == layout.type_
+}
 
 /// What an allocator has done: (allocations, plans made).
 pub type AllocatorState = (u64, u64);
@@ -121,7 +120,7 @@ impl Numbering<'_> {
             inplace_op: inplace::op_can_inplace(op),
             op_none: op == sys::op::NONE,
         });
-        self.layouts.push(layout);
+        self.layouts.push(plan_layout(&layout));
         if view_of.is_none() && !t.data().is_null() {
             self.with_data.push(id);
         }
@@ -275,10 +274,10 @@ struct Built {
 
 impl Drop for Built {
     fn drop(&mut self) {
-        recycle::give_descs(std::mem::take(&mut self.model.tensors));
-        recycle::give_layouts(std::mem::take(&mut self.model.layouts));
-        recycle::give_nodes(std::mem::take(&mut self.model.nodes));
-        recycle::give_tensors(std::mem::take(&mut self.tensors));
+        descs_spare::give(std::mem::take(&mut self.model.tensors));
+        layouts_spare::give(std::mem::take(&mut self.model.layouts));
+        nodes_spare::give(std::mem::take(&mut self.model.nodes));
+        tensors_spare::give(std::mem::take(&mut self.tensors));
     }
 }
 
@@ -316,10 +315,6 @@ impl Gallocr {
 
     pub fn n_buffers(&self) -> usize {
         self.bufts.len()
-    }
-
-    pub fn set_planner(&mut self, planner: Planner) {
-        self.planner = planner;
     }
 
     /// Number of `alloc_graph` calls so far: "graph #n" in messages.
@@ -360,6 +355,7 @@ impl Gallocr {
     /// placed anew like any input, and goes to `carried` when those bytes are still its own: they
     /// are copied to its new place (see `Carried`), so a caller that does not set it again reads
     /// what it held. When they are gone, it goes to `lost` with the reason (see `inputs`).
+    #[allow(clippy::too_many_arguments)] // the outputs are the caller's three lists
     fn classify(
         &self,
         t: TensorRef,
@@ -457,10 +453,10 @@ impl Gallocr {
         // sources outside the node and leaf lists are rare: the lists are the size
         let n_hint = g.nodes.len() + g.leafs.len() + 64;
         let mut n = Numbering {
-            index: recycle::take_index(n_hint),
-            tensors: recycle::take_tensors(n_hint),
-            descs: recycle::take_descs(n_hint),
-            layouts: recycle::take_layouts(n_hint),
+            index: index_spare::take(n_hint),
+            tensors: tensors_spare::take(n_hint),
+            descs: descs_spare::take(n_hint),
+            layouts: layouts_spare::take(n_hint),
             with_data: Vec::new(),
             extra_flags: g.extra_flags.filter(|m| !m.is_empty()),
         };
@@ -472,7 +468,7 @@ impl Gallocr {
             let id = self.id_of(g.leaf_ids, i, "leaf");
             leafs.push((n.tid_of(leaf), id));
         }
-        let mut nodes = recycle::take_nodes(g.nodes.len());
+        let mut nodes = nodes_spare::take(g.nodes.len());
         for (i, &node) in g.nodes.iter().enumerate() {
             if let Some(next) = g.nodes.get(i + PREFETCH_AHEAD) {
                 next.prefetch_header();
@@ -491,7 +487,7 @@ impl Gallocr {
         }
 
         let Numbering { tensors, mut descs, layouts, with_data, index, .. } = n;
-        recycle::give_index(index);
+        index_spare::give(index);
         let mut pins = Vec::new();
         let mut carried = Vec::new();
         let mut lost = Vec::new();
@@ -642,10 +638,10 @@ impl Gallocr {
         for (tpl, record) in last.into_iter().chain(self.templates.iter().map(|t| (&t.built, &t.record))) {
             let Some(like) = plan::replan_like(&tpl.model, &record.plan, &built.model, &mut sizer, &plan) else { continue };
             if self.fits_buffers(&like) {
-                recycle::give_placements(plan.placements);
+                placements_spare::give(plan.placements);
                 return Ok((like, true));
             }
-            recycle::give_placements(like.placements);
+            placements_spare::give(like.placements);
         }
         Ok((plan, false))
     }
@@ -826,7 +822,7 @@ impl Gallocr {
             }
         }
         let op = tensor.op();
-        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !tensor.has_layout(&last.built.model.layouts[t]) {
+        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !has_plan_layout(tensor, &last.built.model.layouts[t]) {
             return None;
         }
         match desc.presence {
@@ -911,7 +907,7 @@ impl Gallocr {
         if !differ {
             self.keep_placed(g, Some(seen));
         } else {
-            recycle::give_seen(seen);
+            seen_spare::give(seen);
         }
         Ok(Allocated { planned: false, grew })
     }
@@ -941,19 +937,19 @@ impl Gallocr {
         if !may_keep_placed(g) {
             self.placed = None;
             if let Some(seen) = seen {
-                recycle::give_seen(seen);
+                seen_spare::give(seen);
             }
             return;
         }
         let last = self.last.as_ref().expect("a graph was just placed");
         let (tensors, model) = (&last.built.tensors, &last.built.model);
         let seen = seen.unwrap_or_else(|| {
-            let mut seen = recycle::take_seen(tensors.len());
+            let mut seen = seen_spare::take(tensors.len());
             seen.extend(tensors.iter().map(|&t| Seen::of(t)));
             seen
         });
         self.placed = Some(PlacedGraph::take(tensors, model, &last.loose, &seen));
-        recycle::give_seen(seen);
+        seen_spare::give(seen);
     }
 
     /// Allocates the last planned graph again, its tensors `in_place` already or not.
@@ -1032,7 +1028,7 @@ impl Gallocr {
         let poisoning = poison::enabled();
         // what each header reads once placed, for `keep_placed`: what this loop touches anyway,
         // the rest from the model (read from the same headers by `build`)
-        let mut seen = recycle::take_seen(built.tensors.len());
+        let mut seen = seen_spare::take(built.tensors.len());
         for (t, &tensor) in built.tensors.iter().enumerate() {
             let desc = &built.model.tensors[t];
             let status = if let Some(v) = desc.view_of {
@@ -1059,7 +1055,7 @@ impl Gallocr {
                 GGML_STATUS_SUCCESS
             };
             if status != GGML_STATUS_SUCCESS {
-                recycle::give_seen(seen);
+                seen_spare::give(seen);
                 let msg = format!("ggml_gallocr: the buffer refused tensor {tensor} (init_tensor returned {status})");
                 crate::log_error!("{msg}\n");
                 return Err(AllocError::Backend(msg));
@@ -1077,11 +1073,6 @@ impl Gallocr {
             return 0;
         }
         self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum()
-    }
-
-    /// The chunk buffers of buffer id `id` (for tests and the scheduler's diagnostics).
-    pub fn chunks(&self, id: usize) -> Vec<Buffer> {
-        self.allocs[self.alloc_of_id[id]].chunks.clone().unwrap_or_default()
     }
 
     pub fn owns_buffer(&self, buffer: usize) -> bool {

@@ -8,19 +8,18 @@
 
 pub mod addr_index;
 pub mod ctx_tensors;
-pub mod dyn_tallocr;
 pub mod gallocr;
 pub mod inplace;
 pub mod inputs;
-pub mod model;
-pub mod offline;
 pub mod placed;
-pub mod plan;
 pub mod poison;
-pub mod recycle;
-pub mod residency;
 pub mod tallocr;
 pub mod unlisted;
 
-#[cfg(test)]
-mod plan_tests;
+// the pure half of the allocator: the planning crate
+pub use ggml_plan::{dyn_tallocr, model, plan, residency};
+
+// the planning crate's copies of ggml's limits
+const _: () = assert!(ggml_plan::MAX_SRC == crate::ggml::sys::GGML_MAX_SRC);
+const _: () = assert!(ggml_plan::MAX_NAME == crate::ggml::sys::GGML_MAX_NAME);
+const _: () = assert!(ggml_plan::MAX_DIMS == crate::ggml::sys::GGML_MAX_DIMS);

@@ -8,9 +8,12 @@
 //! not match goes to `gallocr`'s precise check, which decides what still holds.
 
 use crate::alloc::model::{GraphModel, SrcList, Tid};
-use crate::alloc::recycle;
 use crate::ggml::sys::{self, GGML_MAX_SRC};
 use crate::ggml::tensor::TensorRef;
+
+// the check's arrays, kept for the next graph placed on this thread (see `ggml_plan::spare`)
+ggml_plan::spare!(pub(crate) seen_spare: Vec<Seen>);
+ggml_plan::spare!(words_spare: Vec<usize>);
 
 /// One tensor as the check reads it: itself, where it is, what it views, its input and output
 /// flags, and (for a node) how many source slots follow in `PlacedGraph::slots`. Its layout and
@@ -86,8 +89,8 @@ impl PlacedGraph {
             n_nodes: model.nodes.len(),
             n_leafs: model.leafs.len(),
             loose: loose.iter().map(|&t| tensors[t]).collect(),
-            seen: recycle::take_seen(tensors.len()),
-            slots: recycle::take_words(model.nodes.len() * 3),
+            seen: seen_spare::take(tensors.len()),
+            slots: words_spare::take(model.nodes.len() * 3),
         };
         for n in &model.nodes {
             let slots = n.srcs.used_slots();
@@ -127,7 +130,7 @@ impl PlacedGraph {
 
 impl Drop for PlacedGraph {
     fn drop(&mut self) {
-        recycle::give_words(std::mem::take(&mut self.slots));
-        recycle::give_seen(std::mem::take(&mut self.seen));
+        words_spare::give(std::mem::take(&mut self.slots));
+        seen_spare::give(std::mem::take(&mut self.seen));
     }
 }

@@ -54,8 +54,9 @@ macro_rules! ffi_boundary {
 #[macro_export]
 macro_rules! arg {
     ($function:expr, $kind:ident, $ptr:expr) => {{
+        let ptr = $ptr;
         // SAFETY: the C API contract: a non-NULL handle argument points to a live object.
-        match unsafe { $crate::ggml::handles::$kind::from_raw($ptr) } {
+        match unsafe { $crate::ggml::handles::$kind::from_raw(ptr) } {
             Some(h) => h,
             None => $crate::fatal!("{}: argument `{}` is NULL", $function, stringify!($ptr)),
         }
@@ -66,8 +67,9 @@ macro_rules! arg {
 #[macro_export]
 macro_rules! tensor_arg {
     ($function:expr, $ptr:expr) => {{
+        let ptr = $ptr;
         // SAFETY: the C API contract: a non-NULL tensor argument points to a live tensor.
-        match unsafe { $crate::ggml::tensor::TensorRef::from_raw($ptr) } {
+        match unsafe { $crate::ggml::tensor::TensorRef::from_raw(ptr) } {
             Some(t) => t,
             None => $crate::fatal!("{}: argument `{}` is NULL", $function, stringify!($ptr)),
         }

@@ -59,7 +59,7 @@ impl<B: Backends> Assigner<'_, B> {
     }
 
     /// Pass 1 for tensor `id` (`node`: its position in the node list, for its sources).
-    fn from_current_location(&self, id: u32, node: Option<usize>) -> i32 {
+    fn by_current_location(&self, id: u32, node: Option<usize>) -> i32 {
         let ix = self.ix;
         let t = ix.tensor(id);
         let storage = ix.storage[id as usize];
@@ -146,12 +146,12 @@ impl<B: Backends> Assigner<'_, B> {
         // pass 1
         for &l in &ix.leafs {
             if self.ids[l as usize] == -1 {
-                self.ids[l as usize] = self.from_current_location(l, None);
+                self.ids[l as usize] = self.by_current_location(l, None);
             }
         }
         for (i, &n) in ix.nodes.iter().enumerate() {
             if self.ids[n as usize] == -1 {
-                self.ids[n as usize] = self.from_current_location(n, Some(i));
+                self.ids[n as usize] = self.by_current_location(n, Some(i));
             }
         }
 

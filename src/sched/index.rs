@@ -3,7 +3,7 @@
 //! again. Built once per `split_graph`, or taken over from the previous `split_graph` when the
 //! graph has the same nodes, leafs, sources and view sources (checked without hashing).
 
-use crate::alloc::gallocr::AddrMap;
+use ggml_plan::addr_map::AddrMap;
 use crate::alloc::unlisted;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::{GGML_MAX_SRC, ggml_op, op};
@@ -188,9 +188,5 @@ impl GraphIndex {
 
     pub fn len(&self) -> usize {
         self.tensors.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tensors.is_empty()
     }
 }

@@ -13,7 +13,8 @@
 //! the tensors and buffer types they are asked about, as upstream's scheduler also assumes when
 //! it asks them once per tensor.
 
-use crate::alloc::gallocr::{AddrMap, AllocatorState};
+use crate::alloc::gallocr::AllocatorState;
+use ggml_plan::addr_map::AddrMap;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::BufferUsage;
 use crate::ggml::abi_impl::ggml_backend_buffer_type;

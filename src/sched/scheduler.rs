@@ -23,7 +23,8 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 
-use crate::alloc::gallocr::{AddrMap, AllocError, Gallocr, GraphInput};
+use crate::alloc::gallocr::{AllocError, Gallocr, GraphInput};
+use ggml_plan::addr_map::AddrMap;
 use crate::alloc::unlisted;
 use crate::backend::buffer::buffer_is_host;
 use crate::backend::stream::{default_buffer_type, event_new};
@@ -284,10 +285,7 @@ impl Sched {
 
     pub fn tensor_backend(&self, node: TensorRef) -> Option<Backend> {
         let from_plan = if self.plan_assigned { self.plan.as_ref().and_then(|p| p.ix.get(node).map(|i| p.ids[i as usize])) } else { None };
-        match from_plan.filter(|&b| b >= 0).map(|b| b as usize).or_else(|| self.user_ids.get(&node.addr()).copied()) {
-            Some(b) => Some(self.be.backends[b]),
-            None => None,
-        }
+        from_plan.filter(|&b| b >= 0).map(|b| b as usize).or_else(|| self.user_ids.get(&node.addr()).copied()).map(|b| self.be.backends[b])
     }
 
     pub fn reset(&mut self) {

@@ -8,7 +8,7 @@
 
 use std::ffi::c_void;
 
-use crate::alloc::gallocr::AddrMap;
+use ggml_plan::addr_map::AddrMap;
 use crate::ggml::abi_impl::ggml_backend_graph_optimize_params;
 use crate::ggml::graph::{GraphView, ViewContext, next_graph_uid};
 use crate::ggml::handles::Backend;
@@ -206,7 +206,7 @@ pub fn split_graph<B: Backends>(
                 continue;
             }
             let key = copy_key(s, cur_backend);
-            if !copies.contains_key(&key) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = copies.entry(key) {
                 let name_b = p.backends.name(cur_backend);
                 let made: Vec<TensorRef> = (0..n_copies)
                     .map(|c| {
@@ -219,7 +219,7 @@ pub fn split_graph<B: Backends>(
                     .collect();
                 cur.inputs.push(src);
                 cur.input_copies.push(made[p.cur_copy]);
-                copies.insert(key, made);
+                slot.insert(made);
             }
             let copy = copies[&key][p.cur_copy];
             cur.substitutions.push(Substitution { node, index: j, copy: copy.as_ptr(), original: src.as_ptr() });

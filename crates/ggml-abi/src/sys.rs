@@ -89,7 +89,7 @@ pub mod op {
 #[repr(C)]
 pub struct ggml_tensor {
     pub type_: ggml_type,
-    pub buffer: *mut crate::ggml::abi_impl::ggml_backend_buffer,
+    pub buffer: *mut crate::abi_impl::ggml_backend_buffer,
     pub ne: [i64; GGML_MAX_DIMS],
     pub nb: [usize; GGML_MAX_DIMS],
     pub op: ggml_op,
@@ -142,7 +142,7 @@ pub struct ggml_init_params {
 
 // The rest of ggml-base: Rust functions of the same names and signatures that find ggml-base's
 // on their first call (see `imports`; build.rs reads this list for the weak table, one `fn` a line).
-crate::ggml::imports::ggml_imports! {
+crate::imports::ggml_imports! {
     variadic fn ggml_abort(file: *const c_char, line: c_int, fmt: *const c_char; arg: *const c_char) -> !;
     variadic fn ggml_log_internal(level: ggml_log_level, format: *const c_char; arg: *const c_char);
     fn ggml_nbytes(tensor: *const ggml_tensor) -> usize;
@@ -167,14 +167,14 @@ crate::ggml::imports::ggml_imports! {
     // ggml-backend-meta.cpp (stays in ggml-base). Without its code in the process (a static link
     // that did not need it) there is no meta buffer or buffer type, so the predicates are false.
     #[if_absent(false)]
-    fn ggml_backend_buffer_is_meta(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer) -> bool;
+    fn ggml_backend_buffer_is_meta(buf: *mut crate::abi_impl::ggml_backend_buffer) -> bool;
     #[if_absent(false)]
-    fn ggml_backend_buft_is_meta(buft: *mut crate::ggml::abi_impl::ggml_backend_buffer_type) -> bool;
-    fn ggml_backend_meta_buffer_set_usage(buf: *mut crate::ggml::abi_impl::ggml_backend_buffer, usage: BufferUsage);
+    fn ggml_backend_buft_is_meta(buft: *mut crate::abi_impl::ggml_backend_buffer_type) -> bool;
+    fn ggml_backend_meta_buffer_set_usage(buf: *mut crate::abi_impl::ggml_backend_buffer, usage: BufferUsage);
     fn ggml_backend_meta_alloc_ctx_tensors_from_buft(
         ctx: *mut ggml_context,
-        buft: *mut crate::ggml::abi_impl::ggml_backend_buffer_type,
-    ) -> *mut crate::ggml::abi_impl::ggml_backend_buffer;
+        buft: *mut crate::abi_impl::ggml_backend_buffer_type,
+    ) -> *mut crate::abi_impl::ggml_backend_buffer;
 }
 
 /// `typedef uint8_t ggml_guid[16]; typedef ggml_guid * ggml_guid_t;`

@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use crate::ggml::abi_impl::{ggml_backend, ggml_backend_buffer, ggml_backend_buffer_type};
+use crate::abi_impl::{ggml_backend, ggml_backend_buffer, ggml_backend_buffer_type};
 
 pub type ggml_backend_buffer_type_t = *mut ggml_backend_buffer_type;
 pub type ggml_backend_buffer_t = *mut ggml_backend_buffer;

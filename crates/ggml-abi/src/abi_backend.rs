@@ -3,9 +3,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
-use crate::ggml::abi_impl::{ggml_backend_device, ggml_backend_event, ggml_backend_reg};
-use crate::ggml::sys::{DevType, ggml_cgraph, ggml_context, ggml_tensor};
+use crate::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
+use crate::abi_impl::{ggml_backend_device, ggml_backend_event, ggml_backend_reg};
+use crate::sys::{DevType, ggml_cgraph, ggml_context, ggml_tensor};
 
 pub type ggml_backend_event_t = *mut ggml_backend_event;
 pub type ggml_backend_graph_plan_t = *mut c_void;

@@ -8,9 +8,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
-use crate::ggml::abi_backend::{ggml_backend_dev_props, ggml_backend_dev_t, ggml_backend_event_t, ggml_backend_graph_plan_t, ggml_backend_reg_t};
-use crate::ggml::sys::{BufferUsage, DevType, ggml_cgraph, ggml_guid_t, ggml_status, ggml_tensor};
+use crate::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
+use crate::abi_backend::{ggml_backend_dev_props, ggml_backend_dev_t, ggml_backend_event_t, ggml_backend_graph_plan_t, ggml_backend_reg_t};
+use crate::sys::{BufferUsage, DevType, ggml_cgraph, ggml_guid_t, ggml_status, ggml_tensor};
 
 /// The interface version backends put in `ggml_backend_reg.api_version`.
 pub const GGML_BACKEND_API_VERSION: c_int = 2;

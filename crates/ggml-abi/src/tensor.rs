@@ -11,9 +11,9 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ggml::abi_impl::ggml_backend_buffer;
-use crate::ggml::handles::Buffer;
-use crate::ggml::sys::{self, GGML_MAX_DIMS, GGML_MAX_NAME, GGML_MAX_SRC, ggml_op, ggml_tensor, ggml_type};
+use crate::abi_impl::ggml_backend_buffer;
+use crate::handles::Buffer;
+use crate::sys::{self, GGML_MAX_DIMS, GGML_MAX_NAME, GGML_MAX_SRC, ggml_op, ggml_tensor, ggml_type};
 
 /// transparent: a slice of non-NULL tensor pointers can be viewed as a slice of these
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,10 +105,12 @@ impl TensorRef {
     /// # Safety
     /// `ptr` is NULL or points to a live `ggml_tensor` that stays valid while the returned
     /// value is used.
+    #[inline]
     pub unsafe fn from_raw(ptr: *const ggml_tensor) -> Option<TensorRef> {
         NonNull::new(ptr as *mut ggml_tensor).map(TensorRef)
     }
 
+    #[inline]
     pub fn as_ptr(self) -> *mut ggml_tensor {
         self.0.as_ptr()
     }
@@ -117,6 +119,7 @@ impl TensorRef {
     ///
     /// # Safety
     /// Every non-NULL pointer of `ptrs` points to a live `ggml_tensor` while the slice is used.
+    #[inline]
     pub unsafe fn slice_from_raw(ptrs: &[*mut ggml_tensor]) -> Option<&[TensorRef]> {
         if ptrs.iter().any(|p| p.is_null()) {
             return None;
@@ -126,47 +129,58 @@ impl TensorRef {
         Some(unsafe { std::slice::from_raw_parts(ptrs.as_ptr() as *const TensorRef, ptrs.len()) })
     }
 
+    #[inline]
     pub fn addr(self) -> usize {
         self.0.as_ptr() as usize
     }
 
+    #[inline]
     pub fn type_(self) -> ggml_type {
         read_field!(self, type_)
     }
 
+    #[inline]
     pub fn op(self) -> ggml_op {
         read_field!(self, op)
     }
 
+    #[inline]
     pub fn flags(self) -> i32 {
         read_field!(self, flags)
     }
 
+    #[inline]
     pub fn set_flags(self, flags: i32) {
         write_field!(self, flags, flags)
     }
 
+    #[inline]
     pub fn is_input(self) -> bool {
         self.flags() & sys::GGML_TENSOR_FLAG_INPUT != 0
     }
 
+    #[inline]
     pub fn is_output(self) -> bool {
         self.flags() & sys::GGML_TENSOR_FLAG_OUTPUT != 0
     }
 
+    #[inline]
     pub fn ne(self) -> [i64; GGML_MAX_DIMS] {
         read_field!(self, ne)
     }
 
+    #[inline]
     pub fn nb(self) -> [usize; GGML_MAX_DIMS] {
         read_field!(self, nb)
     }
 
+    #[inline]
     pub fn layout(self) -> Layout {
         Layout { type_: self.type_(), ne: self.ne(), nb: self.nb() }
     }
 
     /// A copy of the header (every field but the padding).
+    #[inline]
     pub fn header(self) -> Header {
         // SAFETY: as for `read_field!`; bytes 8..328 of a tensor are initialised fields (pointers,
         // sizes, ints, the name), read as words without creating a reference.
@@ -192,10 +206,12 @@ impl TensorRef {
     }
 
     /// `ggml_are_same_layout`: same type, shape and strides.
+    #[inline]
     pub fn same_layout(self, other: TensorRef) -> bool {
         self.layout() == other.layout()
     }
 
+    #[inline]
     pub fn src(self, i: usize) -> Option<TensorRef> {
         // SAFETY: sources of a valid tensor are NULL or valid tensors (ggml's graph contract).
         unsafe { TensorRef::from_raw(self.src_ptr(i)) }
@@ -209,6 +225,7 @@ impl TensorRef {
         unsafe { (*self.0.as_ptr()).src[i] }
     }
 
+    #[inline]
     pub fn srcs(self) -> [Option<TensorRef>; GGML_MAX_SRC] {
         let srcs = read_field!(self, src);
         // SAFETY: as in `src`.
@@ -217,25 +234,30 @@ impl TensorRef {
 
     /// Replaces source `i`. The scheduler uses this only for the duration of one backend call
     /// and puts the caller's pointer back right after (see `sched::compute`).
+    #[inline]
     pub fn set_src(self, i: usize, src: *mut ggml_tensor) {
         // SAFETY: as for `write!`; `src` is a single array element.
         unsafe { (*self.0.as_ptr()).src[i] = src }
     }
 
+    #[inline]
     pub fn view_src_ptr(self) -> *mut ggml_tensor {
         read_field!(self, view_src)
     }
 
+    #[inline]
     pub fn view_src(self) -> Option<TensorRef> {
         let v = read_field!(self, view_src);
         // SAFETY: view_src of a valid tensor is NULL or a valid tensor.
         unsafe { TensorRef::from_raw(v) }
     }
 
+    #[inline]
     pub fn is_view(self) -> bool {
         !read_field!(self, view_src).is_null()
     }
 
+    #[inline]
     pub fn view_offs(self) -> usize {
         read_field!(self, view_offs)
     }
@@ -258,38 +280,46 @@ impl TensorRef {
         }
     }
 
+    #[inline]
     pub fn data(self) -> *mut c_void {
         read_field!(self, data)
     }
 
+    #[inline]
     pub fn set_data(self, data: *mut c_void) {
         write_field!(self, data, data)
     }
 
+    #[inline]
     pub fn buffer_ptr(self) -> *mut ggml_backend_buffer {
         read_field!(self, buffer)
     }
 
+    #[inline]
     pub fn buffer(self) -> Option<Buffer> {
         // SAFETY: the buffer of a live tensor is NULL or a live buffer (ggml's contract: a
         // buffer outlives the tensors placed in it).
         unsafe { Buffer::from_raw(self.buffer_ptr()) }
     }
 
+    #[inline]
     pub fn set_buffer(self, buffer: *mut ggml_backend_buffer) {
         write_field!(self, buffer, buffer)
     }
 
     /// The backend's per-tensor data (set by a buffer's `init_tensor`).
+    #[inline]
     pub fn extra(self) -> *mut c_void {
         read_field!(self, extra)
     }
 
+    #[inline]
     pub fn set_extra(self, extra: *mut c_void) {
         write_field!(self, extra, extra)
     }
 
     /// The buffer that holds the bytes: the view source's for views.
+    #[inline]
     pub fn storage_buffer(self) -> Option<Buffer> {
         match self.view_src() {
             Some(v) => v.buffer(),
@@ -297,16 +327,19 @@ impl TensorRef {
         }
     }
 
+    #[inline]
     pub fn nbytes(self) -> usize {
         // SAFETY: ggml_nbytes reads type/ne/nb of a valid tensor.
         unsafe { sys::ggml_nbytes(self.as_ptr()) }
     }
 
+    #[inline]
     pub fn nelements(self) -> i64 {
         // SAFETY: ggml_nelements reads ne of a valid tensor.
         unsafe { sys::ggml_nelements(self.as_ptr()) }
     }
 
+    #[inline]
     pub fn name_cstr(&self) -> &CStr {
         // SAFETY: ggml keeps `name` NUL-terminated (ggml_set_name truncates and terminates);
         // the bound below protects against a tensor that was never named properly.
@@ -318,16 +351,19 @@ impl TensorRef {
         }
     }
 
+    #[inline]
     pub fn name(self) -> String {
         self.name_cstr().to_string_lossy().into_owned()
     }
 
     /// The raw name bytes (cheap to keep: no allocation).
+    #[inline]
     pub fn name_bytes(self) -> [u8; GGML_MAX_NAME] {
         let raw = read_field!(self, name);
         raw.map(|c| c as u8)
     }
 
+    #[inline]
     pub fn set_name(self, name: &str) {
         let mut bytes = [0 as c_char; GGML_MAX_NAME];
         for (dst, src) in bytes.iter_mut().zip(name.bytes().take(GGML_MAX_NAME - 1)) {
@@ -338,6 +374,7 @@ impl TensorRef {
 
     /// Copies what describes the computation (strides, op, op params, flags, name) from `src`,
     /// for tensors the library created (graph copies).
+    #[inline]
     pub fn copy_description_from(self, src: TensorRef) {
         write_field!(self, nb, src.nb());
         write_field!(self, op, src.op());
@@ -348,16 +385,19 @@ impl TensorRef {
     }
 
     /// Makes this (library-created) tensor a view of `view_src` at `offs`.
+    #[inline]
     pub fn set_view(self, view_src: TensorRef, offs: usize) {
         write_field!(self, view_src, view_src.as_ptr());
         write_field!(self, view_offs, offs);
     }
 
     /// Sets the op of a tensor the library created.
+    #[inline]
     pub fn set_op(self, op: ggml_op) {
         write_field!(self, op, op)
     }
 
+    #[inline]
     pub fn op_name(self) -> String {
         // SAFETY: ggml_op_desc returns a static string for any tensor.
         unsafe { CStr::from_ptr(sys::ggml_op_desc(self.as_ptr())) }.to_string_lossy().into_owned()
@@ -383,6 +423,7 @@ pub struct OwnedTensor(Box<ggml_tensor>);
 impl OwnedTensor {
     /// A tensor with the same type, shape and strides as `like` and no data
     /// (upstream's `ggml_dup_tensor_layout`).
+    #[inline]
     pub fn with_layout_of(like: TensorRef, name: &str) -> OwnedTensor {
         // SAFETY: ggml_tensor is plain old data; all-zero is its "fresh tensor" state
         // (op NONE, no sources, no data, no buffer, empty name).
@@ -396,6 +437,7 @@ impl OwnedTensor {
         owned
     }
 
+    #[inline]
     pub fn tensor(&self) -> TensorRef {
         TensorRef(NonNull::from(&*self.0))
     }
@@ -404,6 +446,7 @@ impl OwnedTensor {
     /// one allocation to the next, so their addresses stay the same). Its place is forgotten:
     /// like upstream's freshly made copies, it is placed and initialised by the backend again
     /// after the compute buffer's reset.
+    #[inline]
     pub fn reinit(&mut self, like: TensorRef, name: &str) {
         // SAFETY: ggml_tensor is plain old data; all-zero is its fresh state.
         *self.0 = unsafe { std::mem::zeroed() };

@@ -3,7 +3,7 @@
 //! flags, sources, view, data, buffer, name or extra. (ggml-cuda tells whether a graph changed
 //! the same way, by comparing whole node headers.)
 
-use crate::ggml::tensor::{Header, TensorRef};
+use crate::tensor::{Header, TensorRef};
 
 #[derive(Default)]
 pub struct HeaderSnapshot {

@@ -10,9 +10,9 @@
 //! see `residency`), a live-bytes lower bound, and an alternative offline placement
 //! (`offline::best_greedy`) that is kept when it needs less memory.
 
-use crate::alloc::dyn_tallocr::{Addr, DynAllocator, OutOfChunks};
-use crate::alloc::model::{GraphModel, Pin, Presence, TensorDesc, Tid};
-use crate::alloc::{offline, recycle};
+use crate::dyn_tallocr::{Addr, DynAllocator, OutOfChunks};
+use crate::model::{GraphModel, Pin, Presence, TensorDesc, Tid};
+use crate::offline;
 
 /// Alloc size of tensor `t` in the buffer type of `buffer_id` (the buffer type may pad).
 pub trait Sizer {
@@ -34,6 +34,9 @@ pub struct Placement {
     /// the alloc size it was planned with (the most it may grow to on replay)
     pub size: usize,
 }
+
+// the placements of a plan, kept for the next plan made on this thread (see `crate::spare`)
+crate::spare!(pub placements_spare: Vec<Option<Placement>>);
 
 /// A contiguous allocation and the steps it is live in, `[start, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,7 +295,7 @@ pub fn plan(
         placeable: model.tensors.iter().map(|d| d.presence == Presence::Fresh && d.view_of.is_none()).collect(),
         block: vec![NO_BLOCK; n],
         placements: {
-            let mut p = recycle::take_placements(n);
+            let mut p = placements_spare::take(n);
             p.resize(n, None);
             p
         },
@@ -333,8 +336,7 @@ pub fn plan(
                 for (k, &b) in ids.iter().enumerate() {
                     offset_of_block[b] = offsets[k];
                 }
-                for t in 0..n {
-                    let b = block[t];
+                for (t, &b) in block.iter().enumerate().take(n) {
                     if let Some(p) = plan.placements[t].as_mut().filter(|p| p.alloc == a && b != NO_BLOCK) {
                         p.addr = Addr { chunk: 0, offset: offset_of_block[b as usize] };
                     }
@@ -381,13 +383,13 @@ pub fn replan_like(template_model: &GraphModel, template: &Plan, model: &GraphMo
             }
         }
     }
-    let mut placements = recycle::take_placements(n);
+    let mut placements = placements_spare::take(n);
     for (t, p) in template.placements.iter().enumerate() {
         match *p {
             Some(p) => {
                 let size = sizer.size(t, p.buffer_id);
                 if size > p.size {
-                    recycle::give_placements(placements);
+                    placements_spare::give(placements);
                     return None;
                 }
                 placements.push(Some(Placement { size, ..p }));

@@ -3,9 +3,18 @@
 //! memory is already somebody's). Built from a `ggml_cgraph` (or the scheduler's graph) by `gallocr`; pure
 //! data, so the planner and its tests need no ggml.
 
-use crate::alloc::dyn_tallocr::Addr;
-use crate::ggml::sys::GGML_MAX_SRC;
-use crate::ggml::tensor::Layout;
+use crate::dyn_tallocr::Addr;
+use crate::MAX_SRC as GGML_MAX_SRC;
+use crate::MAX_DIMS;
+
+/// What decides in-place compatibility of a tensor: type (`ggml_type`), shape and strides. A plain
+/// copy of the tensor's fields: equal layouts are all the planner asks of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub type_: i32,
+    pub ne: [i64; MAX_DIMS],
+    pub nb: [usize; MAX_DIMS],
+}
 
 /// Index of a tensor in a [`GraphModel`].
 pub type Tid = usize;
@@ -67,38 +76,35 @@ impl SrcList {
     pub const NONE: u32 = u32::MAX;
 
     /// Puts `t` in the first empty slot.
+    #[inline]
     pub fn push(&mut self, t: Tid) {
         let free = self.ids.iter().position(|&s| s == SrcList::NONE).expect("at most GGML_MAX_SRC sources");
         self.set(free, t);
     }
 
     /// Puts `t` in slot `j`.
+    #[inline]
     pub fn set(&mut self, j: usize, t: Tid) {
         self.ids[j] = t as u32;
         self.len = self.len.max(j as u8 + 1);
     }
 
     /// The slots, NONE where empty.
+    #[inline]
     pub fn slots(&self) -> &[u32; GGML_MAX_SRC] {
         &self.ids
     }
 
     /// The slots up to the last one in use, NONE where empty.
+    #[inline]
     pub fn used_slots(&self) -> &[u32] {
         &self.ids[..self.len as usize]
     }
 
     /// The sources in slot order, empty slots skipped.
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = Tid> + '_ {
         self.used_slots().iter().filter(|&&t| t != SrcList::NONE).map(|&t| t as Tid)
-    }
-
-    /// Keeps the first `n` sources.
-    pub fn truncate(&mut self, n: usize) {
-        for s in self.ids.iter_mut().filter(|s| **s != SrcList::NONE).skip(n) {
-            *s = SrcList::NONE;
-        }
-        self.len = self.ids.iter().rposition(|&s| s != SrcList::NONE).map_or(0, |j| j as u8 + 1);
     }
 }
 
@@ -131,19 +137,22 @@ pub struct GraphModel {
     pub nodes: Vec<NodeDesc>,
 }
 
+// the model's largest arrays, kept for the next model built on this thread (see `crate::spare`)
+crate::spare!(pub descs_spare: Vec<TensorDesc>);
+crate::spare!(pub layouts_spare: Vec<Layout>);
+crate::spare!(pub nodes_spare: Vec<NodeDesc>);
+
 impl GraphModel {
     /// Adds a tensor: its description and layout.
+    #[inline]
     pub fn push_tensor(&mut self, desc: TensorDesc, layout: Layout) -> Tid {
         self.tensors.push(desc);
         self.layouts.push(layout);
         self.tensors.len() - 1
     }
 
-    pub fn is_view(&self, t: Tid) -> bool {
-        self.tensors[t].view_of.is_some()
-    }
-
     /// Whether `t` is computed by a node of this graph (as opposed to only read).
+    #[inline]
     pub fn node_tensors(&self) -> Vec<bool> {
         let mut is_node = vec![false; self.tensors.len()];
         for n in &self.nodes {

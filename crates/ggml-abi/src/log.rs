@@ -3,7 +3,7 @@
 
 use std::ffi::{CString, c_int};
 
-use crate::ggml::sys;
+use crate::sys;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
@@ -43,8 +43,8 @@ pub fn log(level: Level, text: &str) {
 /// callback the application installed, then aborts the process.
 pub fn abort(file: &str, line: u32, message: &str) -> ! {
     // without ggml-base (a cold path: look again each time), the message still gets out
-    if crate::ggml::imports::lookup(c"ggml_abort").is_none() {
-        crate::ggml::imports::missing(c"ggml_abort", Some(&format!("{file}:{line}: {message}")));
+    if crate::imports::lookup(c"ggml_abort").is_none() {
+        crate::imports::missing(c"ggml_abort", Some(&format!("{file}:{line}: {message}")));
     }
     let file = c_string(file);
     let message = c_string(message);
@@ -54,18 +54,18 @@ pub fn abort(file: &str, line: u32, message: &str) -> ! {
 }
 
 #[macro_export]
-macro_rules! log_debug { ($($arg:tt)*) => { $crate::ggml::log::log($crate::ggml::log::Level::Debug, &format!($($arg)*)) } }
+macro_rules! log_debug { ($($arg:tt)*) => { $crate::log::log($crate::log::Level::Debug, &format!($($arg)*)) } }
 #[macro_export]
-macro_rules! log_info { ($($arg:tt)*) => { $crate::ggml::log::log($crate::ggml::log::Level::Info, &format!($($arg)*)) } }
+macro_rules! log_info { ($($arg:tt)*) => { $crate::log::log($crate::log::Level::Info, &format!($($arg)*)) } }
 #[macro_export]
-macro_rules! log_warn { ($($arg:tt)*) => { $crate::ggml::log::log($crate::ggml::log::Level::Warn, &format!($($arg)*)) } }
+macro_rules! log_warn { ($($arg:tt)*) => { $crate::log::log($crate::log::Level::Warn, &format!($($arg)*)) } }
 #[macro_export]
-macro_rules! log_error { ($($arg:tt)*) => { $crate::ggml::log::log($crate::ggml::log::Level::Error, &format!($($arg)*)) } }
+macro_rules! log_error { ($($arg:tt)*) => { $crate::log::log($crate::log::Level::Error, &format!($($arg)*)) } }
 
 /// Upstream's GGML_ABORT: the contract of the C API was broken; say how and abort.
 #[macro_export]
 macro_rules! fatal {
-    ($($arg:tt)*) => { $crate::ggml::log::abort(file!(), line!(), &format!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::log::abort(file!(), line!(), &format!($($arg)*)) };
 }
 
 /// Upstream's GGML_ASSERT, with a message that says what was expected.

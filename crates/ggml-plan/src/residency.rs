@@ -12,11 +12,10 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
-use crate::alloc::dyn_tallocr::Addr;
-use crate::alloc::gallocr::AddrMap;
-use crate::alloc::model::Tid;
-use crate::alloc::plan::Plan;
-use crate::ggml::sys::GGML_MAX_NAME;
+use crate::addr_map::AddrMap;
+use crate::model::Tid;
+use crate::plan::Plan;
+use crate::MAX_NAME as GGML_MAX_NAME;
 
 /// The newest allocations kept; older ones are folded into `base` when dropped.
 const HISTORY: usize = 8;
@@ -74,7 +73,7 @@ pub struct PlanRecord {
 
 impl Drop for PlanRecord {
     fn drop(&mut self) {
-        crate::alloc::recycle::give_placements(std::mem::take(&mut self.plan.placements));
+        crate::plan::placements_spare::give(std::mem::take(&mut self.plan.placements));
     }
 }
 
@@ -98,20 +97,26 @@ impl PlanRecord {
     }
 }
 
+/// A chunk of one allocator: (allocator, chunk).
+type ChunkKey = (usize, usize);
+
+/// A byte range of a chunk and the tensor that wrote it last: (start, end, writer).
+type Segment = (usize, usize, Tid);
+
 /// Last writer of each byte range at the end of one plan, per (allocator, chunk).
 #[derive(Default)]
 struct Painting {
-    /// sorted, disjoint segments (start, end, writer)
-    segments: HashMap<(usize, usize), Vec<(usize, usize, Tid)>>,
+    /// sorted, disjoint segments
+    segments: HashMap<ChunkKey, Vec<Segment>>,
 }
 
 impl Painting {
     fn of(plan: &Plan) -> Painting {
         let mut writes: Vec<(u32, Tid)> =
             plan.write_order.iter().enumerate().filter_map(|(t, w)| w.map(|w| (w, t))).filter(|&(_, t)| plan.placements[t].is_some()).collect();
-        writes.sort_unstable_by(|a, b| b.0.cmp(&a.0)); // newest first
-        let mut covered: HashMap<(usize, usize), BTreeMap<usize, usize>> = HashMap::new();
-        let mut segments: HashMap<(usize, usize), Vec<(usize, usize, Tid)>> = HashMap::new();
+        writes.sort_unstable_by_key(|w| std::cmp::Reverse(w.0)); // newest first
+        let mut covered: HashMap<ChunkKey, BTreeMap<usize, usize>> = HashMap::new();
+        let mut segments: HashMap<ChunkKey, Vec<Segment>> = HashMap::new();
         for (_, t) in writes {
             let p = plan.placements[t].expect("filtered above");
             let key = (p.alloc, p.addr.chunk);
@@ -349,13 +354,6 @@ impl Residency {
         self.history.iter().any(|a| a.tensors.iter().enumerate().any(|(t, &p)| p == tensor && a.record.plan.placements[t].is_some()))
             || self.evicted_results.contains_key(&tensor)
     }
-
-    /// Addresses of `alloc`'s placements in the newest allocation (for tests and debugging).
-    pub fn newest_placement(&self, tensor: usize) -> Option<(usize, Addr)> {
-        let a = self.history.back()?;
-        let t = a.tensors.iter().position(|&p| p == tensor)?;
-        a.record.plan.placements[t].map(|p| (p.alloc, p.addr))
-    }
 }
 
 #[cfg(test)]
@@ -367,7 +365,8 @@ mod tests {
         record.names_or(|| names);
         Rc::new(record)
     }
-    use crate::alloc::plan::Placement;
+    use crate::dyn_tallocr::Addr;
+    use crate::plan::Placement;
 
     fn plan_of(places: &[(usize, usize, u32)]) -> Plan {
         // (offset, size, write order), all in allocator 0, chunk 0

@@ -3,10 +3,10 @@
 //! outputs are never reused, chunks respect the max size, and the plan is never below the live
 //! lower bound. A seeded corpus runs in the suite; `GGML_RS_PLAN_FUZZ=<n>` runs n more graphs.
 
-use crate::alloc::dyn_tallocr::{DynAllocator, MAX_CHUNKS};
-use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
-use crate::alloc::plan::{Plan, Planner, plan};
-use crate::ggml::tensor::Layout;
+use crate::dyn_tallocr::{DynAllocator, MAX_CHUNKS};
+use crate::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
+use crate::plan::{Plan, Planner, plan};
+use crate::model::Layout;
 
 pub struct Rng(u64);
 
@@ -153,8 +153,7 @@ pub fn check(m: &GraphModel, p: &Plan, alignment: usize, max: usize) {
 
     let placed: Vec<Tid> = (0..n).filter(|&t| p.placements[t].is_some()).collect();
     // every fresh, non-view tensor the graph uses has memory
-    for t in 0..n {
-        let d = &m.tensors[t];
+    for (t, d) in m.tensors.iter().enumerate() {
         let used = birth[t] != usize::MAX;
         if d.view_of.is_none() && d.presence == Presence::Fresh && used {
             assert!(p.placements[t].is_some(), "tensor {t} has no memory");
@@ -281,7 +280,7 @@ fn in_place_reuse_follows_upstream_conditions() {
 
 #[test]
 fn pinned_memory_is_never_handed_out() {
-    use crate::alloc::dyn_tallocr::Addr;
+    use crate::dyn_tallocr::Addr;
     let mut m = GraphModel::default();
     let mut h = desc(4);
     h.presence = Presence::Pinned(0);
@@ -314,7 +313,7 @@ fn shrunk(rng: &mut Rng, m: &GraphModel) -> GraphModel {
 
 #[test]
 fn a_template_holds_every_smaller_graph_of_its_structure() {
-    use crate::alloc::plan::replan_like;
+    use crate::plan::replan_like;
     let mut applied = 0;
     for seed in 0..300 {
         let mut rng = Rng::new(5000 + seed);
@@ -344,7 +343,7 @@ fn a_template_holds_every_smaller_graph_of_its_structure() {
 
 #[test]
 fn a_template_is_not_used_where_its_in_place_reuse_would_be_wrong() {
-    use crate::alloc::plan::replan_like;
+    use crate::plan::replan_like;
     // x (input) -> a = scale(x), in place on x; in the new graph a's layout differs from x's
     let mut m = GraphModel::default();
     let mut x = desc(8);

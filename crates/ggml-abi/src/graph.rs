@@ -3,8 +3,8 @@
 
 use std::ptr::NonNull;
 
-use crate::ggml::sys::{ggml_cgraph, ggml_hash_set, ggml_tensor};
-use crate::ggml::tensor::TensorRef;
+use crate::sys::{ggml_cgraph, ggml_hash_set, ggml_tensor};
+use crate::tensor::TensorRef;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct GraphRef(NonNull<ggml_cgraph>);
@@ -13,10 +13,12 @@ impl GraphRef {
     /// # Safety
     /// `ptr` is NULL or points to a live `ggml_cgraph` whose `nodes`/`leafs` arrays hold
     /// `n_nodes`/`n_leafs` valid tensor pointers, for as long as the value is used.
+    #[inline]
     pub unsafe fn from_raw(ptr: *const ggml_cgraph) -> Option<GraphRef> {
         NonNull::new(ptr as *mut ggml_cgraph).map(GraphRef)
     }
 
+    #[inline]
     pub fn as_ptr(self) -> *mut ggml_cgraph {
         self.0.as_ptr()
     }
@@ -26,22 +28,27 @@ impl GraphRef {
         unsafe { self.0.as_ref() }
     }
 
+    #[inline]
     pub fn n_nodes(self) -> usize {
         self.raw().n_nodes.max(0) as usize
     }
 
+    #[inline]
     pub fn n_leafs(self) -> usize {
         self.raw().n_leafs.max(0) as usize
     }
 
+    #[inline]
     pub fn size(self) -> usize {
         self.raw().size.max(0) as usize
     }
 
+    #[inline]
     pub fn uid(self) -> u64 {
         self.raw().uid
     }
 
+    #[inline]
     pub fn node_ptrs(&self) -> &[*mut ggml_tensor] {
         let g = self.raw();
         if g.nodes.is_null() || g.n_nodes <= 0 {
@@ -51,6 +58,7 @@ impl GraphRef {
         unsafe { std::slice::from_raw_parts(g.nodes, g.n_nodes as usize) }
     }
 
+    #[inline]
     pub fn leaf_ptrs(&self) -> &[*mut ggml_tensor] {
         let g = self.raw();
         if g.leafs.is_null() || g.n_leafs <= 0 {
@@ -61,28 +69,33 @@ impl GraphRef {
     }
 
     /// The nodes as tensors, without copying them out (a NULL node is a fatal error).
+    #[inline]
     pub fn node_slice(&self) -> &[TensorRef] {
         // SAFETY: from_raw's contract: graph nodes are valid tensors.
         unsafe { TensorRef::slice_from_raw(self.node_ptrs()) }.unwrap_or_else(|| crate::fatal!("a graph node is NULL"))
     }
 
     /// The leafs as tensors, without copying them out (a NULL leaf is a fatal error).
+    #[inline]
     pub fn leaf_slice(&self) -> &[TensorRef] {
         // SAFETY: from_raw's contract: graph leafs are valid tensors.
         unsafe { TensorRef::slice_from_raw(self.leaf_ptrs()) }.unwrap_or_else(|| crate::fatal!("a graph leaf is NULL"))
     }
 
+    #[inline]
     pub fn node(self, i: usize) -> TensorRef {
         let p = self.node_ptrs()[i];
         // SAFETY: graph nodes are valid tensors (from_raw's contract).
         unsafe { TensorRef::from_raw(p) }.unwrap_or_else(|| crate::fatal!("graph node {i} is NULL"))
     }
 
+    #[inline]
     pub fn nodes(self) -> impl Iterator<Item = TensorRef> {
         (0..self.n_nodes()).map(move |i| self.node(i))
     }
 
     /// Sets node `i` (only on graphs the library created: graph copies).
+    #[inline]
     pub fn set_node(self, i: usize, t: TensorRef) {
         let g = self.raw();
         assert!(i < g.size.max(0) as usize);
@@ -90,6 +103,7 @@ impl GraphRef {
         unsafe { *g.nodes.add(i) = t.as_ptr() };
     }
 
+    #[inline]
     pub fn set_n_nodes(self, n: usize) {
         // SAFETY: a plain field write on a graph the library created.
         unsafe { (*self.0.as_ptr()).n_nodes = n as i32 };
@@ -97,6 +111,7 @@ impl GraphRef {
 
     /// The parts of the caller's graph that backends read from a partial view: the use counts
     /// (fusion decisions) and the evaluation order.
+    #[inline]
     pub fn view_context(self) -> ViewContext {
         let g = self.raw();
         ViewContext { use_counts: g.use_counts, visited_hash_set: copy_hash_set(&g.visited_hash_set), order: g.order }
@@ -116,6 +131,7 @@ pub struct ViewContext {
 
 impl ViewContext {
     /// For views of graphs without use counts.
+    #[inline]
     pub fn empty() -> ViewContext {
         ViewContext {
             use_counts: std::ptr::null_mut(),
@@ -139,6 +155,7 @@ pub struct GraphView {
 }
 
 impl GraphView {
+    #[inline]
     pub fn new(nodes: Vec<*mut ggml_tensor>, ctx: &ViewContext, uid: u64) -> GraphView {
         let mut view = GraphView {
             nodes,
@@ -168,43 +185,52 @@ impl GraphView {
 
     /// The graph as backends take it. Backends may reorder `nodes` in place (graph_optimize);
     /// call [`GraphView::reload`] afterwards.
+    #[inline]
     pub fn as_ptr(&mut self) -> *mut ggml_cgraph {
         self.sync();
         &mut *self.raw
     }
 
     /// Picks up a node count a backend changed (graph_optimize may only reorder, but be exact).
+    #[inline]
     pub fn reload(&mut self) {
         let n = (self.raw.n_nodes.max(0) as usize).min(self.nodes.len());
         self.nodes.truncate(n);
     }
 
+    #[inline]
     pub fn uid(&self) -> u64 {
         self.raw.uid
     }
 
+    #[inline]
     pub fn set_uid(&mut self, uid: u64) {
         self.raw.uid = uid;
     }
 
+    #[inline]
     pub fn nodes(&self) -> impl Iterator<Item = TensorRef> + '_ {
         // SAFETY: the node list holds tensors of the caller's graph (valid while it is computed).
         self.nodes.iter().map(|&p| unsafe { TensorRef::from_raw(p) }.expect("graph view nodes are never NULL"))
     }
 
+    #[inline]
     pub fn node_ptrs(&self) -> &[*mut ggml_tensor] {
         &self.nodes
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
     /// A view of nodes `[i0, i1)` of this view (for the eval callback), uid 0 like upstream.
+    #[inline]
     pub fn sub_view(&self, i0: usize, i1: usize) -> GraphView {
         let ctx = ViewContext { use_counts: self.raw.use_counts, visited_hash_set: copy_hash_set(&self.raw.visited_hash_set), order: self.raw.order };
         GraphView::new(self.nodes[i0..i1].to_vec(), &ctx, 0)
@@ -213,14 +239,16 @@ impl GraphView {
 
 /// A fresh graph id (`ggml_graph_next_uid`): backends that cache per graph (CUDA graphs, RPC)
 /// key on it.
+#[inline]
 pub fn next_graph_uid() -> u64 {
     // SAFETY: an atomic counter in ggml-base.
-    unsafe { crate::ggml::sys::ggml_graph_next_uid() }
+    unsafe { crate::sys::ggml_graph_next_uid() }
 }
 
 impl GraphRef {
     /// `use_counts` of a node, as the scheduler's debug print shows it (ggml_hash_find on the
     /// graph's visited set); 0 when the graph has none.
+    #[inline]
     pub fn use_count(self, node: TensorRef) -> i32 {
         let g = self.raw();
         let set = &g.visited_hash_set;

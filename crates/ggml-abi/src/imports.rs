@@ -43,7 +43,7 @@ pub struct Import {
 }
 
 /// Stored for a function with a fallback that is in no loaded object (see the module docs).
-const ABSENT: *mut c_void = 1 as *mut c_void;
+const ABSENT: *mut c_void = std::ptr::without_provenance_mut(1);
 
 impl Import {
     pub const fn new(name: &'static CStr) -> Import {
@@ -202,8 +202,8 @@ macro_rules! ggml_imports {
     ($(#[doc = $doc:literal])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)?; $($rest:tt)*) => {
         $(#[doc = $doc])*
         #[inline(always)]
-        pub(crate) unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
-            static IMPORT: $crate::ggml::imports::Import = $crate::ggml::imports::Import::new(
+        pub unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+            static IMPORT: $crate::imports::Import = $crate::imports::Import::new(
                 match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
                     Ok(n) => n,
                     Err(_) => panic!("a name without NUL"),
@@ -216,13 +216,13 @@ macro_rules! ggml_imports {
                 f($($arg),*)
             }
         }
-        $crate::ggml::imports::ggml_imports!($($rest)*);
+        $crate::imports::ggml_imports!($($rest)*);
     };
     ($(#[doc = $doc:literal])* #[if_absent($absent:expr)] fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; $($rest:tt)*) => {
         $(#[doc = $doc])*
         #[inline(always)]
-        pub(crate) unsafe fn $name($($arg: $ty),*) -> $ret {
-            static IMPORT: $crate::ggml::imports::Import = $crate::ggml::imports::Import::new(
+        pub unsafe fn $name($($arg: $ty),*) -> $ret {
+            static IMPORT: $crate::imports::Import = $crate::imports::Import::new(
                 match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
                     Ok(n) => n,
                     Err(_) => panic!("a name without NUL"),
@@ -237,13 +237,13 @@ macro_rules! ggml_imports {
                 None => $absent,
             }
         }
-        $crate::ggml::imports::ggml_imports!($($rest)*);
+        $crate::imports::ggml_imports!($($rest)*);
     };
     ($(#[doc = $doc:literal])* variadic fn $name:ident($($arg:ident: $ty:ty),*; $($varg:ident: $vty:ty),*) $(-> $ret:ty)?; $($rest:tt)*) => {
         $(#[doc = $doc])*
         #[inline(always)]
-        pub(crate) unsafe fn $name($($arg: $ty),*, $($varg: $vty),*) $(-> $ret)? {
-            static IMPORT: $crate::ggml::imports::Import = $crate::ggml::imports::Import::new(
+        pub unsafe fn $name($($arg: $ty),*, $($varg: $vty),*) $(-> $ret)? {
+            static IMPORT: $crate::imports::Import = $crate::imports::Import::new(
                 match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
                     Ok(n) => n,
                     Err(_) => panic!("a name without NUL"),
@@ -256,7 +256,7 @@ macro_rules! ggml_imports {
                 f($($arg),*, $($varg),*)
             }
         }
-        $crate::ggml::imports::ggml_imports!($($rest)*);
+        $crate::imports::ggml_imports!($($rest)*);
     };
 }
 pub(crate) use ggml_imports;

@@ -3,9 +3,9 @@
 
 use std::ptr::NonNull;
 
-use crate::ggml::graph::GraphRef;
-use crate::ggml::sys::{self, ggml_context, ggml_init_params};
-use crate::ggml::tensor::TensorRef;
+use crate::graph::GraphRef;
+use crate::sys::{self, ggml_context, ggml_init_params};
+use crate::tensor::TensorRef;
 
 #[derive(Clone, Copy)]
 pub struct ContextRef(NonNull<ggml_context>);

@@ -1,0 +1,31 @@
+//! The planning layer of ggml-rs: what the allocator and the scheduler decide, as plain data,
+//! with no ggml linked and no `unsafe`, so that all of it is tested by `cargo test -p ggml-plan`.
+//!
+//! - the graph as the planner sees it (`model`), the planner (`plan`: upstream's online
+//!   placement, offset for offset, and the offline one of `offline` when smaller) over the
+//!   chunked free-block bookkeeping of `dyn_tallocr`;
+//! - what an allocator's memory holds after a sequence of plans (`residency`);
+//! - the address-keyed map that the allocator and the scheduler use (`addr_map`), and the
+//!   per-thread spare arrays that keep large allocations out of the planning loop (`spare`).
+//!
+//! `ggml-rs` reads ggml's graphs into these models and applies the results to the tensors; the
+//! backend crates never see this one.
+#![forbid(unsafe_code)]
+
+pub mod addr_map;
+pub mod dyn_tallocr;
+pub mod model;
+pub mod offline;
+pub mod plan;
+pub mod residency;
+pub mod spare;
+
+#[cfg(test)]
+mod plan_tests;
+
+/// `GGML_MAX_SRC` of ggml.h: sources per node (ggml-rs checks it equals its ABI mirror).
+pub const MAX_SRC: usize = 10;
+/// `GGML_MAX_NAME` of ggml.h: bytes of a tensor name, NUL included.
+pub const MAX_NAME: usize = 64;
+/// `GGML_MAX_DIMS` of ggml.h.
+pub const MAX_DIMS: usize = 4;
