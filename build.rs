@@ -218,12 +218,8 @@ fn main() {
     let copies: usize = env::var("GGML_SCHED_MAX_COPIES").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
     let version = env::var("CARGO_PKG_VERSION").unwrap();
     let pin = fs::read_to_string(root.join("scripts/pin.env")).expect("scripts/pin.env");
-    let ggml_version = pin
-        .lines()
-        .find_map(|l| l.strip_prefix("GGML_RS_PIN_GGML_VERSION="))
-        .expect("GGML_RS_PIN_GGML_VERSION in scripts/pin.env")
-        .trim()
-        .to_string();
+    let ggml_version =
+        pin.lines().find_map(|l| l.strip_prefix("GGML_RS_PIN_GGML_VERSION=")).expect("GGML_RS_PIN_GGML_VERSION in scripts/pin.env").trim().to_string();
     println!("cargo:rerun-if-changed=scripts/pin.env");
     fs::write(
         out.join("config.rs"),
@@ -275,5 +271,9 @@ fn generate(root: &Path, h: &Header) -> String {
     let mut buf = Vec::new();
     bindings.write(&mut buf);
     // includes of our own headers use quotes, as upstream does
-    String::from_utf8(buf).unwrap().replace("#include <ggml.h>", "#include \"ggml.h\"").replace("#include <ggml-alloc.h>", "#include \"ggml-alloc.h\"").replace("#include <ggml-backend.h>", "#include \"ggml-backend.h\"")
+    String::from_utf8(buf)
+        .unwrap()
+        .replace("#include <ggml.h>", "#include \"ggml.h\"")
+        .replace("#include <ggml-alloc.h>", "#include \"ggml-alloc.h\"")
+        .replace("#include <ggml-backend.h>", "#include \"ggml-backend.h\"")
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine with the Rust toolchain (what .ci/run runs):
-#   1. Rust unit and property tests (planner on random graphs, residency, header drift)
+#   1. Rust: formatting, clippy, unit and property tests of every crate (planner on random graphs,
+#      residency, header drift)
 #   2. the pinned upstream tree, built as is (reference) and with our library
 #   3. the ABI test (symbols, signatures, layouts, our headers on their own)
 #   4. the C tests (CTest) with our library; upstream must fail the scenarios of its bugs
@@ -32,9 +33,11 @@ setup_tools || exit 1
 make_models || exit 1
 
 step "1. Rust tests"
-check "cargo test (unit, property, header drift)" bash -c "cd '$ROOT' && cargo test --lib 2>&1 | tail -n 25"
+check "cargo fmt --check" bash -c "cd '$ROOT' && cargo fmt --all --check 2>&1 | tail -n 20"
+check "cargo clippy --workspace --all-targets -D warnings" bash -c "cd '$ROOT' && cargo clippy --workspace --all-targets -- -D warnings 2>&1 | tail -n 20"
+check "cargo test (unit, property, header drift; every crate)" bash -c "cd '$ROOT' && cargo test --workspace --lib 2>&1 | tail -n 25"
 check "planner fuzz ($PLAN_FUZZ random graphs)" bash -c \
-    "cd '$ROOT' && GGML_RS_PLAN_FUZZ=$PLAN_FUZZ cargo test --release --lib plan_tests::fuzz_from_env 2>&1 | tail -n 3"
+    "cd '$ROOT' && GGML_RS_PLAN_FUZZ=$PLAN_FUZZ cargo test --release -p ggml-plan --lib plan_tests::fuzz_from_env 2>&1 | tail -n 3"
 
 step "2. build"
 check "cargo build --release" build_library
@@ -269,8 +272,8 @@ preload_inert() {
     dynsym=$(nm -D "$LIB")
     strong=$(awk '$1 == "U" && $2 ~ /^ggml_/ { print $2 }' <<< "$dynsym")
     [ -z "$strong" ] || { echo "bound at load time: $strong"; bad=1; }
-    # every import of src/ggml/sys.rs is a weak undefined symbol: never one of our own exports
-    imports=$(grep -oP '^\s*(variadic )?fn \Kggml_\w+' "$ROOT/src/ggml/sys.rs")
+    # every import of crates/ggml-abi/src/sys.rs is a weak undefined symbol: never one of our own exports
+    imports=$(grep -oP '^\s*(variadic )?fn \Kggml_\w+' "$ROOT/crates/ggml-abi/src/sys.rs")
     for name in $imports; do
         grep -qxE "\s+w $name" <<< "$dynsym" || { echo "$name is not a weak undefined symbol of the library"; bad=1; }
     done

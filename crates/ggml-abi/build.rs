@@ -12,17 +12,10 @@ fn main() {
     let pin_env = root.join("../../scripts/pin.env");
     println!("cargo:rerun-if-changed={}", pin_env.display());
     let pin = fs::read_to_string(&pin_env).expect("scripts/pin.env");
-    let ggml_version = pin
-        .lines()
-        .find_map(|l| l.strip_prefix("GGML_RS_PIN_GGML_VERSION="))
-        .expect("GGML_RS_PIN_GGML_VERSION in scripts/pin.env")
-        .trim()
-        .to_string();
-    fs::write(
-        out.join("config.rs"),
-        format!("/// The ggml version whose ABI this build implements.\npub const GGML_VERSION: &str = \"{ggml_version}\";\n"),
-    )
-    .unwrap();
+    let ggml_version =
+        pin.lines().find_map(|l| l.strip_prefix("GGML_RS_PIN_GGML_VERSION=")).expect("GGML_RS_PIN_GGML_VERSION in scripts/pin.env").trim().to_string();
+    fs::write(out.join("config.rs"), format!("/// The ggml version whose ABI this build implements.\npub const GGML_VERSION: &str = \"{ggml_version}\";\n"))
+        .unwrap();
     weak_imports(&root, &out);
 }
 

@@ -28,13 +28,13 @@
 use std::ffi::c_void;
 use std::rc::Rc;
 
-use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
 use crate::alloc::addr_index::{AddrIndex, Vacancy};
+use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
+use crate::alloc::inputs::{self, Carried};
 use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
 use crate::alloc::placed::{PlacedGraph, Seen, seen_spare};
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
-use crate::alloc::inputs::{self, Carried};
 use crate::alloc::{inplace, poison, unlisted};
 use crate::backend::buffer::{buffer_base, buffer_free, buffer_set_usage, buft_alloc_buffer, buft_alloc_size, buft_max_size};
 use crate::backend::tensor_io::{place, reinit_view, tensor_get, tensor_set};
@@ -504,8 +504,7 @@ impl Gallocr {
             listed[node.tensor] = NODE;
         }
         for t in with_data {
-            descs[t].presence =
-                self.classify(tensors[t], t, listed[t] == NODE, descs[t].input, &mut pins, &mut carried, &mut lost)?;
+            descs[t].presence = self.classify(tensors[t], t, listed[t] == NODE, descs[t].input, &mut pins, &mut carried, &mut lost)?;
         }
         if listed.contains(&LOOSE) {
             let is_listed: Vec<bool> = listed.iter().map(|&k| k != LOOSE).collect();
@@ -709,10 +708,9 @@ impl Gallocr {
             return (None, None); // every id is 0
         }
         match &self.last {
-            Some(p) if p.built.model.nodes.len() == n_nodes && p.built.model.leafs.len() == n_leafs => (
-                Some(p.built.model.nodes.iter().map(|n| n.buffer_id as i32).collect()),
-                Some(p.built.model.leafs.iter().map(|&(_, id)| id as i32).collect()),
-            ),
+            Some(p) if p.built.model.nodes.len() == n_nodes && p.built.model.leafs.len() == n_leafs => {
+                (Some(p.built.model.nodes.iter().map(|n| n.buffer_id as i32).collect()), Some(p.built.model.leafs.iter().map(|&(_, id)| id as i32).collect()))
+            }
             _ => (None, None),
         }
     }
@@ -925,8 +923,7 @@ impl Gallocr {
         }
         may_keep_placed(g)
             && (self.bufts.len() == 1 && g.node_ids.is_none() && g.leaf_ids.is_none()
-                || ids_match(g.node_ids, model.nodes.iter().map(|n| n.buffer_id))
-                    && ids_match(g.leaf_ids, model.leafs.iter().map(|l| l.1)))
+                || ids_match(g.node_ids, model.nodes.iter().map(|n| n.buffer_id)) && ids_match(g.leaf_ids, model.leafs.iter().map(|l| l.1)))
             && placed.unchanged(g.nodes, g.leafs)
     }
 
@@ -1032,11 +1029,7 @@ impl Gallocr {
         for (t, &tensor) in built.tensors.iter().enumerate() {
             let desc = &built.model.tensors[t];
             let status = if let Some(v) = desc.view_of {
-                if moved[v] || !view_is_current(tensor, built.tensors[v]) {
-                    reinit_view(tensor)
-                } else {
-                    GGML_STATUS_SUCCESS
-                }
+                if moved[v] || !view_is_current(tensor, built.tensors[v]) { reinit_view(tensor) } else { GGML_STATUS_SUCCESS }
             } else if let Some(p) = plan.placements[t] {
                 let (chunk, base) = bases[p.alloc][p.addr.chunk];
                 let at = base + p.addr.offset;
@@ -1134,9 +1127,7 @@ fn carry_inputs(carried: Carried, built: &Built) {
 /// buffer), or its source has no memory from ggml-backend to point into.
 fn view_is_current(view: TensorRef, src: TensorRef) -> bool {
     let (src_data, src_buffer) = (src.data(), src.buffer_ptr());
-    src_buffer.is_null()
-        || src_data.is_null()
-        || (view.buffer_ptr() == src_buffer && view.data() as usize == src_data as usize + view.view_offs())
+    src_buffer.is_null() || src_data.is_null() || (view.buffer_ptr() == src_buffer && view.data() as usize == src_data as usize + view.view_offs())
 }
 
 pub fn log_alloc_error(e: &AllocError) {

@@ -31,10 +31,7 @@ pub fn tallocr_alloc(talloc: &mut ggml_tallocr, tensor: TensorRef) -> ggml_statu
     let size = buft_alloc_size(buft, tensor).next_multiple_of(talloc.alignment.max(1));
     let available = buffer.size().saturating_sub(talloc.offset);
     if size > available {
-        crate::log_error!(
-            "ggml_tallocr_alloc: not enough space in the buffer to allocate {} (needed {size}, available {available})\n",
-            tensor
-        );
+        crate::log_error!("ggml_tallocr_alloc: not enough space in the buffer to allocate {} (needed {size}, available {available})\n", tensor);
         crate::fatal!("not enough space in the buffer");
     }
     let addr = (buffer_base(buffer) as usize + talloc.offset) as *mut c_void;

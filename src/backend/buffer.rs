@@ -30,13 +30,7 @@ pub const EMPTY_BUFFER_I: ggml_backend_buffer_i = ggml_backend_buffer_i {
 };
 
 pub fn buffer_init(buft: *mut ggml_backend_buffer_type, iface: ggml_backend_buffer_i, context: *mut c_void, size: usize) -> Buffer {
-    let raw = Box::into_raw(Box::new(ggml_backend_buffer {
-        iface,
-        buft,
-        context,
-        size,
-        usage: USAGE_ANY,
-    }));
+    let raw = Box::into_raw(Box::new(ggml_backend_buffer { iface, buft, context, size, usage: USAGE_ANY }));
     // SAFETY: a fresh, non-null Box allocation; it lives until buffer_free.
     unsafe { Buffer::from_raw(raw) }.expect("Box::into_raw is never NULL")
 }

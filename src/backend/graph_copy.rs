@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use crate::alloc::ctx_tensors::alloc_ctx_tensors;
-use crate::backend::tensor_io::{tensor_copy, view_init};
 use crate::backend::stream::graph_compute;
+use crate::backend::tensor_io::{tensor_copy, view_init};
 use crate::ggml::abi_backend::{ggml_backend_eval_callback, ggml_backend_graph_copy};
 use crate::ggml::context::{ContextRef, free_context, graph_overhead, new_context, tensor_overhead};
 use crate::ggml::graph::{GraphRef, GraphView};
@@ -95,12 +95,7 @@ pub fn graph_copy(backend: Backend, graph: GraphRef) -> ggml_backend_graph_copy 
         copy.set_node(i, copier.copies[&node]);
     }
     copy.set_n_nodes(graph.n_nodes());
-    ggml_backend_graph_copy {
-        buffer: buffer.as_ptr(),
-        ctx_allocated: ctx_allocated.as_ptr(),
-        ctx_unallocated: ctx_unallocated.as_ptr(),
-        graph: copy.as_ptr(),
-    }
+    ggml_backend_graph_copy { buffer: buffer.as_ptr(), ctx_allocated: ctx_allocated.as_ptr(), ctx_unallocated: ctx_unallocated.as_ptr(), graph: copy.as_ptr() }
 }
 
 pub fn graph_copy_free(copy: ggml_backend_graph_copy) {

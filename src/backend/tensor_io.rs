@@ -23,11 +23,7 @@ fn storage(function: &str, tensor: TensorRef) -> Buffer {
 fn check_range(function: &str, tensor: TensorRef, offset: usize, size: usize, n_copies: usize, stride: usize, write: bool) {
     crate::ensure!(!tensor.data().is_null(), "{function}: tensor {tensor} is not allocated (data is NULL)");
     let nbytes = tensor.nbytes();
-    let end = n_copies
-        .checked_sub(1)
-        .and_then(|k| k.checked_mul(stride))
-        .and_then(|x| x.checked_add(offset))
-        .and_then(|x| x.checked_add(size));
+    let end = n_copies.checked_sub(1).and_then(|k| k.checked_mul(stride)).and_then(|x| x.checked_add(offset)).and_then(|x| x.checked_add(size));
     let ok = matches!(end, Some(end) if end <= nbytes);
     crate::ensure!(
         ok,
@@ -61,11 +57,7 @@ pub fn tensor_memset(tensor: TensorRef, value: u8, offset: usize, size: usize) {
     }
     let buf = storage("ggml_backend_tensor_memset", tensor);
     check_range("ggml_backend_tensor_memset", tensor, offset, size, 1, 0, true);
-    crate::ensure!(
-        buf.has_memset_tensor(),
-        "ggml_backend_tensor_memset: buffer type '{}' of tensor {tensor} does not implement memset",
-        buffer_name(buf)
-    );
+    crate::ensure!(buf.has_memset_tensor(), "ggml_backend_tensor_memset: buffer type '{}' of tensor {tensor} does not implement memset", buffer_name(buf));
     buf.memset_tensor(tensor, value, offset, size);
 }
 
@@ -118,7 +110,16 @@ pub fn tensor_get_async(backend: Backend, tensor: TensorRef, data: *mut c_void, 
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn tensor_set_2d_async(backend: Backend, tensor: TensorRef, data: *const c_void, offset: usize, size: usize, n_copies: usize, stride_tensor: usize, stride_data: usize) {
+pub fn tensor_set_2d_async(
+    backend: Backend,
+    tensor: TensorRef,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+    n_copies: usize,
+    stride_tensor: usize,
+    stride_data: usize,
+) {
     crate::ensure!(!tensor.data().is_null(), "ggml_backend_tensor_set_2d_async: tensor {tensor} is not allocated (data is NULL)");
     if n_copies <= 1 || !backend.has_2d_async().0 {
         for i in 0..n_copies {
@@ -134,7 +135,16 @@ pub fn tensor_set_2d_async(backend: Backend, tensor: TensorRef, data: *const c_v
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn tensor_get_2d_async(backend: Backend, tensor: TensorRef, data: *mut c_void, offset: usize, size: usize, n_copies: usize, stride_tensor: usize, stride_data: usize) {
+pub fn tensor_get_2d_async(
+    backend: Backend,
+    tensor: TensorRef,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+    n_copies: usize,
+    stride_tensor: usize,
+    stride_data: usize,
+) {
     crate::ensure!(!tensor.data().is_null(), "ggml_backend_tensor_get_2d_async: tensor {tensor} is not allocated (data is NULL)");
     if n_copies <= 1 || !backend.has_2d_async().1 {
         for i in 0..n_copies {
@@ -158,10 +168,7 @@ pub fn buffer_copy_tensor(src: TensorRef, dst: TensorRef) -> bool {
 /// Copies between any two buffers: directly when one side is host memory, through the
 /// destination buffer's `cpy_tensor` when it can, else through a host bounce buffer.
 pub fn tensor_copy(src: TensorRef, dst: TensorRef) {
-    crate::ensure!(
-        src.same_layout(dst),
-        "ggml_backend_tensor_copy: cannot copy tensor {src} to {dst}: the layouts differ"
-    );
+    crate::ensure!(src.same_layout(dst), "ggml_backend_tensor_copy: cannot copy tensor {src} to {dst}: the layouts differ");
     if src == dst {
         return;
     }
@@ -180,10 +187,7 @@ pub fn tensor_copy(src: TensorRef, dst: TensorRef) {
 }
 
 pub fn tensor_copy_async(backend_src: *mut ggml_backend, backend_dst: Backend, src: TensorRef, dst: TensorRef) {
-    crate::ensure!(
-        src.same_layout(dst),
-        "ggml_backend_tensor_copy_async: cannot copy tensor {src} to {dst}: the layouts differ"
-    );
+    crate::ensure!(src.same_layout(dst), "ggml_backend_tensor_copy_async: cannot copy tensor {src} to {dst}: the layouts differ");
     if src == dst {
         return;
     }
@@ -212,10 +216,7 @@ pub fn tensor_alloc(buffer: Buffer, tensor: TensorRef, addr: *mut c_void) -> ggm
 pub fn check_address(buffer: Buffer, tensor: TensorRef, addr: *mut c_void) {
     let base = buffer_base(buffer) as usize;
     let addr = addr as usize;
-    crate::ensure!(
-        addr >= base,
-        "ggml_backend_tensor_alloc: address {addr:#x} for tensor {tensor} is below the base {base:#x} of its buffer"
-    );
+    crate::ensure!(addr >= base, "ggml_backend_tensor_alloc: address {addr:#x} for tensor {tensor} is below the base {base:#x} of its buffer");
     // SAFETY: meta.cpp's predicate on a valid buffer.
     if unsafe { crate::ggml::sys::ggml_backend_buffer_is_meta(buffer.as_ptr()) } {
         return;

@@ -173,13 +173,7 @@ pub unsafe extern "C" fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph:
         let graph = graph_arg("ggml_gallocr_alloc_graph", graph);
         let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let (node_ids, leaf_ids) = g.last_ids(nodes.len(), leafs.len());
-        let input = GraphInput {
-            nodes,
-            node_ids: node_ids.as_deref(),
-            leafs,
-            leaf_ids: leaf_ids.as_deref(),
-            extra_flags: None,
-        };
+        let input = GraphInput { nodes, node_ids: node_ids.as_deref(), leafs, leaf_ids: leaf_ids.as_deref(), extra_flags: None };
         let single = g.n_buffers() == 1;
         match g.alloc_graph(&input, single) {
             Ok(_) => true,

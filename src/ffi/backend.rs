@@ -48,9 +48,7 @@ pub unsafe extern "C" fn ggml_backend_free(backend: ggml_backend_t) {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_get_default_buffer_type(backend: ggml_backend_t) -> ggml_backend_buffer_type_t {
-    ffi_boundary!("ggml_backend_get_default_buffer_type", {
-        imp::default_buffer_type(arg!("ggml_backend_get_default_buffer_type", Backend, backend)).as_ptr()
-    })
+    ffi_boundary!("ggml_backend_get_default_buffer_type", { imp::default_buffer_type(arg!("ggml_backend_get_default_buffer_type", Backend, backend)).as_ptr() })
 }
 
 #[unsafe(no_mangle)]
@@ -241,7 +239,12 @@ pub unsafe extern "C" fn ggml_backend_dev_host_buffer_type(device: ggml_backend_
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ggml_backend_dev_buffer_from_host_ptr(device: ggml_backend_dev_t, ptr: *mut c_void, size: usize, max_tensor_size: usize) -> ggml_backend_buffer_t {
+pub unsafe extern "C" fn ggml_backend_dev_buffer_from_host_ptr(
+    device: ggml_backend_dev_t,
+    ptr: *mut c_void,
+    size: usize,
+    max_tensor_size: usize,
+) -> ggml_backend_buffer_t {
     ffi_boundary!("ggml_backend_dev_buffer_from_host_ptr", {
         arg!("ggml_backend_dev_buffer_from_host_ptr", Device, device).buffer_from_host_ptr(ptr, size, max_tensor_size)
     })

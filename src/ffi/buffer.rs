@@ -24,9 +24,7 @@ pub unsafe extern "C" fn ggml_backend_buft_name(buft: ggml_backend_buffer_type_t
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_buft_alloc_buffer(buft: ggml_backend_buffer_type_t, size: usize) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_buft_alloc_buffer", {
-        out(imp::buft_alloc_buffer(arg!("ggml_backend_buft_alloc_buffer", BufferType, buft), size))
-    })
+    ffi_boundary!("ggml_backend_buft_alloc_buffer", { out(imp::buft_alloc_buffer(arg!("ggml_backend_buft_alloc_buffer", BufferType, buft), size)) })
 }
 
 #[unsafe(no_mangle)]
@@ -151,4 +149,3 @@ pub unsafe extern "C" fn ggml_backend_buffer_get_type(buffer: ggml_backend_buffe
 pub unsafe extern "C" fn ggml_backend_buffer_reset(buffer: ggml_backend_buffer_t) {
     ffi_boundary!("ggml_backend_buffer_reset", { arg!("ggml_backend_buffer_reset", Buffer, buffer).reset() })
 }
-

@@ -53,10 +53,7 @@ pub unsafe extern "C" fn ggml_backend_compare_graph_backend(
         } else {
             crate::ensure!(!test_nodes.is_null(), "ggml_backend_compare_graph_backend: test_nodes is NULL");
             // SAFETY: the caller passes num_test_nodes tensor pointers.
-            unsafe { std::slice::from_raw_parts(test_nodes, num_test_nodes) }
-                .iter()
-                .filter_map(|&p| unsafe { TensorRef::from_raw(p) })
-                .collect()
+            unsafe { std::slice::from_raw_parts(test_nodes, num_test_nodes) }.iter().filter_map(|&p| unsafe { TensorRef::from_raw(p) }).collect()
         };
         imp::compare_graph_backend(b1, b2, graph, callback, user_data, &tests)
     })

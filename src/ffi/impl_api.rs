@@ -55,9 +55,7 @@ pub unsafe extern "C" fn ggml_backend_buffer_is_multi_buffer(buffer: ggml_backen
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_multi_buffer_set_usage(buffer: ggml_backend_buffer_t, usage: BufferUsage) {
-    ffi_boundary!("ggml_backend_multi_buffer_set_usage", {
-        imp::multi_buffer_set_usage(arg!("ggml_backend_multi_buffer_set_usage", Buffer, buffer), usage)
-    })
+    ffi_boundary!("ggml_backend_multi_buffer_set_usage", { imp::multi_buffer_set_usage(arg!("ggml_backend_multi_buffer_set_usage", Buffer, buffer), usage) })
 }
 
 /// Ops that may compute in place of an operand (backends must not use restrict pointers for

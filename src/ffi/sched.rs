@@ -214,7 +214,5 @@ pub unsafe extern "C" fn ggml_backend_sched_reset(sched: ggml_backend_sched_t) {
 /// Calls `callback` for each node during compute (see `ggml_backend_sched_eval_callback`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_set_eval_callback(sched: ggml_backend_sched_t, callback: ggml_backend_sched_eval_callback, user_data: *mut c_void) {
-    ffi_boundary!("ggml_backend_sched_set_eval_callback", {
-        sched_arg("ggml_backend_sched_set_eval_callback", sched).set_eval_callback(callback, user_data)
-    })
+    ffi_boundary!("ggml_backend_sched_set_eval_callback", { sched_arg("ggml_backend_sched_set_eval_callback", sched).set_eval_callback(callback, user_data) })
 }

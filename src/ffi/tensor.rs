@@ -109,15 +109,18 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
 /// Tensor copy between different backends.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_copy(src: *const ggml_tensor, dst: *mut ggml_tensor) {
-    ffi_boundary!("ggml_backend_tensor_copy", {
-        imp::tensor_copy(tensor_arg!("ggml_backend_tensor_copy", src), tensor_arg!("ggml_backend_tensor_copy", dst))
-    })
+    ffi_boundary!("ggml_backend_tensor_copy", { imp::tensor_copy(tensor_arg!("ggml_backend_tensor_copy", src), tensor_arg!("ggml_backend_tensor_copy", dst)) })
 }
 
 /// Asynchronous copy: runs after the work queued on `backend_src`; `backend_dst` waits for it.
 /// Falls back to a synchronous copy when the backends cannot do it asynchronously.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ggml_backend_tensor_copy_async(backend_src: ggml_backend_t, backend_dst: ggml_backend_t, src: *const ggml_tensor, dst: *mut ggml_tensor) {
+pub unsafe extern "C" fn ggml_backend_tensor_copy_async(
+    backend_src: ggml_backend_t,
+    backend_dst: ggml_backend_t,
+    src: *const ggml_tensor,
+    dst: *mut ggml_tensor,
+) {
     ffi_boundary!("ggml_backend_tensor_copy_async", {
         let src_t = tensor_arg!("ggml_backend_tensor_copy_async", src);
         let dst_t = tensor_arg!("ggml_backend_tensor_copy_async", dst);

@@ -190,9 +190,7 @@ impl<B: Backends> Assigner<'_, B> {
                     let supported = ix.srcs[i]
                         .iter()
                         .filter(|&&s| s != NONE)
-                        .filter(|&&s| {
-                            (self.id_of(s) != -1 || self.id_of(ix.view_src[s as usize]) != -1) && self.buffer_supported(s, cand)
-                        })
+                        .filter(|&&s| (self.id_of(s) != -1 || self.id_of(ix.view_src[s as usize]) != -1) && self.buffer_supported(s, cand))
                         .count() as i32;
                     if supported > best {
                         best = supported;

@@ -165,11 +165,7 @@ impl ComputeCtx<'_> {
         let backend = self.backends[split.backend];
         let poison = crate::alloc::poison::enabled();
         let compute = |graph: &mut GraphView| {
-            if poison {
-                crate::backend::stream::compute_checking_poison(backend, graph)
-            } else {
-                graph_compute_async(backend, graph.as_ptr())
-            }
+            if poison { crate::backend::stream::compute_checking_poison(backend, graph) } else { graph_compute_async(backend, graph.as_ptr()) }
         };
         let Some(cb) = self.callback else {
             return (compute(&mut split.graph), true);
@@ -232,4 +228,3 @@ impl ComputeCtx<'_> {
         GGML_STATUS_SUCCESS
     }
 }
-

@@ -63,14 +63,7 @@ pub fn print_assignments(plan: &SplitPlan, graph: GraphRef, names: &[String], le
             (node.flags() & crate::ggml::sys::GGML_TENSOR_FLAG_COMPUTE != 0) as i32
         );
         for src in node.srcs().into_iter().flatten() {
-            let _ = write!(
-                out,
-                " {} ({}) [{} {}]",
-                fit(&src.name(), 20),
-                fit(&fmt_size(src.nbytes()), 5),
-                fit(&backend_name(plan, names, src), 5),
-                fit("", 8)
-            );
+            let _ = write!(out, " {} ({}) [{} {}]", fit(&src.name(), 20), fit(&fmt_size(src.nbytes()), 5), fit(&backend_name(plan, names, src), 5), fit("", 8));
         }
         out.push('\n');
         crate::log_debug!("{out}");
@@ -148,7 +141,8 @@ pub fn plan_dot(plan: &SplitPlan, nodes: &[TensorRef], names: &[String]) -> Stri
     let id = |t: TensorRef| format!("t{:x}", t.addr());
     let mut s = String::from("digraph sched {\n  rankdir=TB;\n  node [shape=box, style=filled, fontsize=10];\n");
     for (k, split) in plan.splits.iter().enumerate() {
-        let _ = writeln!(s, "  subgraph cluster_{k} {{\n    label={};", json_str(&format!("split #{k}: {} ({} inputs)", names[split.backend], split.inputs.len())));
+        let _ =
+            writeln!(s, "  subgraph cluster_{k} {{\n    label={};", json_str(&format!("split #{k}: {} ({} inputs)", names[split.backend], split.inputs.len())));
         for node in &nodes[split.i_start..split.i_end] {
             let color = colors[split.backend % colors.len()];
             let _ = writeln!(s, "    {} [label={}, fillcolor={color}];", id(*node), json_str(&format!("{}\n{}", node.name(), node.op_name())));

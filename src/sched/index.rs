@@ -3,11 +3,11 @@
 //! again. Built once per `split_graph`, or taken over from the previous `split_graph` when the
 //! graph has the same nodes, leafs, sources and view sources (checked without hashing).
 
-use ggml_plan::addr_map::AddrMap;
 use crate::alloc::unlisted;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::{GGML_MAX_SRC, ggml_op, op};
 use crate::ggml::tensor::TensorRef;
+use ggml_plan::addr_map::AddrMap;
 
 /// "no tensor" in the dense arrays
 pub const NONE: u32 = u32::MAX;
@@ -65,9 +65,11 @@ impl GraphIndex {
         }
         let ptr = |id: u32| if id == NONE { std::ptr::null_mut() } else { self.tensors[id as usize].as_ptr() };
         leafs.iter().zip(&self.leafs).all(|(&l, &id)| l == self.tensors[id as usize])
-            && nodes.iter().zip(&self.nodes).zip(&self.srcs).all(|((&n, &id), srcs)| {
-                n == self.tensors[id as usize] && (0..GGML_MAX_SRC).all(|j| n.src_ptr(j) == ptr(srcs[j]))
-            })
+            && nodes
+                .iter()
+                .zip(&self.nodes)
+                .zip(&self.srcs)
+                .all(|((&n, &id), srcs)| n == self.tensors[id as usize] && (0..GGML_MAX_SRC).all(|j| n.src_ptr(j) == ptr(srcs[j])))
             && self.tensors.iter().zip(&self.view_src).all(|(t, &v)| t.view_src_ptr() == ptr(v))
     }
 
@@ -138,9 +140,7 @@ impl GraphIndex {
         for &l in &self.leafs {
             listed[l as usize] = true;
         }
-        let bad: Vec<bool> = (0..self.tensors.len())
-            .map(|t| !listed[t] && self.view_src[t] == NONE && unlisted::is_uncomputed(self.tensors[t]))
-            .collect();
+        let bad: Vec<bool> = (0..self.tensors.len()).map(|t| !listed[t] && self.view_src[t] == NONE && unlisted::is_uncomputed(self.tensors[t])).collect();
         if !bad.contains(&true) {
             return None;
         }

@@ -14,12 +14,12 @@
 //! it asks them once per tensor.
 
 use crate::alloc::gallocr::AllocatorState;
-use ggml_plan::addr_map::AddrMap;
-use crate::ggml::handles::Buffer;
-use crate::ggml::sys::BufferUsage;
 use crate::ggml::abi_impl::ggml_backend_buffer_type;
+use crate::ggml::handles::Buffer;
 use crate::ggml::snapshot::HeaderSnapshot;
+use crate::ggml::sys::BufferUsage;
 use crate::ggml::tensor::TensorRef;
+use ggml_plan::addr_map::AddrMap;
 
 pub struct AllocMemo {
     nodes: Vec<TensorRef>,
@@ -57,15 +57,7 @@ impl AllocMemo {
             }
             last = Some(b);
         }
-        AllocMemo {
-            nodes: req.nodes.to_vec(),
-            leafs: req.leafs.to_vec(),
-            tensors,
-            buffers,
-            user: req.user.clone(),
-            cur_copy: req.cur_copy,
-            allocator,
-        }
+        AllocMemo { nodes: req.nodes.to_vec(), leafs: req.leafs.to_vec(), tensors, buffers, user: req.user.clone(), cur_copy: req.cur_copy, allocator }
     }
 
     /// Whether allocating `req` would do exactly what the memorised allocation did, given that

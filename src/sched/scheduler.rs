@@ -24,7 +24,6 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 
 use crate::alloc::gallocr::{AllocError, Gallocr, GraphInput};
-use ggml_plan::addr_map::AddrMap;
 use crate::alloc::unlisted;
 use crate::backend::buffer::buffer_is_host;
 use crate::backend::stream::{default_buffer_type, event_new};
@@ -39,6 +38,7 @@ use crate::sched::compute::{ComputeCtx, Substituted};
 use crate::sched::debug;
 use crate::sched::memo::{AllocMemo, AllocRequest};
 use crate::sched::splits::{Preset, SplitParams, SplitPlan, TensorPool, split_graph};
+use ggml_plan::addr_map::AddrMap;
 
 pub const MAX_BACKENDS: usize = 16;
 pub const MAX_COPIES: usize = crate::config::SCHED_MAX_COPIES;
@@ -185,11 +185,7 @@ impl Sched {
         let n_copies = if parallel { MAX_COPIES } else { 1 };
         let events = backends
             .iter()
-            .map(|&b| {
-                (0..n_copies)
-                    .map(|_| if n_copies > 1 { unsafe { Event::from_raw(event_new(Some(b.device()))) } } else { None })
-                    .collect()
-            })
+            .map(|&b| (0..n_copies).map(|_| if n_copies > 1 { unsafe { Event::from_raw(event_new(Some(b.device()))) } } else { None }).collect())
             .collect();
         let debug_realloc_default = if cfg!(feature = "sched-no-realloc") { 1 } else { 0 };
         let names = backends.iter().map(|b| b.name()).collect();
@@ -320,7 +316,8 @@ impl Sched {
             None => (None, None),
         };
         let preset = Preset { user: &self.user_ids, previous, previous_ids };
-        let params = SplitParams { backends: &self.be, handles: &self.be.backends, op_offload: self.op_offload, n_copies: self.n_copies, cur_copy: self.cur_copy };
+        let params =
+            SplitParams { backends: &self.be, handles: &self.be.backends, op_offload: self.op_offload, n_copies: self.n_copies, cur_copy: self.cur_copy };
         let galloc = &self.galloc;
         let plan = split_graph(&params, nodes, leafs, preset, |b| galloc.owns_buffer(b), &mut self.pool, &graph.view_context());
         self.is_reset = false;
@@ -397,10 +394,7 @@ impl Sched {
     }
 
     pub fn alloc_graph(&mut self, graph: GraphRef) -> bool {
-        crate::ensure!(
-            !self.is_alloc,
-            "ggml_backend_sched_alloc_graph: a graph is already allocated; call ggml_backend_sched_reset first"
-        );
+        crate::ensure!(!self.is_alloc, "ggml_backend_sched_alloc_graph: a graph is already allocated; call ggml_backend_sched_reset first");
         self.lost_to = None;
         self.cur_copy = self.next_copy;
         self.next_copy = (self.next_copy + 1) % self.n_copies;
@@ -447,12 +441,7 @@ impl Sched {
     }
 
     fn alloc_request<'a>(&'a self, graph: &'a GraphRef) -> AllocRequest<'a> {
-        AllocRequest {
-            nodes: graph.node_slice(),
-            leafs: graph.leaf_slice(),
-            user: &self.user_ids,
-            cur_copy: self.cur_copy,
-        }
+        AllocRequest { nodes: graph.node_slice(), leafs: graph.leaf_slice(), user: &self.user_ids, cur_copy: self.cur_copy }
     }
 
     /// Repeats the last allocation when `graph` and everything it touched are unchanged

@@ -8,7 +8,6 @@
 
 use std::ffi::c_void;
 
-use ggml_plan::addr_map::AddrMap;
 use crate::ggml::abi_impl::ggml_backend_graph_optimize_params;
 use crate::ggml::graph::{GraphView, ViewContext, next_graph_uid};
 use crate::ggml::handles::Backend;
@@ -16,6 +15,7 @@ use crate::ggml::sys::{self, GGML_MAX_SRC, ggml_tensor};
 use crate::ggml::tensor::{OwnedTensor, TensorRef};
 use crate::sched::assign::{Assigner, Backends};
 use crate::sched::index::{GraphIndex, NONE};
+use ggml_plan::addr_map::AddrMap;
 
 /// Point `node->src[index]` at `copy` while the split runs.
 #[derive(Clone, Copy, Debug)]
@@ -314,10 +314,7 @@ pub fn split_graph<B: Backends>(
         }
     }
     let expected: usize = deps.keep.values().map(|v| v.len().div_ceil(GGML_MAX_SRC)).sum();
-    crate::ensure!(
-        n_markers == expected,
-        "ggml_backend_sched: a backend's graph_optimize asked to keep tensors alive until a node that is not in its graph"
-    );
+    crate::ensure!(n_markers == expected, "ggml_backend_sched: a backend's graph_optimize asked to keep tensors alive until a node that is not in its graph");
 
     if n_copies > 1 {
         for (leaf, slots) in &graph_inputs {

@@ -83,7 +83,8 @@ pub type ggml_backend_split_buffer_type_t = Option<unsafe extern "C" fn(main_dev
 pub type ggml_backend_set_n_threads_t = Option<unsafe extern "C" fn(backend: ggml_backend_t, n_threads: c_int)>;
 pub type ggml_backend_dev_get_extra_bufts_t = Option<unsafe extern "C" fn(device: ggml_backend_dev_t) -> *mut ggml_backend_buffer_type_t>;
 pub type ggml_abort_callback = Option<unsafe extern "C" fn(data: *mut c_void) -> bool>;
-pub type ggml_backend_set_abort_callback_t = Option<unsafe extern "C" fn(backend: ggml_backend_t, abort_callback: ggml_abort_callback, abort_callback_data: *mut c_void)>;
+pub type ggml_backend_set_abort_callback_t =
+    Option<unsafe extern "C" fn(backend: ggml_backend_t, abort_callback: ggml_abort_callback, abort_callback_data: *mut c_void)>;
 pub type ggml_backend_get_features_t = Option<unsafe extern "C" fn(reg: ggml_backend_reg_t) -> *mut ggml_backend_feature>;
 
 /// Backend scheduler (opaque).
@@ -125,8 +126,7 @@ pub struct ggml_backend_meta_split_state {
     pub n_segments: u32,
 }
 
-pub type ggml_backend_meta_get_split_state_t =
-    Option<unsafe extern "C" fn(tensor: *const ggml_tensor, userdata: *mut c_void) -> ggml_backend_meta_split_state>;
+pub type ggml_backend_meta_get_split_state_t = Option<unsafe extern "C" fn(tensor: *const ggml_tensor, userdata: *mut c_void) -> ggml_backend_meta_split_state>;
 
 /// A graph copied to another backend by `ggml_backend_graph_copy`.
 #[repr(C)]

@@ -147,7 +147,8 @@ pub struct ggml_backend_i {
             stride_data: usize,
         ),
     >,
-    pub cpy_tensor_async: Option<unsafe extern "C" fn(backend_src: ggml_backend_t, backend_dst: ggml_backend_t, src: *const ggml_tensor, dst: *mut ggml_tensor) -> bool>,
+    pub cpy_tensor_async:
+        Option<unsafe extern "C" fn(backend_src: ggml_backend_t, backend_dst: ggml_backend_t, src: *const ggml_tensor, dst: *mut ggml_tensor) -> bool>,
     /// (optional) complete all pending operations (required if the backend supports async operations)
     pub synchronize: Option<unsafe extern "C" fn(backend: ggml_backend_t)>,
     /// (optional) graph plans
@@ -205,7 +206,8 @@ pub struct ggml_backend_device_i {
     /// (optional) host buffer type (in system memory, typically this is a pinned memory buffer for faster transfers between host and device)
     pub get_host_buffer_type: Option<unsafe extern "C" fn(dev: ggml_backend_dev_t) -> ggml_backend_buffer_type_t>,
     /// (optional) buffer from pointer: create a buffer from a host pointer (useful for memory mapped models and importing data from other libraries)
-    pub buffer_from_host_ptr: Option<unsafe extern "C" fn(dev: ggml_backend_dev_t, ptr: *mut c_void, size: usize, max_tensor_size: usize) -> ggml_backend_buffer_t>,
+    pub buffer_from_host_ptr:
+        Option<unsafe extern "C" fn(dev: ggml_backend_dev_t, ptr: *mut c_void, size: usize, max_tensor_size: usize) -> ggml_backend_buffer_t>,
     /// check if the backend can compute an operation
     pub supports_op: Option<unsafe extern "C" fn(dev: ggml_backend_dev_t, op: *const ggml_tensor) -> bool>,
     /// check if the backend can use tensors allocated in a buffer type

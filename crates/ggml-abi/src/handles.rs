@@ -9,8 +9,7 @@ use std::ptr::NonNull;
 
 use crate::abi_backend::ggml_backend_dev_props;
 use crate::abi_impl::{
-    ggml_backend, ggml_backend_buffer, ggml_backend_buffer_type, ggml_backend_device, ggml_backend_event,
-    ggml_backend_graph_optimize_params, ggml_backend_reg,
+    ggml_backend, ggml_backend_buffer, ggml_backend_buffer_type, ggml_backend_device, ggml_backend_event, ggml_backend_graph_optimize_params, ggml_backend_reg,
 };
 use crate::sys::{BufferUsage, DevType, ggml_cgraph, ggml_status, ggml_tensor};
 use crate::tensor::TensorRef;

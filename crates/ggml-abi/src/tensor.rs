@@ -39,11 +39,7 @@ impl Layout {
         let (type_size, blck_size) = type_traits(self.type_);
         // the same unsigned arithmetic as ggml_nbytes
         let tail = |from: usize| (from..GGML_MAX_DIMS).fold(0usize, |n, i| n.wrapping_add((self.ne[i] as usize - 1).wrapping_mul(self.nb[i])));
-        if blck_size == 1 {
-            type_size.wrapping_add(tail(0))
-        } else {
-            (self.ne[0] as usize).wrapping_mul(self.nb[0]) / blck_size.max(1) + tail(1)
-        }
+        if blck_size == 1 { type_size.wrapping_add(tail(0)) } else { (self.ne[0] as usize).wrapping_mul(self.nb[0]) / blck_size.max(1) + tail(1) }
     }
 }
 
@@ -74,8 +70,7 @@ fn type_traits_from_ggml(t: ggml_type) -> (usize, usize) {
 /// Every field of a tensor's header from `buffer` to `extra` (offsets 8 to 328 of
 /// `struct ggml_tensor`, no padding in between) as words; `type` is kept apart because the four
 /// bytes after it are padding, which C leaves undefined.
-pub const HEADER_WORDS: usize =
-    (std::mem::offset_of!(ggml_tensor, extra) + std::mem::size_of::<*mut c_void>() - std::mem::offset_of!(ggml_tensor, buffer)) / 8;
+pub const HEADER_WORDS: usize = (std::mem::offset_of!(ggml_tensor, extra) + std::mem::size_of::<*mut c_void>() - std::mem::offset_of!(ggml_tensor, buffer)) / 8;
 const _: () = assert!(std::mem::offset_of!(ggml_tensor, buffer) == 8 && std::mem::offset_of!(ggml_tensor, extra) == 320);
 
 /// A copy of a tensor's header (see [`HEADER_WORDS`]): what it is, where it lives, what it reads.

@@ -3,9 +3,9 @@
 //! memory is already somebody's). Built from a `ggml_cgraph` (or the scheduler's graph) by `gallocr`; pure
 //! data, so the planner and its tests need no ggml.
 
-use crate::dyn_tallocr::Addr;
-use crate::MAX_SRC as GGML_MAX_SRC;
 use crate::MAX_DIMS;
+use crate::MAX_SRC as GGML_MAX_SRC;
+use crate::dyn_tallocr::Addr;
 
 /// What decides in-place compatibility of a tensor: type (`ggml_type`), shape and strides. A plain
 /// copy of the tensor's fields: equal layouts are all the planner asks of it.

@@ -107,11 +107,7 @@ mod tests {
     fn reaches_max_load_where_online_fragments() {
         // a small long-lived tensor allocated between two short-lived big ones: online placement
         // puts it in the middle; by size it goes after the big ones
-        let iv = [
-            Interval { size: 100, start: 0, end: 2 },
-            Interval { size: 10, start: 1, end: 10 },
-            Interval { size: 100, start: 3, end: 5 },
-        ];
+        let iv = [Interval { size: 100, start: 0, end: 2 }, Interval { size: 10, start: 1, end: 10 }, Interval { size: 100, start: 3, end: 5 }];
         let (off, arena) = greedy_by_size(&iv);
         check_no_overlap(&iv, &off);
         assert_eq!(arena, 110);

@@ -260,13 +260,7 @@ impl<S: Sizer> Sim<'_, S> {
 
 /// Plans `model` into `allocs` (reset first). `alloc_of_id[buffer_id]` names the allocator of
 /// each buffer id.
-pub fn plan(
-    model: &GraphModel,
-    alloc_of_id: &[usize],
-    allocs: &mut [DynAllocator],
-    sizer: &mut impl Sizer,
-    planner: &Planner,
-) -> Result<Plan, PlanError> {
+pub fn plan(model: &GraphModel, alloc_of_id: &[usize], allocs: &mut [DynAllocator], sizer: &mut impl Sizer, planner: &Planner) -> Result<Plan, PlanError> {
     for a in allocs.iter_mut() {
         a.reset();
     }
@@ -310,13 +304,7 @@ pub fn plan(
     sim.run()?;
 
     let Sim { placements, write_order, blocks, block, live_peak, allocs, .. } = sim;
-    let mut plan = Plan {
-        chunk_sizes: allocs.iter().map(|a| a.chunk_sizes()).collect(),
-        placements,
-        write_order,
-        live_peak,
-        offline: vec![false; n_allocs],
-    };
+    let mut plan = Plan { chunk_sizes: allocs.iter().map(|a| a.chunk_sizes()).collect(), placements, write_order, live_peak, offline: vec![false; n_allocs] };
 
     if *planner == Planner::Best {
         for a in 0..n_allocs {
@@ -368,7 +356,12 @@ pub fn replan_like(template_model: &GraphModel, template: &Plan, model: &GraphMo
         return None;
     }
     let same_kind = |a: &TensorDesc, b: &TensorDesc| {
-        a.view_of == b.view_of && a.presence == b.presence && a.input == b.input && a.output == b.output && a.inplace_op == b.inplace_op && a.op_none == b.op_none
+        a.view_of == b.view_of
+            && a.presence == b.presence
+            && a.input == b.input
+            && a.output == b.output
+            && a.inplace_op == b.inplace_op
+            && a.op_none == b.op_none
     };
     if !template_model.tensors.iter().zip(&model.tensors).all(|(a, b)| same_kind(a, b)) {
         return None;

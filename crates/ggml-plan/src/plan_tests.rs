@@ -4,9 +4,9 @@
 //! lower bound. A seeded corpus runs in the suite; `GGML_RS_PLAN_FUZZ=<n>` runs n more graphs.
 
 use crate::dyn_tallocr::{DynAllocator, MAX_CHUNKS};
+use crate::model::Layout;
 use crate::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
 use crate::plan::{Plan, Planner, plan};
-use crate::model::Layout;
 
 pub struct Rng(u64);
 

@@ -12,10 +12,10 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
+use crate::MAX_NAME as GGML_MAX_NAME;
 use crate::addr_map::AddrMap;
 use crate::model::Tid;
 use crate::plan::Plan;
-use crate::MAX_NAME as GGML_MAX_NAME;
 
 /// The newest allocations kept; older ones are folded into `base` when dropped.
 const HISTORY: usize = 8;
@@ -283,10 +283,7 @@ impl Residency {
                 }
                 let (start, end) = (p.addr.offset, p.addr.offset + p.size.max(1));
                 let intact = matches!(self.contents(alloc, c, start, end), Contents::Valid { writer, seq, .. } if writer == a.tensors[t] && seq == a.seq);
-                stones.insert(
-                    a.tensors[t],
-                    Tombstone { data: chunk_bases[c] + start, seq: a.seq, result: a.record.is_node[t], intact, lost_at },
-                );
+                stones.insert(a.tensors[t], Tombstone { data: chunk_bases[c] + start, seq: a.seq, result: a.record.is_node[t], intact, lost_at });
             }
         }
         if self.tombstones.len() > 1 << 16 {
@@ -371,10 +368,7 @@ mod tests {
     fn plan_of(places: &[(usize, usize, u32)]) -> Plan {
         // (offset, size, write order), all in allocator 0, chunk 0
         Plan {
-            placements: places
-                .iter()
-                .map(|&(o, s, _)| Some(Placement { buffer_id: 0, alloc: 0, addr: Addr { chunk: 0, offset: o }, size: s }))
-                .collect(),
+            placements: places.iter().map(|&(o, s, _)| Some(Placement { buffer_id: 0, alloc: 0, addr: Addr { chunk: 0, offset: o }, size: s })).collect(),
             write_order: places.iter().map(|&(_, _, w)| Some(w)).collect(),
             ..Default::default()
         }
