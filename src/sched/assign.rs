@@ -1,25 +1,13 @@
-//! Which backend runs each node: upstream's priorities, pass for pass.
-//!
-//! 1. Tensors that already live in a buffer go to the highest-priority backend that can use that
-//!    buffer type and run the op; inputs go to the last backend (the CPU); an op reading weights
-//!    goes where the weights are (or, with op offload, to a higher-priority backend that asks for
-//!    it when the weights sit in host memory of the CPU backend). User assignments are kept.
-//! 2. Assignments spread to neighbours: first the non-CPU backends down and up the graph, then
-//!    every backend, as long as the backend supports the op.
-//! 3. Nodes still unassigned go to the backend that supports the op and can read the most of its
-//!    sources; assigned nodes move up to a higher-priority backend with the same buffer type when
-//!    it supports the op and can read all sources.
-//! 4. Sources take their view source's backend or their consumer's; leftovers go to the first
-//!    backend that supports them.
-//! 5. (not upstream) A view always takes its source's backend, whatever it was assigned: a view
-//!    computes nothing, and a view "on" another backend than its source made upstream copy the
-//!    source's bytes before the source was computed.
+//! Which backend runs each node: the passes are `ggml_plan::assign` (upstream's priorities, pass
+//! for pass, on dense ids); this answers their questions from ggml's tensors and the scheduler's
+//! backends, and names what fails.
 
 use crate::ggml::abi_impl::ggml_backend_buffer_type;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::{self, op};
 use crate::ggml::tensor::TensorRef;
-use crate::sched::index::{GraphIndex, NONE};
+use crate::sched::index::GraphIndex;
+use ggml_plan::assign::{AssignError, AssignGraph, Assigner, Oracle};
 
 /// What the passes ask about the scheduler's backends (index = priority, last = CPU).
 pub trait Backends {
@@ -33,49 +21,76 @@ pub trait Backends {
     fn buffer_is_host(&self, buffer: Buffer) -> bool;
 }
 
-pub struct Assigner<'a, B: Backends> {
+/// The passes' questions, answered from the graph's tensors (by dense id) and the backends.
+pub struct SchedOracle<'a, B: Backends> {
     pub ix: &'a GraphIndex,
     pub backends: &'a B,
-    pub op_offload: bool,
-    /// backend per dense tensor id, -1 when unassigned
-    pub ids: Vec<i32>,
 }
 
-impl<B: Backends> Assigner<'_, B> {
-    fn id_of(&self, t: u32) -> i32 {
-        if t == NONE { -1 } else { self.ids[t as usize] }
-    }
+impl<B: Backends> Oracle for SchedOracle<'_, B> {
+    type Buft = *mut ggml_backend_buffer_type;
 
-    /// Highest-priority backend that can use `buffer` and run `op`.
-    fn backend_from_buffer(&self, buffer: Option<Buffer>, op: TensorRef) -> i32 {
-        let Some(buffer) = buffer else { return -1 };
-        let buft = buffer.buft_ptr();
-        for b in 0..self.backends.n() {
-            if self.backends.supports_buft(b, buft) && self.backends.supports_op(b, op) {
-                return b as i32;
-            }
-        }
-        -1
+    #[inline]
+    fn n_backends(&self) -> usize {
+        self.backends.n()
     }
+    #[inline]
+    fn supports_op(&self, b: usize, t: u32) -> bool {
+        self.backends.supports_op(b, self.ix.tensor(t))
+    }
+    #[inline]
+    fn offload_op(&self, b: usize, t: u32) -> bool {
+        self.backends.offload_op(b, self.ix.tensor(t))
+    }
+    #[inline]
+    fn supports_buft(&self, b: usize, buft: Self::Buft) -> bool {
+        self.backends.supports_buft(b, buft)
+    }
+    #[inline]
+    fn backend_buft(&self, b: usize) -> Option<Self::Buft> {
+        Some(self.backends.buft(b)).filter(|p| !p.is_null())
+    }
+    #[inline]
+    fn buft_is_null(&self, buft: Self::Buft) -> bool {
+        buft.is_null()
+    }
+    #[inline]
+    fn storage_buft(&self, t: u32) -> Option<Self::Buft> {
+        self.ix.storage[t as usize].map(|b| b.buft_ptr())
+    }
+    #[inline]
+    fn is_input(&self, t: u32) -> bool {
+        self.ix.tensor(t).is_input()
+    }
+    #[inline]
+    fn is_view_op(&self, t: u32) -> bool {
+        self.ix.is_view_op(t)
+    }
+    #[inline]
+    fn follows_weights(&self, t: u32) -> bool {
+        let o = self.ix.op(t);
+        o != op::ROPE && o != op::FLASH_ATTN_EXT
+    }
+    #[inline]
+    fn in_weights(&self, t: u32) -> bool {
+        self.ix.tensor(t).buffer().is_some_and(|b| b.usage() == sys::USAGE_WEIGHTS)
+    }
+    #[inline]
+    fn weights_on_host(&self, t: u32) -> bool {
+        self.ix.tensor(t).buffer().is_some_and(|b| self.backends.buffer_is_host(b))
+    }
+}
 
-    /// Pass 1 for tensor `id` (`node`: its position in the node list, for its sources).
-    fn by_current_location(&self, id: u32, node: Option<usize>) -> i32 {
-        let ix = self.ix;
-        let t = ix.tensor(id);
-        let storage = ix.storage[id as usize];
-        let b = self.backend_from_buffer(storage, t);
-        if b != -1 {
-            return b;
-        }
-        let vs = ix.view_src[id as usize];
-        if vs != NONE {
-            let b = self.backend_from_buffer(ix.storage[vs as usize], t);
-            if b != -1 {
-                return b;
-            }
-        }
-        if let Some(buffer) = storage {
-            let buft_name = buffer.buft().map(|b| b.name()).unwrap_or_default();
+/// Assigns a backend to every node and source of `ix`, keeping the assignments already in `ids`
+/// (the user's, -1 elsewhere); aborts naming the tensor when there is none, as upstream.
+pub fn assign<'a, B: Backends>(ix: &'a GraphIndex, backends: &'a B, op_offload: bool, ids: Vec<i32>) -> Assigner<'a, SchedOracle<'a, B>> {
+    let graph = AssignGraph { nodes: &ix.nodes, leafs: &ix.leafs, srcs: &ix.srcs, view_src: &ix.view_src };
+    let mut asg = Assigner { graph, oracle: SchedOracle { ix, backends }, op_offload, ids };
+    match asg.run() {
+        Ok(()) => asg,
+        Err(AssignError::PreallocatedUnsupported { tensor }) => {
+            let t = ix.tensor(tensor);
+            let buft_name = ix.storage[tensor as usize].and_then(|b| b.buft()).map(|b| b.name()).unwrap_or_default();
             crate::fatal!(
                 "pre-allocated tensor {} in a buffer ({}) that cannot run the operation ({}): no backend of the scheduler supports it",
                 t,
@@ -83,166 +98,13 @@ impl<B: Backends> Assigner<'_, B> {
                 t.op_name()
             );
         }
-        if t.is_input() {
-            return self.backends.n() as i32 - 1;
-        }
-        // ops reading weights run where the weights are; ROPE's frequency table and FLASH_ATTN's
-        // sinks are too small to decide
-        let o = ix.op(id);
-        let Some(node) = node else { return -1 };
-        if o == op::ROPE || o == op::FLASH_ATTN_EXT {
-            return -1;
-        }
-        for &s in ix.srcs[node].iter().filter(|&&s| s != NONE) {
-            let Some(buffer) = ix.tensor(s).buffer() else { continue };
-            if buffer.usage() != sys::USAGE_WEIGHTS {
-                continue;
-            }
-            let src_b = self.backend_from_buffer(ix.storage[s as usize], t);
-            let last = self.backends.n() as i32 - 1;
-            if self.op_offload && src_b == last && self.backends.buffer_is_host(buffer) {
-                for b in 0..last as usize {
-                    if self.backends.supports_op(b, t) && self.backends.offload_op(b, t) {
-                        return b as i32;
-                    }
-                }
-            }
-            return src_b;
-        }
-        -1
-    }
-
-    fn set_if_supported(&mut self, node: u32, b: i32) {
-        if self.backends.supports_op(b as usize, self.ix.tensor(node)) {
-            self.ids[node as usize] = b;
-        }
-    }
-
-    /// Whether backend `b` can read `t` where it is (or where its assigned backend will put it).
-    pub fn buffer_supported(&self, t: u32, b: usize) -> bool {
-        let buft = match self.ix.storage[t as usize] {
-            Some(buffer) => buffer.buft_ptr(),
-            None => {
-                let mut tb = self.id_of(t);
-                if tb == -1 {
-                    tb = self.id_of(self.ix.view_src[t as usize]);
-                }
-                if tb == -1 {
-                    return false;
-                }
-                self.backends.buft(tb as usize)
-            }
-        };
-        !buft.is_null() && self.backends.supports_buft(b, buft)
-    }
-
-    fn is_view_node(&self, node: u32) -> bool {
-        self.ix.is_view_op(node)
-    }
-
-    /// Runs passes 1 to 4; afterwards every node and source has a backend.
-    pub fn run(&mut self) {
-        let ix = self.ix;
-        // pass 1
-        for &l in &ix.leafs {
-            if self.ids[l as usize] == -1 {
-                self.ids[l as usize] = self.by_current_location(l, None);
-            }
-        }
-        for (i, &n) in ix.nodes.iter().enumerate() {
-            if self.ids[n as usize] == -1 {
-                self.ids[n as usize] = self.by_current_location(n, Some(i));
-            }
-        }
-
-        // pass 2: spread, the non-CPU backends first, then all
-        let last = self.backends.n() as i32 - 1;
-        for (up, skip_cpu) in [(false, true), (true, true), (false, false), (true, false)] {
-            let mut cur = -1;
-            let n_nodes = ix.nodes.len();
-            for k in 0..n_nodes {
-                let n = ix.nodes[if up { n_nodes - 1 - k } else { k }];
-                if self.is_view_node(n) {
-                    continue;
-                }
-                let b = self.ids[n as usize];
-                if b != -1 {
-                    cur = if skip_cpu && b == last { -1 } else { b };
-                } else if cur != -1 {
-                    self.set_if_supported(n, cur);
-                }
-            }
-        }
-
-        // pass 3: the remaining nodes, and upgrades to higher-priority backends
-        for (i, &n) in ix.nodes.iter().enumerate() {
-            if self.is_view_node(n) {
-                continue;
-            }
-            let node = ix.tensor(n);
-            let b = self.ids[n as usize];
-            if b == -1 {
-                let mut best = -1i32;
-                for cand in 0..self.backends.n() {
-                    if !self.backends.supports_op(cand, node) {
-                        continue;
-                    }
-                    let supported = ix.srcs[i]
-                        .iter()
-                        .filter(|&&s| s != NONE)
-                        .filter(|&&s| (self.id_of(s) != -1 || self.id_of(ix.view_src[s as usize]) != -1) && self.buffer_supported(s, cand))
-                        .count() as i32;
-                    if supported > best {
-                        best = supported;
-                        self.ids[n as usize] = cand as i32;
-                    }
-                }
-            } else {
-                for cand in 0..b as usize {
-                    if self.backends.buft(cand) == self.backends.buft(b as usize)
-                        && self.backends.supports_op(cand, node)
-                        && ix.srcs[i].iter().filter(|&&s| s != NONE).all(|&s| self.buffer_supported(s, cand))
-                    {
-                        self.ids[n as usize] = cand as i32;
-                        break;
-                    }
-                }
-            }
-        }
-
-        // pass 4: sources and leftovers
-        for (i, &n) in ix.nodes.iter().enumerate() {
-            let vs = ix.view_src[n as usize];
-            if vs != NONE && self.ids[n as usize] == -1 {
-                self.ids[n as usize] = self.ids[vs as usize];
-            }
-            for &s in ix.srcs[i].iter().filter(|&&s| s != NONE) {
-                if self.ids[s as usize] == -1 {
-                    let svs = ix.view_src[s as usize];
-                    self.ids[s as usize] = if svs != NONE { self.ids[svs as usize] } else { self.ids[n as usize] };
-                }
-            }
-            let mut cand = 0;
-            while self.ids[n as usize] == -1 && cand < self.backends.n() {
-                self.set_if_supported(n, cand as i32);
-                cand += 1;
-            }
-            if self.ids[n as usize] == -1 {
-                let node = ix.tensor(n);
-                crate::fatal!(
-                    "ggml_backend_sched: no backend can run node {} (op {}); the last backend must be a CPU backend that supports it",
-                    node,
-                    node.op_name()
-                );
-            }
-        }
-
-        // pass 5: views live where their source lives
-        for t in 0..ix.len() {
-            let vs = ix.view_src[t];
-            if vs != NONE && self.ids[vs as usize] != -1 {
-                self.ids[t] = self.ids[vs as usize];
-            }
+        Err(AssignError::NoBackend { node }) => {
+            let node = ix.tensor(node);
+            crate::fatal!(
+                "ggml_backend_sched: no backend can run node {} (op {}); the last backend must be a CPU backend that supports it",
+                node,
+                node.op_name()
+            );
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::ggml::tensor::TensorRef;
 use ggml_plan::addr_map::AddrMap;
 
 /// "no tensor" in the dense arrays
-pub const NONE: u32 = u32::MAX;
+pub const NONE: u32 = ggml_plan::assign::NONE;
 
 pub struct GraphIndex {
     pub tensors: Vec<TensorRef>,

@@ -13,9 +13,10 @@ use crate::ggml::graph::{GraphView, ViewContext, next_graph_uid};
 use crate::ggml::handles::Backend;
 use crate::ggml::sys::{self, GGML_MAX_SRC, ggml_tensor};
 use crate::ggml::tensor::{OwnedTensor, TensorRef};
-use crate::sched::assign::{Assigner, Backends};
-use crate::sched::index::{GraphIndex, NONE};
+use crate::sched::assign::{Backends, assign};
+use crate::sched::index::GraphIndex;
 use ggml_plan::addr_map::AddrMap;
+use ggml_plan::splits::{SplitError, copy_key};
 
 /// Point `node->src[index]` at `copy` while the split runs.
 #[derive(Clone, Copy, Debug)]
@@ -151,84 +152,47 @@ pub fn split_graph<B: Backends>(
             }
         }
     }
-    let mut asg = Assigner { ix: &ix, backends: p.backends, op_offload: p.op_offload, ids };
-    asg.run();
+    let asg = assign(&ix, p.backends, p.op_offload, ids);
 
     pool.rewind();
     let n_copies = p.n_copies;
-    // copies of a source for a backend: the first index of n_copies consecutive pool tensors
+    // copies of a source for a backend (`copy_key`): n_copies pool tensors
     let mut copies: AddrMap<Vec<TensorRef>> = AddrMap::default();
-    let copy_key = |src: u32, backend: usize| ((src as usize) << 5) | backend;
 
-    // pass 5: splits and the copies they need
-    let mut splits: Vec<Split> = Vec::new();
-    let first = ix.nodes.iter().position(|&n| !ix.is_view_op(n));
-    let mut cur_backend = first.map(|i| asg.ids[ix.nodes[i] as usize]).unwrap_or(0) as usize;
-    let mut cur = SplitBuilder::new(cur_backend, 0);
-    for (i, &n) in ix.nodes.iter().enumerate() {
-        if ix.is_view_op(n) {
-            continue;
+    // pass 5: splits and the copies they need (ggml_plan::splits), then the copy tensors
+    let stored_as_weights = |s: u32| ix.storage[s as usize].is_some_and(|b| b.usage() == sys::USAGE_WEIGHTS);
+    let models = match ggml_plan::splits::cut(&asg, stored_as_weights) {
+        Ok(models) => models,
+        Err(SplitError::NodeWithoutBackend { node }) => crate::fatal!("ggml_backend_sched: node {} has no backend", ix.tensor(node)),
+        Err(SplitError::SourceWithoutBackend { node, src }) => {
+            crate::fatal!("ggml_backend_sched: source {} of node {} has no backend", ix.tensor(src), ix.tensor(node))
         }
-        let node = ix.tensor(n);
-        let node_b = asg.ids[n as usize];
-        crate::ensure!(node_b != -1, "ggml_backend_sched: node {node} has no backend");
-        let node_b = node_b as usize;
-
-        // a weight on another, incompatible backend starts a new split, so that the memory of
-        // the weights copied so far can be reused
-        let mut new_split = false;
-        if node_b == cur_backend && !cur.inputs.is_empty() {
-            for &s in ix.srcs[i].iter().filter(|&&s| s != NONE) {
-                if ix.storage[s as usize].is_some_and(|b| b.usage() == sys::USAGE_WEIGHTS) {
-                    let sb = asg.ids[s as usize];
-                    if sb != cur_backend as i32 && !asg.buffer_supported(s, cur_backend) {
-                        new_split = true;
-                        break;
-                    }
-                }
-            }
-        }
-        if node_b != cur_backend || new_split {
-            splits.push(cur.finish(i));
-            cur_backend = node_b;
-            cur = SplitBuilder::new(node_b, i);
-        }
-
-        for j in 0..GGML_MAX_SRC {
-            let s = ix.srcs[i][j];
-            if s == NONE {
-                continue;
-            }
-            let sb = asg.ids[s as usize];
+    };
+    let mut splits: Vec<Split> = Vec::with_capacity(models.len());
+    for m in &models {
+        let mut cur = SplitBuilder::new(m.backend, m.i_start);
+        for &s in &m.inputs {
             let src = ix.tensor(s);
-            crate::ensure!(sb != -1, "ggml_backend_sched: source {src} of node {node} has no backend");
-            if sb as usize == cur_backend || asg.buffer_supported(s, cur_backend) {
-                continue;
-            }
-            let key = copy_key(s, cur_backend);
-            if let std::collections::hash_map::Entry::Vacant(slot) = copies.entry(key) {
-                let name_b = p.backends.name(cur_backend);
-                let made: Vec<TensorRef> = (0..n_copies)
-                    .map(|c| {
-                        let t = pool.take(src, &format!("{}#{}#{}", name_b, src.name(), c));
-                        if n_copies > 1 {
-                            t.set_flags(sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT);
-                        }
-                        t
-                    })
-                    .collect();
-                cur.inputs.push(src);
-                cur.input_copies.push(made[p.cur_copy]);
-                slot.insert(made);
-            }
-            let copy = copies[&key][p.cur_copy];
-            cur.substitutions.push(Substitution { node, index: j, copy: copy.as_ptr(), original: src.as_ptr() });
+            let name_b = p.backends.name(m.backend);
+            let made: Vec<TensorRef> = (0..n_copies)
+                .map(|c| {
+                    let t = pool.take(src, &format!("{}#{}#{}", name_b, src.name(), c));
+                    if n_copies > 1 {
+                        t.set_flags(sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT);
+                    }
+                    t
+                })
+                .collect();
+            cur.inputs.push(src);
+            cur.input_copies.push(made[p.cur_copy]);
+            copies.insert(copy_key(s, m.backend), made);
         }
-    }
-    splits.push(cur.finish(ix.nodes.len()));
-    if first.is_none() {
-        // a graph of views only: one empty split on the first backend, as upstream
-        splits.truncate(1);
+        for r in &m.reads {
+            let copy = copies[&copy_key(r.src, m.backend)][p.cur_copy];
+            let node = ix.tensor(ix.nodes[r.node]);
+            cur.substitutions.push(Substitution { node, index: r.slot, copy: copy.as_ptr(), original: ix.tensor(r.src).as_ptr() });
+        }
+        splits.push(cur.finish(m.i_end));
     }
 
     // pass 6 (pipeline parallelism): every caller leaf flagged input gets n_copies slots

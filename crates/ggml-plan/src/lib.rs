@@ -5,6 +5,9 @@
 //!   placement, offset for offset, and the offline one of `offline` when smaller) over the
 //!   chunked free-block bookkeeping of `dyn_tallocr`;
 //! - what an allocator's memory holds after a sequence of plans (`residency`);
+//! - which backend runs each node of the scheduler's graph (`assign`: upstream's passes over
+//!   dense ids, asking an oracle about ops, buffers and backends) and where the graph is cut
+//!   into splits, with the copies each split needs (`splits`);
 //! - the address-keyed map that the allocator and the scheduler use (`addr_map`), and the
 //!   per-thread spare arrays that keep large allocations out of the planning loop (`spare`).
 //!
@@ -13,15 +16,21 @@
 #![forbid(unsafe_code)]
 
 pub mod addr_map;
+pub mod assign;
 pub mod dyn_tallocr;
 pub mod model;
 pub mod offline;
 pub mod plan;
 pub mod residency;
 pub mod spare;
+pub mod splits;
 
 #[cfg(test)]
+mod assign_tests;
+#[cfg(test)]
 mod plan_tests;
+#[cfg(test)]
+mod splits_tests;
 
 /// `GGML_MAX_SRC` of ggml.h: sources per node (ggml-rs checks it equals its ABI mirror).
 pub const MAX_SRC: usize = 10;
