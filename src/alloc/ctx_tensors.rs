@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 
 use crate::alloc::tallocr::{tallocr_alloc, tallocr_new};
-use crate::backend::buffer::{buffer_free, buft_alloc_buffer, buft_alloc_size, buft_max_size, multi_buffer_alloc};
+use crate::backend::buffer::{OwnedBuffer, buft_alloc_owned, buft_alloc_size, buft_max_size, multi_buffer_alloc};
 use crate::backend::tensor_io::view_init;
 use crate::ggml::context::ContextRef;
 use crate::ggml::handles::{Buffer, BufferType};
@@ -50,16 +50,13 @@ struct Placed {
 /// buffer before), so none points into the buffers it made and a retry places them again instead
 /// of skipping them as allocated; then those buffers are freed.
 /// Upstream frees the buffers and leaves the tensors pointing into them.
-fn undo(placed: &[Placed], buffers: Vec<Buffer>) {
+fn undo(placed: &[Placed], buffers: Vec<OwnedBuffer>) {
     for p in placed {
         p.tensor.set_data(p.data);
         p.tensor.set_buffer(std::ptr::null_mut());
         p.tensor.set_extra(p.extra);
     }
-    for b in buffers {
-        // SAFETY: created by this function and not handed out; no tensor points into it now.
-        unsafe { buffer_free(b) };
-    }
+    drop(buffers); // freed: no tensor points into them now
 }
 
 pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
@@ -68,7 +65,7 @@ pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
     let mut buffers = Vec::new();
     let mut placed = Vec::new();
     for (first, last, size) in ranges(&tensors, buft) {
-        let Some(buffer) = buft_alloc_buffer(buft, size) else {
+        let Some(owned) = buft_alloc_owned(buft, size) else {
             crate::log_error!(
                 "ggml_backend_alloc_ctx_tensors_from_buft: failed to allocate {} buffer {} of size {size} (tensors {} to {}); \
                  the {} tensors placed in the buffers before it are unallocated again\n",
@@ -81,7 +78,8 @@ pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
             undo(&placed, buffers);
             return None;
         };
-        buffers.push(buffer);
+        let buffer = *owned;
+        buffers.push(owned);
         let mut talloc = tallocr_new(buffer);
         for &t in &tensors[first..last] {
             let is_view = match (t.data().is_null(), t.is_view(), t.buffer_ptr().is_null()) {
@@ -103,7 +101,7 @@ pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
             crate::log_debug!("ggml_backend_alloc_ctx_tensors_from_buft: all tensors in the context are already allocated\n");
             None
         }
-        1 => buffers.pop(),
-        _ => Some(multi_buffer_alloc(buffers)),
+        1 => buffers.pop().map(OwnedBuffer::release),
+        _ => Some(multi_buffer_alloc(buffers.into_iter().map(OwnedBuffer::release).collect())),
     }
 }

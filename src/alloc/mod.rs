@@ -1,18 +1,18 @@
-//! ggml-alloc: the linear tensor allocator (`tallocr`), the graph allocator (`gallocr`: planning
-//! in `plan` over the `model` of a graph numbered through `addr_index`, with `dyn_tallocr`
-//! bookkeeping and `offline` placement, `residency` to know what its memory holds, `placed` to
-//! recognise the graph it placed last, `recycle` keeping its largest arrays between plans,
-//! `unlisted` refusing sources the graph never computes, `inputs` for inputs that already hold
-//! bytes when placed anew), and
-//! context allocation (`ctx_tensors`).
+//! ggml-alloc: the linear tensor allocator (`tallocr`), the graph allocator (`gallocr`, reading
+//! a graph into the planner's model through `addr_index`; the planning, the model, `dyn_tallocr`
+//! bookkeeping, offline placement and `residency` are the `ggml-plan` crate's), `placed` to
+//! recognise the graph it placed last, `unlisted` refusing sources the graph never computes,
+//! `inputs` for inputs that already hold bytes when placed anew, context allocation
+//! (`ctx_tensors`), and graph copies to another backend (`graph_copy`: it allocates a context's
+//! tensors, so it sits above the backend layer).
 
 pub mod addr_index;
 pub mod ctx_tensors;
 pub mod gallocr;
+pub mod graph_copy;
 pub mod inplace;
 pub mod inputs;
 pub mod placed;
-pub mod poison;
 pub mod tallocr;
 pub mod unlisted;
 

@@ -57,6 +57,39 @@ pub fn buft_alloc_buffer(buft: BufferType, size: usize) -> Option<Buffer> {
     unsafe { Buffer::from_raw(buft.alloc_buffer_raw(size)) }
 }
 
+/// A buffer of buffer type `buft` owned by the caller: freed when dropped (see [`OwnedBuffer`]).
+pub fn buft_alloc_owned(buft: BufferType, size: usize) -> Option<OwnedBuffer> {
+    buft_alloc_buffer(buft, size).map(OwnedBuffer)
+}
+
+/// A buffer this library made and nobody else holds (the allocator's compute buffers): freed when
+/// dropped. Reads as the [`Buffer`] it is.
+pub struct OwnedBuffer(Buffer);
+
+impl std::ops::Deref for OwnedBuffer {
+    type Target = Buffer;
+    fn deref(&self) -> &Buffer {
+        &self.0
+    }
+}
+
+impl OwnedBuffer {
+    /// Hands the buffer on (to C, or into a multi-buffer): it is not freed here any more.
+    pub fn release(self) -> Buffer {
+        let b = self.0;
+        std::mem::forget(self);
+        b
+    }
+}
+
+impl Drop for OwnedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: made by buffer_init (through buft_alloc_owned) and owned by this value alone;
+        // nothing uses it after the drop.
+        unsafe { buffer_free(self.0) };
+    }
+}
+
 pub fn buft_max_size(buft: BufferType) -> usize {
     buft.max_size().unwrap_or(usize::MAX)
 }

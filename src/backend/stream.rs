@@ -19,7 +19,7 @@ pub fn graph_compute_async(backend: Backend, graph: *mut ggml_cgraph) -> ggml_st
 }
 
 pub fn graph_compute(backend: Backend, graph: *mut ggml_cgraph) -> ggml_status {
-    if crate::alloc::poison::enabled() {
+    if crate::backend::poison::enabled() {
         // SAFETY: the caller's graph (C API contract).
         if let Some(g) = unsafe { crate::ggml::graph::GraphRef::from_raw(graph) } {
             let view = crate::ggml::graph::GraphView::new(g.node_ptrs().to_vec(), &g.view_context(), g.uid());
@@ -73,7 +73,7 @@ pub fn reg_proc_address(reg: crate::ggml::handles::Reg, name: *const std::ffi::c
 /// GGML_RS_ALLOC_POISON: node by node, checking each node's sources before it runs.
 pub fn compute_checking_poison(backend: Backend, graph: &crate::ggml::graph::GraphView) -> ggml_status {
     for (j, node) in graph.nodes().enumerate() {
-        crate::alloc::poison::check_sources(node);
+        crate::backend::poison::check_sources(node);
         let mut one = graph.sub_view(j, j + 1);
         let status = graph_compute_async(backend, one.as_ptr());
         backend.synchronize();

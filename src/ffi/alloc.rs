@@ -5,19 +5,13 @@ use std::ffi::c_int;
 use crate::alloc::ctx_tensors;
 use crate::alloc::gallocr::{AllocError, Gallocr, GraphInput};
 use crate::alloc::tallocr;
-use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t, ggml_gallocr, ggml_gallocr_t, ggml_tallocr};
+use crate::ffi::handle::BoxedHandle;
+use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t, ggml_gallocr_t, ggml_tallocr};
 use crate::ggml::context::ContextRef;
 use crate::ggml::graph::GraphRef;
 use crate::ggml::handles::BufferType;
 use crate::ggml::sys::{ggml_cgraph, ggml_context, ggml_status, ggml_tensor};
 use crate::{arg, ffi_boundary, tensor_arg};
-
-fn gallocr_arg<'a>(function: &str, galloc: ggml_gallocr_t) -> &'a mut Gallocr {
-    crate::ensure!(!galloc.is_null(), "{function}: argument `galloc` is NULL");
-    // SAFETY: a ggml_gallocr_t is a Box<Gallocr> made by ggml_gallocr_new_n; the C API gives the
-    // caller exclusive use of it during the call.
-    unsafe { &mut *(galloc as *mut Gallocr) }
-}
 
 fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
     // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
@@ -71,7 +65,7 @@ pub unsafe extern "C" fn ggml_tallocr_alloc(talloc: *mut ggml_tallocr, tensor: *
 pub unsafe extern "C" fn ggml_gallocr_new(buft: ggml_backend_buffer_type_t) -> ggml_gallocr_t {
     ffi_boundary!("ggml_gallocr_new", {
         let buft = arg!("ggml_gallocr_new", BufferType, buft);
-        Box::into_raw(Box::new(Gallocr::new(&[buft]))) as *mut ggml_gallocr
+        Gallocr::new(&[buft]).into_c()
     })
 }
 
@@ -89,17 +83,15 @@ pub unsafe extern "C" fn ggml_gallocr_new_n(bufts: *mut ggml_backend_buffer_type
             // SAFETY: the C API contract: a non-NULL buffer type is a live buffer type.
             .map(|(i, &b)| unsafe { BufferType::from_raw(b) }.unwrap_or_else(|| crate::fatal!("{F}: bufts[{i}] is NULL (n_bufs = {n_bufs})")))
             .collect();
-        Box::into_raw(Box::new(Gallocr::new(&bufts))) as *mut ggml_gallocr
+        Gallocr::new(&bufts).into_c()
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_free(galloc: ggml_gallocr_t) {
     ffi_boundary!("ggml_gallocr_free", {
-        if !galloc.is_null() {
-            // SAFETY: made by ggml_gallocr_new_n; the caller gives it up.
-            drop(unsafe { Box::from_raw(galloc as *mut Gallocr) });
-        }
+        // SAFETY: made by ggml_gallocr_new_n (or NULL); the caller gives it up.
+        unsafe { Gallocr::free(galloc) }
     })
 }
 
@@ -122,7 +114,7 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n_size(
     sizes: *mut usize,
 ) {
     ffi_boundary!("ggml_gallocr_reserve_n_size", {
-        let g = gallocr_arg("ggml_gallocr_reserve_n_size", galloc);
+        let mut g = Gallocr::arg("ggml_gallocr_reserve_n_size", galloc);
         let graph = graph_arg("ggml_gallocr_reserve_n_size", graph);
         crate::ensure!(!sizes.is_null(), "ggml_gallocr_reserve_n_size: argument `sizes` is NULL");
         let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
@@ -150,7 +142,7 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n(
     leaf_buffer_ids: *const c_int,
 ) -> bool {
     ffi_boundary!("ggml_gallocr_reserve_n", {
-        let g = gallocr_arg("ggml_gallocr_reserve_n", galloc);
+        let mut g = Gallocr::arg("ggml_gallocr_reserve_n", galloc);
         let graph = graph_arg("ggml_gallocr_reserve_n", graph);
         let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let input = GraphInput {
@@ -169,7 +161,7 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph: *mut ggml_cgraph) -> bool {
     ffi_boundary!("ggml_gallocr_alloc_graph", {
-        let g = gallocr_arg("ggml_gallocr_alloc_graph", galloc);
+        let mut g = Gallocr::arg("ggml_gallocr_alloc_graph", galloc);
         let graph = graph_arg("ggml_gallocr_alloc_graph", graph);
         let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let (node_ids, leaf_ids) = g.last_ids(nodes.len(), leafs.len());
@@ -186,7 +178,7 @@ pub unsafe extern "C" fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph:
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_get_buffer_size(galloc: ggml_gallocr_t, buffer_id: c_int) -> usize {
     ffi_boundary!("ggml_gallocr_get_buffer_size", {
-        let g = gallocr_arg("ggml_gallocr_get_buffer_size", galloc);
+        let g = Gallocr::arg("ggml_gallocr_get_buffer_size", galloc);
         crate::ensure!(buffer_id >= 0, "ggml_gallocr_get_buffer_size: buffer id {buffer_id} is negative");
         g.buffer_size(buffer_id as usize)
     })

@@ -6,13 +6,14 @@ use std::ffi::{c_char, c_int};
 use std::sync::OnceLock;
 
 use crate::alloc::gallocr::Gallocr;
-use crate::ffi::sched::sched_arg;
+use crate::ffi::handle::BoxedHandle;
 use crate::ffi_boundary;
 use crate::ggml::abi_alloc::{ggml_gallocr_t, ggml_tallocr};
 use crate::ggml::abi_backend::*;
 use crate::ggml::abi_impl::*;
 use crate::ggml::graph::GraphRef;
 use crate::ggml::sys::{self, ggml_cgraph, ggml_hash_set, ggml_init_params, ggml_tensor};
+use crate::sched::scheduler::Sched;
 
 /// One fact of our ABI: a struct's size and alignment (`field` NULL), a field's offset, or a
 /// constant's value (`type_name` "const").
@@ -193,7 +194,7 @@ pub unsafe extern "C" fn ggml_rs_gallocr_plan_stats(galloc: ggml_gallocr_t, buff
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_sched_dump_plan(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph, format: c_int, buf: *mut c_char, size: usize) -> usize {
     ffi_boundary!("ggml_rs_sched_dump_plan", {
-        let s = sched_arg("ggml_rs_sched_dump_plan", sched);
+        let s = Sched::arg("ggml_rs_sched_dump_plan", sched);
         // SAFETY: NULL or the caller's graph.
         let graph = unsafe { GraphRef::from_raw(graph) };
         let text = s.dump_plan(graph, format == 1);
@@ -230,7 +231,7 @@ pub unsafe extern "C" fn ggml_rs_gallocr_counters(galloc: ggml_gallocr_t, n_plan
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_sched_counters(sched: ggml_backend_sched_t, n_splits: *mut u64, n_repeats: *mut u64) {
     ffi_boundary!("ggml_rs_sched_counters", {
-        let s = sched_arg("ggml_rs_sched_counters", sched);
+        let s = Sched::arg("ggml_rs_sched_counters", sched);
         if !n_splits.is_null() {
             // SAFETY: the caller's u64.
             unsafe { *n_splits = s.n_split_graphs };

@@ -2,8 +2,8 @@
 
 use std::ffi::c_void;
 
+use crate::alloc::graph_copy as imp;
 use crate::backend::cpu_buffer;
-use crate::backend::graph_copy as imp;
 use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
 use crate::ggml::abi_backend::{ggml_backend_eval_callback, ggml_backend_graph_copy};
 use crate::ggml::graph::GraphRef;

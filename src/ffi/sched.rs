@@ -2,20 +2,14 @@
 
 use std::ffi::{c_int, c_void};
 
+use crate::ffi::handle::BoxedHandle;
 use crate::ggml::abi_alloc::{ggml_backend_buffer_type_t, ggml_backend_t};
-use crate::ggml::abi_backend::{ggml_backend_sched, ggml_backend_sched_eval_callback, ggml_backend_sched_t};
+use crate::ggml::abi_backend::{ggml_backend_sched_eval_callback, ggml_backend_sched_t};
 use crate::ggml::graph::GraphRef;
 use crate::ggml::handles::{Backend, BufferType};
 use crate::ggml::sys::{GGML_STATUS_FAILED, ggml_cgraph, ggml_status, ggml_tensor};
 use crate::sched::scheduler::Sched;
 use crate::{ffi_boundary, tensor_arg};
-
-pub(crate) fn sched_arg<'a>(function: &str, sched: ggml_backend_sched_t) -> &'a mut Sched {
-    crate::ensure!(!sched.is_null(), "{function}: argument `sched` is NULL");
-    // SAFETY: a ggml_backend_sched_t is a Box<Sched> made by ggml_backend_sched_new; the C API
-    // gives the caller exclusive use of it during the call.
-    unsafe { &mut *(sched as *mut Sched) }
-}
 
 pub(crate) fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
     // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
@@ -68,17 +62,15 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
                     .collect(),
             )
         };
-        Box::into_raw(Box::new(Sched::new(list, bufts, parallel, op_offload))) as *mut ggml_backend_sched
+        Sched::new(list, bufts, parallel, op_offload).into_c()
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
     ffi_boundary!("ggml_backend_sched_free", {
-        if !sched.is_null() {
-            // SAFETY: made by ggml_backend_sched_new; the caller gives it up.
-            drop(unsafe { Box::from_raw(sched as *mut Sched) });
-        }
+        // SAFETY: made by ggml_backend_sched_new (or NULL); the caller gives it up.
+        unsafe { Sched::free(sched) }
     })
 }
 
@@ -86,7 +78,7 @@ pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_reserve_size(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph, sizes: *mut usize) {
     ffi_boundary!("ggml_backend_sched_reserve_size", {
-        let s = sched_arg("ggml_backend_sched_reserve_size", sched);
+        let mut s = Sched::arg("ggml_backend_sched_reserve_size", sched);
         crate::ensure!(!sizes.is_null(), "ggml_backend_sched_reserve_size: argument `sizes` is NULL");
         let got = s.reserve_size(graph_arg("ggml_backend_sched_reserve_size", measure_graph));
         // SAFETY: the caller passes one slot per backend.
@@ -98,19 +90,19 @@ pub unsafe extern "C" fn ggml_backend_sched_reserve_size(sched: ggml_backend_sch
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_reserve(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph) -> bool {
     ffi_boundary!("ggml_backend_sched_reserve", {
-        sched_arg("ggml_backend_sched_reserve", sched).reserve(graph_arg("ggml_backend_sched_reserve", measure_graph))
+        Sched::arg("ggml_backend_sched_reserve", sched).reserve(graph_arg("ggml_backend_sched_reserve", measure_graph))
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_backends(sched: ggml_backend_sched_t) -> c_int {
-    ffi_boundary!("ggml_backend_sched_get_n_backends", { sched_arg("ggml_backend_sched_get_n_backends", sched).n_backends() as i32 })
+    ffi_boundary!("ggml_backend_sched_get_n_backends", { Sched::arg("ggml_backend_sched_get_n_backends", sched).n_backends() as i32 })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_backend(sched: ggml_backend_sched_t, i: c_int) -> ggml_backend_t {
     ffi_boundary!("ggml_backend_sched_get_backend", {
-        let s = sched_arg("ggml_backend_sched_get_backend", sched);
+        let s = Sched::arg("ggml_backend_sched_get_backend", sched);
         crate::ensure!(i >= 0, "ggml_backend_sched_get_backend: index {i} is negative");
         s.backend(i as usize).as_ptr()
     })
@@ -119,18 +111,18 @@ pub unsafe extern "C" fn ggml_backend_sched_get_backend(sched: ggml_backend_sche
 /// The number of splits of the last graph.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_splits(sched: ggml_backend_sched_t) -> c_int {
-    ffi_boundary!("ggml_backend_sched_get_n_splits", { sched_arg("ggml_backend_sched_get_n_splits", sched).n_splits() as i32 })
+    ffi_boundary!("ggml_backend_sched_get_n_splits", { Sched::arg("ggml_backend_sched_get_n_splits", sched).n_splits() as i32 })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_copies(sched: ggml_backend_sched_t) -> c_int {
-    ffi_boundary!("ggml_backend_sched_get_n_copies", { sched_arg("ggml_backend_sched_get_n_copies", sched).n_copies() as i32 })
+    ffi_boundary!("ggml_backend_sched_get_n_copies", { Sched::arg("ggml_backend_sched_get_n_copies", sched).n_copies() as i32 })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_buffer_type(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> ggml_backend_buffer_type_t {
     ffi_boundary!("ggml_backend_sched_get_buffer_type", {
-        let s = sched_arg("ggml_backend_sched_get_buffer_type", sched);
+        let s = Sched::arg("ggml_backend_sched_get_buffer_type", sched);
         let b = s.backend_index(backend, "ggml_backend_sched_get_buffer_type");
         s.buffer_type(b).as_ptr()
     })
@@ -139,7 +131,7 @@ pub unsafe extern "C" fn ggml_backend_sched_get_buffer_type(sched: ggml_backend_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_buffer_size(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> usize {
     ffi_boundary!("ggml_backend_sched_get_buffer_size", {
-        let s = sched_arg("ggml_backend_sched_get_buffer_size", sched);
+        let s = Sched::arg("ggml_backend_sched_get_buffer_size", sched);
         let b = s.backend_index(backend, "ggml_backend_sched_get_buffer_size");
         s.buffer_size(b)
     })
@@ -148,7 +140,7 @@ pub unsafe extern "C" fn ggml_backend_sched_get_buffer_size(sched: ggml_backend_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor, backend: ggml_backend_t) {
     ffi_boundary!("ggml_backend_sched_set_tensor_backend", {
-        let s = sched_arg("ggml_backend_sched_set_tensor_backend", sched);
+        let mut s = Sched::arg("ggml_backend_sched_set_tensor_backend", sched);
         let b = s.backend_index(backend, "ggml_backend_sched_set_tensor_backend");
         s.set_tensor_backend(tensor_arg!("ggml_backend_sched_set_tensor_backend", node), b)
     })
@@ -157,7 +149,7 @@ pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(sched: ggml_backe
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor) -> ggml_backend_t {
     ffi_boundary!("ggml_backend_sched_get_tensor_backend", {
-        let s = sched_arg("ggml_backend_sched_get_tensor_backend", sched);
+        let s = Sched::arg("ggml_backend_sched_get_tensor_backend", sched);
         match s.tensor_backend(tensor_arg!("ggml_backend_sched_get_tensor_backend", node)) {
             Some(b) => b.as_ptr(),
             None => std::ptr::null_mut(),
@@ -169,7 +161,7 @@ pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(sched: ggml_backe
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_split_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) {
     ffi_boundary!("ggml_backend_sched_split_graph", {
-        sched_arg("ggml_backend_sched_split_graph", sched).split_graph_only(graph_arg("ggml_backend_sched_split_graph", graph))
+        Sched::arg("ggml_backend_sched_split_graph", sched).split_graph_only(graph_arg("ggml_backend_sched_split_graph", graph))
     })
 }
 
@@ -177,14 +169,14 @@ pub unsafe extern "C" fn ggml_backend_sched_split_graph(sched: ggml_backend_sche
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_alloc_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> bool {
     ffi_boundary!("ggml_backend_sched_alloc_graph", {
-        sched_arg("ggml_backend_sched_alloc_graph", sched).alloc_graph(graph_arg("ggml_backend_sched_alloc_graph", graph))
+        Sched::arg("ggml_backend_sched_alloc_graph", sched).alloc_graph(graph_arg("ggml_backend_sched_alloc_graph", graph))
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_graph_compute(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> ggml_status {
     ffi_boundary!("ggml_backend_sched_graph_compute", {
-        sched_arg("ggml_backend_sched_graph_compute", sched).graph_compute(graph_arg("ggml_backend_sched_graph_compute", graph))
+        Sched::arg("ggml_backend_sched_graph_compute", sched).graph_compute(graph_arg("ggml_backend_sched_graph_compute", graph))
     })
 }
 
@@ -195,24 +187,24 @@ pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(sched: ggml_back
             crate::log_error!("ggml_backend_sched_graph_compute_async: graph is NULL\n");
             return GGML_STATUS_FAILED;
         }
-        sched_arg("ggml_backend_sched_graph_compute_async", sched).graph_compute_async(graph_arg("ggml_backend_sched_graph_compute_async", graph))
+        Sched::arg("ggml_backend_sched_graph_compute_async", sched).graph_compute_async(graph_arg("ggml_backend_sched_graph_compute_async", graph))
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_synchronize(sched: ggml_backend_sched_t) {
-    ffi_boundary!("ggml_backend_sched_synchronize", { sched_arg("ggml_backend_sched_synchronize", sched).synchronize() })
+    ffi_boundary!("ggml_backend_sched_synchronize", { Sched::arg("ggml_backend_sched_synchronize", sched).synchronize() })
 }
 
 /// Clears the assignments and the allocation: needed before changing assignments or allocating
 /// another graph. The caller's graph is left exactly as it was built.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_reset(sched: ggml_backend_sched_t) {
-    ffi_boundary!("ggml_backend_sched_reset", { sched_arg("ggml_backend_sched_reset", sched).reset() })
+    ffi_boundary!("ggml_backend_sched_reset", { Sched::arg("ggml_backend_sched_reset", sched).reset() })
 }
 
 /// Calls `callback` for each node during compute (see `ggml_backend_sched_eval_callback`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_set_eval_callback(sched: ggml_backend_sched_t, callback: ggml_backend_sched_eval_callback, user_data: *mut c_void) {
-    ffi_boundary!("ggml_backend_sched_set_eval_callback", { sched_arg("ggml_backend_sched_set_eval_callback", sched).set_eval_callback(callback, user_data) })
+    ffi_boundary!("ggml_backend_sched_set_eval_callback", { Sched::arg("ggml_backend_sched_set_eval_callback", sched).set_eval_callback(callback, user_data) })
 }

@@ -163,7 +163,7 @@ impl ComputeCtx<'_> {
     /// status, and false in the second field when the callback asked to stop.
     fn compute_split(&self, split: &mut Split) -> (ggml_status, bool) {
         let backend = self.backends[split.backend];
-        let poison = crate::alloc::poison::enabled();
+        let poison = crate::backend::poison::enabled();
         let compute = |graph: &mut GraphView| {
             if poison { crate::backend::stream::compute_checking_poison(backend, graph) } else { graph_compute_async(backend, graph.as_ptr()) }
         };
