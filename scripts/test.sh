@@ -336,5 +336,22 @@ preload_python() {
     "$py" "$client" compare "$T/py-plain.npy" "$T/py-preload.npy"
 }
 check "LD_PRELOAD: llama-cpp-python (the pin's package), same completion and logits" preload_python
+# the issue's shape through the same client: llama-cpp-python reserves once, then decodes a long
+# prompt with logits for every position; with GGML_SCHED_DEBUG_REALLOC=1 a reallocation aborts,
+# and llama.cpp's own check at the end must say the compute buffer matches its expectation
+preload_python_no_realloc() {
+    local py client=$ROOT/scripts/llama_cpp_python_client.py model=$MODELS/medium-q8_0.gguf
+    py=$("$ROOT/scripts/llama_cpp_python.sh" | tail -n1) || return 1
+    if [ ! -f "$model" ]; then
+        "$("$ROOT/scripts/pyenv.sh" | tail -n1)" "$ROOT/scripts/gen_model.py" --size medium --type q8_0 --seed 1 --out "$model" >&2 || return 1
+    fi
+    LLAMA_CPP_LIB_PATH="$BUILD_STOCK/bin" GGML_RS_LOG=1 GGML_SCHED_DEBUG_REALLOC=1 LD_PRELOAD="$LIB" \
+        "$py" "$client" run "$model" "$LONG_PROMPT" 4 "$T/py-nr.npy" 1024 64 32 > "$T/py-nr.txt" 2> "$T/py-nr.err" \
+        || { grep -a -m1 'reallocation\|error' "$T/py-nr.err"; tail -n 3 "$T/py-nr.err"; return 1; }
+    grep -m1 -q 'ggml-rs .*: scheduler with' "$T/py-nr.err" || { echo "our scheduler was not used"; return 1; }
+    grep -a '^tokens:' "$T/py-nr.txt"
+    grep -a -m1 -o 'compute buffer size is .* matches expectation .*' "$T/py-nr.err" || { grep -a -m1 expectation "$T/py-nr.err"; return 1; }
+}
+check "LD_PRELOAD: llama-cpp-python, -c 1024 -b 64 -ub 32, all logits: the reserved buffer holds every batch" preload_python_no_realloc
 
 summary
