@@ -32,8 +32,8 @@ setup_tools || exit 1
 make_models || exit 1
 
 step "1. Rust tests"
-check "cargo test (unit, property, header drift)" bash -c "cd '$ROOT' && cargo test --lib 2>&1 | tail -n 25"
-check "planner fuzz ($PLAN_FUZZ random graphs)" bash -c \
+check "cargo test (unit, property, header drift)" bash -o pipefail -c "cd '$ROOT' && cargo test --lib 2>&1 | tail -n 25"
+check "planner fuzz ($PLAN_FUZZ random graphs)" bash -o pipefail -c \
     "cd '$ROOT' && GGML_RS_PLAN_FUZZ=$PLAN_FUZZ cargo test --release --lib plan_tests::fuzz_from_env 2>&1 | tail -n 3"
 
 step "2. build"
@@ -45,8 +45,8 @@ step "3. ABI"
 check "ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh"
 
 step "4. C tests"
-check "ctest (our build)" bash -c "cd '$BUILD_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' 2>&1 | tail -n 15"
-check "ctest (reference build, tests that hold for upstream)" bash -c "cd '$BUILD_STOCK' && ctest --output-on-failure -R '^test_backend_core$' 2>&1 | tail -n 5"
+check "ctest (our build)" bash -o pipefail -c "cd '$BUILD_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' 2>&1 | tail -n 15"
+check "ctest (reference build, tests that hold for upstream)" bash -o pipefail -c "cd '$BUILD_STOCK' && ctest --output-on-failure -R '^test_backend_core$' 2>&1 | tail -n 5"
 # the scenarios that reproduce upstream's bugs must fail on upstream, else they test nothing
 upstream_fails() {
     local prog=$1 bad=0
@@ -83,8 +83,8 @@ check "upstream fails the misuse scenarios" upstream_fails test_misuse \
     test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once
 
 step "5. upstream's test programs on our library"
-check "test-alloc" bash -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
-check "test-opt" bash -c "'$BUILD_OURS/bin/test-opt' > '$T/opt.log' 2>&1; rc=\$?; grep -c OK '$T/opt.log'; tail -n 2 '$T/opt.log'; exit \$rc"
+check "test-alloc" bash -o pipefail -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
+check "test-opt" bash -o pipefail -c "'$BUILD_OURS/bin/test-opt' > '$T/opt.log' 2>&1; rc=\$?; grep -c OK '$T/opt.log'; tail -n 2 '$T/opt.log'; exit \$rc"
 # grad mode on the CPU backend, every op except those whose gradient tests abort or fail on
 # upstream itself at the pin (no backward pass in ggml.c, or a failing check), and MUL_MAT, which
 # takes minutes; the same selection runs on the reference build and the results are compared
@@ -98,13 +98,13 @@ grad() {
 }
 check "test-backend-ops grad -b CPU (reference)" grad "$BUILD_STOCK" reference
 check "test-backend-ops grad -b CPU (ours)" grad "$BUILD_OURS" ours
-check "test-backend-ops grad: same results" bash -c \
+check "test-backend-ops grad: same results" bash -o pipefail -c \
     "diff <(grep -E 'OK|FAIL' '$T/grad-reference.log' | sed 's/\x1b\[[0-9;]*m//g') <(grep -E 'OK|FAIL' '$T/grad-ours.log' | sed 's/\x1b\[[0-9;]*m//g') > /dev/null"
-check "test-backend-ops support -b CPU: same as reference" bash -c \
+check "test-backend-ops support -b CPU: same as reference" bash -o pipefail -c \
     "diff <('$BUILD_STOCK/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') <('$BUILD_OURS/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') > /dev/null"
 
 step "6. upstream llama.cpp's tests on our library"
-check "test-tiled-mulmat" bash -c "'$BUILD_OURS/bin/test-tiled-mulmat' > '$T/tiled.log' 2>&1; rc=\$?; echo \"\$(grep -c PASS '$T/tiled.log') PASS, \$(grep -c FAIL '$T/tiled.log') FAIL\"; exit \$rc"
+check "test-tiled-mulmat" bash -o pipefail -c "'$BUILD_OURS/bin/test-tiled-mulmat' > '$T/tiled.log' 2>&1; rc=\$?; echo \"\$(grep -c PASS '$T/tiled.log') PASS, \$(grep -c FAIL '$T/tiled.log') FAIL\"; exit \$rc"
 # test-llama-archs builds a random model of every architecture llama.cpp knows, runs it on each
 # device against the CPU and through a save/load round trip; -o writes the models instead
 archs() {
@@ -115,7 +115,7 @@ archs() {
 }
 check "test-llama-archs (every architecture, CPU)" archs
 mkdir -p "$T/arch-models"
-check "test-llama-archs -o: a model of every architecture" bash -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
+check "test-llama-archs -o: a model of every architecture" bash -o pipefail -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
 per_model() {
     # in the scratch folder: test-save-load-state writes its state file to the working directory
     (cd "$T" && "$BUILD_OURS/bin/$1" --models "$T/arch-models") > "$T/$1.log" 2>&1
@@ -128,10 +128,10 @@ check "test-recurrent-state-rollback --models (every architecture)" per_model te
 rm -rf "$T/arch-models"
 # its exit status says whether a thread failed: its last log line may be lost at exit (the logger
 # prints from a background thread), so the line is shown, not required
-check "test-thread-safety (4 sequences, 2 threads)" bash -c \
+check "test-thread-safety (4 sequences, 2 threads)" bash -o pipefail -c \
     "'$BUILD_OURS/bin/test-thread-safety' -m '$MODELS/tiny-f32.gguf' -ngl 99 -p 'The meaning of life is' -n 64 -c 256 -ub 32 -np 4 -t 2 > '$T/threads.log' 2>&1; rc=\$?; grep -a -c '^.*Context [0-9]/4:' '$T/threads.log'; grep -a 'failed' '$T/threads.log'; exit \$rc"
-check "test-state-restore-fragmented" bash -c "'$BUILD_OURS/bin/test-state-restore-fragmented' -m '$MODELS/tiny-f32.gguf' 2>&1 | grep -a SUCCESS"
-check "test-autorelease, test-model-load-cancel" bash -c \
+check "test-state-restore-fragmented" bash -o pipefail -c "'$BUILD_OURS/bin/test-state-restore-fragmented' -m '$MODELS/tiny-f32.gguf' 2>&1 | grep -a SUCCESS"
+check "test-autorelease, test-model-load-cancel" bash -o pipefail -c \
     "'$BUILD_OURS/bin/test-autorelease' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1 && '$BUILD_OURS/bin/test-model-load-cancel' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1"
 # backend sampling (sampler graphs through the scheduler); cpu_mixed needs a real vocabulary
 # (it aborts on upstream too with our 1024-token model)
@@ -255,7 +255,7 @@ preload() {
     cmp "$T/preload.txt" "$T/plain.txt"
 }
 check "LD_PRELOAD over the stock shared build: ours is used, same output" preload
-check "LD_PRELOAD: test-alloc and test-opt of the stock build" bash -c \
+check "LD_PRELOAD: test-alloc and test-opt of the stock build" bash -o pipefail -c \
     "LD_PRELOAD='$LIB' '$BUILD_STOCK/bin/test-alloc' | grep -c PASSED && LD_PRELOAD='$LIB' '$BUILD_STOCK/bin/test-opt' > /dev/null 2>&1"
 
 step "9. LD_PRELOAD into any process"
