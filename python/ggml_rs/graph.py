@@ -457,7 +457,8 @@ def _memory_problem(s):
 
 def _header(p):
     if context_of(p) is None:
-        raise ClosedError(f"the graph reads a tensor (at {p:#x}) whose context was closed")
+        raise ClosedError(f"the graph reads a tensor (at {p:#x}) of no live context: its context was closed "
+                          "(or the library rewrote the graph's sources to tensors of its own)")
     return tensor_struct.from_address(p)
 
 
