@@ -4,7 +4,7 @@ import ctypes
 import json
 from collections import namedtuple
 
-from ._lib import STATUS, GgmlError, NotAllocatedError, clear_messages, failure, lib
+from ._lib import FLAG_INPUT, STATUS, GgmlError, NotAllocatedError, clear_messages, failure, lib
 from ._owner import Owner, buffer_owner, lifecycle, locked, register_buffer, unregister_buffer
 from .backend import Backend, BufferType
 from .graph import _walk
@@ -38,6 +38,17 @@ class _ComputeBuffers:
                 self.retired.discard(s.buffer)
                 register_buffer(s.buffer, owner)
 
+    def is_stale(self, owner, s):
+        """Whether tensor header `s` points into one of these buffers that is gone: a replaced
+        one, or an address a new buffer of ours took over (the data is then outside it)."""
+        if s.buffer in self.retired:
+            return True
+        if not s.buffer or buffer_owner(s.buffer) is not owner:
+            return False
+        L = lib()
+        base = L.ggml_backend_buffer_get_base(s.buffer) or 0
+        return not base <= (s.data or 0) <= base + L.ggml_backend_buffer_get_size(s.buffer)
+
     def forget(self):
         for b in self.current.values():
             unregister_buffer(b)
@@ -46,7 +57,7 @@ class _ComputeBuffers:
 class GraphAllocator(Owner):
     """ggml_gallocr: places the tensors of a graph in one compute buffer of a buffer type.
 
-    `target` is a Backend (its default buffer type; the backend is then closed after this) or a
+    `target` is a Backend (its default buffer type; closing the backend closes this first) or a
     BufferType. Compute the allocated graph with `Backend.compute`.
     """
 
@@ -82,9 +93,10 @@ class GraphAllocator(Owner):
     def _call(self, name, graph):
         L = lib()
         with lifecycle.using(), locked(self):
+            ptr = self.ptr
             graph.check("alloc", tolerate=self._bufs.retired)
             clear_messages()
-            if not getattr(L, name)(self.ptr, graph.ptr):
+            if not getattr(L, name)(ptr, graph.ptr):
                 raise failure(name, "failed (no message logged)")
             self._bufs.adopt(self, _walk(graph._node_ptrs()))
 
@@ -183,21 +195,45 @@ class Scheduler(Owner):
         """Sizes the compute buffers for a worst-case `graph` (ggml_backend_sched_reserve)."""
         L = lib()
         with lifecycle.using(), self._use():
+            ptr = self.ptr
+            self._unplace_stale(graph)
             graph.check("alloc", self.backends)
             clear_messages()
-            if not L.ggml_backend_sched_reserve(self.ptr, graph.ptr):
+            if not L.ggml_backend_sched_reserve(ptr, graph.ptr):
                 raise failure("ggml_backend_sched_reserve", "failed (no message logged)")
             self._allocated = None
+
+    def _unplace_stale(self, graph):
+        """Tensors of `graph` still pointing into a compute buffer this scheduler has since
+        reallocated: nodes and inputs lose that stale place (they get a new one, as after
+        `reset`); a result of an earlier graph that was there is lost, which raises. The
+        scheduler would otherwise read the freed buffer to find out where they live."""
+        if not self._bufs.current:
+            return
+        tensors = _walk(graph._node_ptrs())
+        nodes = set(graph._node_ptrs())
+        stale = {p for p, s in tensors.items() if self._bufs.is_stale(self, s)}
+        for p in stale:
+            s = tensors[p]
+            root = s.view_src or p
+            r = tensors.get(root) or s
+            if root in nodes or r.flags & FLAG_INPUT or root not in stale:
+                s.buffer = s.data = None
+            else:
+                raise NotAllocatedError(f"ggml_backend_sched_alloc_graph: tensor '{s.name.decode()}' is a result of an earlier "
+                                        "graph whose memory is gone: the scheduler reallocated its compute buffer since")
 
     def alloc(self, graph):
         """Assigns, splits and allocates `graph` (ggml_backend_sched_alloc_graph)."""
         L = lib()
         with lifecycle.using(), self._use():
+            ptr = self.ptr
             if self._allocated is not None:
                 raise GgmlError("ggml_backend_sched_alloc_graph: a graph is already allocated; call reset() first")
+            self._unplace_stale(graph)
             graph.check("alloc", self.backends)
             clear_messages()
-            if not L.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
+            if not L.ggml_backend_sched_alloc_graph(ptr, graph.ptr):
                 raise failure("ggml_backend_sched_alloc_graph", "failed (no message logged)")
             self._bufs.adopt(self, _walk(graph._node_ptrs()))
             self._allocated = self._last = graph
@@ -206,13 +242,14 @@ class Scheduler(Owner):
         """Computes the allocated `graph` (ggml_backend_sched_graph_compute)."""
         L = lib()
         with lifecycle.using(), self._use():
+            ptr = self.ptr
             if self._allocated is None:
                 raise NotAllocatedError("ggml_backend_sched_graph_compute: no graph is allocated; call alloc(graph) first")
             # another graph than the allocated one is the library's to refuse (it reads none of
             # its tensors' memory); the allocated one must still have all of its memory
             graph.check("compute" if graph is self._allocated else "alloc")
             clear_messages()
-            status = L.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
+            status = L.ggml_backend_sched_graph_compute(ptr, graph.ptr)
             if status != 0:
                 raise failure("ggml_backend_sched_graph_compute", STATUS.get(status, f"status {status}"))
 

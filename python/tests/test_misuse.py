@@ -200,6 +200,42 @@ def test_objects_left_to_the_garbage_collector_and_to_exit():
     assert r.returncode == 0 and r.stdout.strip() == "done", r.stdout + r.stderr
 
 
+def test_the_garbage_collector_frees_dependents_first(monkeypatch):
+    from ggml_rs import _owner
+    kinds, order = {}, []
+    real = _owner._release
+
+    def spy(free, ptr, unregister, keep_alive):
+        order.append(kinds[ptr])
+        real(free, ptr, unregister, keep_alive)
+
+    monkeypatch.setattr(_owner, "_release", spy)
+
+    def make():
+        cpu = g.Backend.cpu()
+        ctx = g.Context()
+        x, y, graph = simple(ctx)
+        w = ctx.tensor((4,), name="w")
+        buf = ctx.alloc_tensors(cpu)
+        sched = g.Scheduler([cpu])
+        ga = g.GraphAllocator(cpu)
+        sched.alloc(graph)
+        for o in (cpu, ctx, buf, sched, ga):
+            kinds[o._ptr] = o.kind
+        # dropped in creation order: the references between them decide the order of the frees
+        return [cpu, ctx, buf, sched, ga]
+
+    objs = make()
+    while objs:
+        objs.pop(0)
+    import gc
+    gc.collect()
+    assert sorted(order) == sorted(kinds.values()), order
+    assert order.index("scheduler") < order.index("backend") and order.index("graph allocator") < order.index("backend")
+    assert order.index("buffer") < order.index("backend") and order.index("buffer") < order.index("context")
+    assert order.index("scheduler") < order.index("context"), order
+
+
 def test_library_message_in_the_exception(cpu, ctx):
     # an allocation the library refuses: its logged error is the exception's text
     with g.Scheduler([cpu]) as sched:

@@ -175,3 +175,41 @@ def test_reserve_and_buffer_sizes(rpc, cpu, ctx):
         x.set(filled((64,), 1.0))
         sched.compute(graph)
         np.testing.assert_allclose(b.get(), (2 * filled((64,), 1.0)) ** 2)
+
+
+def test_alternating_graphs_that_grow_the_buffers(rpc, cpu, ctx):
+    # a small and a large graph in turn: the large one reallocates the compute buffers, so the
+    # small one's tensors point into freed buffers when it comes back; it is placed anew
+    with g.Scheduler([rpc, cpu]) as sched:
+        graphs = []
+        for n in (4, 4096):
+            x = ctx.tensor((n,), name=f"x{n}").set_input()
+            a = ctx.scale(x, 2.0, name=f"a{n}")
+            y = ctx.sqr(a, name=f"y{n}").set_output()
+            graphs.append((n, x, a, y, ctx.graph(y)))
+        for round in range(6):
+            n, x, a, y, graph = graphs[round % 2] if round < 4 else graphs[0]
+            sched.reset()
+            sched.set_tensor_backend(a, rpc)
+            sched.alloc(graph)
+            x.set(np.full(n, round, np.float32))
+            sched.compute(graph)
+            np.testing.assert_array_equal(y.get(), np.full(n, (2.0 * round) ** 2, np.float32), err_msg=f"round {round}")
+        # a result of the small graph read after the large graph ran: it keeps its value, or
+        # allocating the graph that reads it names it
+        y4 = graphs[0][3]
+        kept = y4.get()
+        n, x, a, y, graph = graphs[1]
+        sched.reset()
+        sched.alloc(graph)
+        x.set(np.full(n, 7.0, np.float32))
+        sched.compute(graph)
+        r = ctx.scale(y4, 1.0, name="r").set_output()
+        sched.reset()
+        try:
+            sched.alloc(ctx.graph_of([r]))
+        except g.GgmlError as e:
+            assert "tensor 'y4'" in str(e), str(e)
+        else:
+            sched.compute(sched._allocated)
+            np.testing.assert_array_equal(r.get(), kept)

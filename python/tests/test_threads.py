@@ -62,3 +62,37 @@ def test_two_cpu_schedulers_in_two_threads():
 
 def test_two_schedulers_over_rpc_and_cpu_in_two_threads(rpc_endpoint):
     run_two(lambda: [g.Backend.rpc(rpc_endpoint), g.Backend.cpu(n_threads=1)])
+
+
+def test_close_while_another_thread_computes():
+    # the close waits for the running compute; the next use in the other thread raises
+    cpu = g.Backend.cpu(n_threads=1)
+    ctx = g.Context()
+    x = ctx.tensor((256, 256), name="x").set_input()
+    y = ctx.mul_mat(x, x, name="y").set_output()
+    graph = ctx.graph(y)
+    sched = g.Scheduler([cpu])
+    started, outcome = threading.Event(), []
+
+    def loop():
+        try:
+            while True:
+                sched.reset()
+                sched.alloc(graph)
+                x.set(np.ones((256, 256), np.float32))
+                sched.compute(graph)
+                assert y.get()[0, 0] == 256.0
+                started.set()
+        except g.ClosedError as e:
+            outcome.append(e)
+        except BaseException as e:
+            outcome.append(e)
+            started.set()
+
+    t = threading.Thread(target=loop)
+    t.start()
+    assert started.wait(60)
+    cpu.close()  # closes the scheduler first
+    ctx.close()
+    t.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], g.ClosedError), outcome
