@@ -71,7 +71,8 @@ class Context(Owner):
 
     def _room(self, nbytes, what):
         L = lib()
-        used, size = L.ggml_used_mem(self._ptr), L.ggml_get_mem_size(self._ptr)
+        ptr = self.ptr  # raises once closed
+        used, size = L.ggml_used_mem(ptr), L.ggml_get_mem_size(ptr)
         if used + nbytes > size:
             raise GgmlError(f"{what}: the context is full ({used} of {size} bytes used); make it with a larger max_tensors/max_graphs")
 

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import time
 
-import numpy as np
 import pytest
 
 import ggml_rs as g

@@ -104,7 +104,8 @@ def test_closed_objects_raise(cpu):
     x, y, graph = simple(ctx)
     ctx.close()
     ctx.close()  # idempotent
-    for use in (lambda: x.name, lambda: ctx.sqr(x), lambda: ctx.tensor((2,)), lambda: graph.n_nodes, lambda: y.get()):
+    for use in (lambda: x.name, lambda: ctx.sqr(x), lambda: ctx.tensor((2,)), lambda: graph.n_nodes, lambda: y.get(),
+                lambda: ctx.graph_of([]), lambda: ctx.graph()):
         with pytest.raises(g.ClosedError):
             use()
 
@@ -215,7 +216,7 @@ def test_the_garbage_collector_frees_dependents_first(monkeypatch):
         cpu = g.Backend.cpu()
         ctx = g.Context()
         x, y, graph = simple(ctx)
-        w = ctx.tensor((4,), name="w")
+        ctx.tensor((4,), name="w")  # one more tensor for the buffer
         buf = ctx.alloc_tensors(cpu)
         sched = g.Scheduler([cpu])
         ga = g.GraphAllocator(cpu)
