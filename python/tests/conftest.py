@@ -5,7 +5,9 @@ once on a free loopback port; $GGML_RS_RPC_ENDPOINT uses a running one instead. 
 need it are skipped, with the reason, when there is none.
 """
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -32,6 +34,14 @@ def ctx():
         yield c
 
 
+def _die_with_parent():
+    """In the rpc-server's process: a SIGTERM when pytest ends, however it ends (Linux)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (AttributeError, OSError):
+        pass
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -49,7 +59,8 @@ def rpc_endpoint(tmp_path_factory):
         pytest.skip(f"no rpc-server ({server}): set GGML_RS_RPC_SERVER or GGML_RS_RPC_ENDPOINT")
     port = _free_port()
     log = open(tmp_path_factory.mktemp("rpc") / "rpc-server.log", "w")
-    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port), "-t", "1"], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port), "-t", "1"], stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=_die_with_parent)
     try:
         for _ in range(100):
             try:
