@@ -15,6 +15,8 @@
 #      settings, link-time and LD_PRELOAD
 #   9. LD_PRELOAD into any process: programs without ggml start as usual; a C client and
 #      llama-cpp-python that dlopen libllama (RTLD_LOCAL) get the same tokens and logits, on ggml-rs
+#  10. the Python package (python/): installed into a clean venv as a user would, its pytest suite
+#      (seed scenarios of both allocators, two schedulers in two threads, misuse) on our build
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -353,5 +355,24 @@ preload_python_no_realloc() {
     grep -a -m1 -o 'compute buffer size is .* matches expectation .*' "$T/py-nr.err" || { grep -a -m1 expectation "$T/py-nr.err"; return 1; }
 }
 check "LD_PRELOAD: llama-cpp-python, -c 1024 -b 64 -ub 32, all logits: the reserved buffer holds every batch" preload_python_no_realloc
+
+step "10. the Python package"
+# a clean venv, the pinned test requirements from PyPI, then `pip install ./python` as a user
+# would; pytest loads the ours build's ggml libraries and this checkout's libggml_rs
+python_package() {
+    local venv=$T/venv-ggml-rs rc
+    python3 -m venv "$venv" \
+        && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$ROOT/python/requirements-test.txt" \
+        && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "$ROOT/python" || return 1
+    # from outside the source tree, so the installed package is the one imported
+    (cd "$T" && GGML_RS_LIB_DIR="$BUILD_OURS/bin" GGML_RS_LIBRARY="$LIB" timeout 600 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+        "$ROOT/python/tests" > "$T/pytest.log" 2>&1)
+    rc=$?
+    tail -n 15 "$T/pytest.log"
+    # exit 5: no test was collected, which must not pass for a run
+    [ $rc = 5 ] && echo "pytest collected no tests"
+    return $rc
+}
+check "python: pip install ./python into a clean venv, pytest on our build" python_package
 
 summary
