@@ -8,6 +8,9 @@
 //   next graph computes from again keeps its value, or the compute is refused naming it;
 // - with one backend: the buffer a llama.cpp-style reservation sizes holds every smaller shape;
 //   GGML_SCHED_DEBUG_REALLOC aborts only for a buffer that really grows;
+// - a graph whose tensors point into compute buffers the scheduler freed (a bigger graph
+//   reallocated them) is placed anew without reading the freed buffers; a result that was in
+//   them is named;
 // - op offload, the eval callback, the split plan dump.
 #include "check.h"
 #include "fake_backend.h"
@@ -730,6 +733,127 @@ static void realloc_debug_growth(void) {
     ggml_backend_sched_alloc_graph(sched, chain_graph(ctx, 64)); // grows the buffer: aborts
 }
 
+// x (input) -> n1 = scale(x, 2) on FAKE -> n2 = sqr(n1) on the CPU, n elements
+struct scale_sqr {
+    int n;
+    struct ggml_tensor * x, * n1, * n2;
+    struct ggml_cgraph * g;
+};
+
+static struct scale_sqr scale_sqr_new(struct ggml_context * ctx, int n, int k) {
+    struct scale_sqr s = { n, NULL, NULL, NULL, NULL };
+    s.x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_format_name(s.x, "x%d.%d", n, k);
+    ggml_set_input(s.x);
+    s.n1 = ggml_scale(ctx, s.x, 2.0f);
+    ggml_format_name(s.n1, "n1.%d.%d", n, k);
+    s.n2 = ggml_sqr(ctx, s.n1);
+    ggml_format_name(s.n2, "n2.%d.%d", n, k);
+    ggml_set_output(s.n2);
+    s.g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(s.g, s.n2);
+    return s;
+}
+
+// reset, allocate, compute with x = v; checks every element of n2
+static void scale_sqr_run(ggml_backend_sched_t sched, ggml_backend_t fake, ggml_backend_t cpu, const struct scale_sqr * s, float v, const char * what) {
+    ggml_backend_sched_reset(sched);
+    ggml_backend_sched_set_tensor_backend(sched, s->n1, fake);
+    ggml_backend_sched_set_tensor_backend(sched, s->n2, cpu);
+    CHECK(ggml_backend_sched_alloc_graph(sched, s->g), "%s: alloc %s", what, ggml_get_name(s->n2));
+    CHECK(ggml_backend_sched_get_tensor_backend(sched, s->n1) == fake, "%s: %s on FAKE", what, ggml_get_name(s->n1));
+    float * buf = (float *) malloc(s->n * sizeof(float));
+    for (int i = 0; i < s->n; i++) {
+        buf[i] = v + (float) (i % 7);
+    }
+    ggml_backend_tensor_set(s->x, buf, 0, s->n * sizeof(float));
+    CHECK(ggml_backend_sched_graph_compute(sched, s->g) == GGML_STATUS_SUCCESS, "%s: compute %s", what, ggml_get_name(s->n2));
+    ggml_backend_tensor_get(s->n2, buf, 0, s->n * sizeof(float));
+    for (int i = 0; i < s->n; i++) {
+        float want = (2.0f * (v + (float) (i % 7))) * (2.0f * (v + (float) (i % 7)));
+        CHECK(buf[i] == want, "%s: %s[%d] = %g, expected %g", what, ggml_get_name(s->n2), i, buf[i], want);
+    }
+    free(buf);
+}
+
+// A graph allocated again after a bigger graph made the scheduler reallocate its compute
+// buffers: the graph's tensors still point into the freed buffers (tensor->buffer). The
+// scheduler places them anew without reading the freed buffers, also when the graph was
+// allocated so many graphs before the reallocation that the allocator's recent history no
+// longer holds it. The fake scribbles over the struct of a buffer freed just before it
+// allocates (as malloc may at any time): reading a freed buffer crashes here, without valgrind.
+static void test_graph_placed_in_a_freed_compute_buffer(void) {
+    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .scribble_freed_buffers = true });
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_init_params p = { 512 * ggml_tensor_overhead() + 32 * ggml_graph_overhead(), NULL, true };
+    struct ggml_context * ctx = ggml_init(p);
+
+    struct scale_sqr small = scale_sqr_new(ctx, 4, 0);
+    struct scale_sqr big = scale_sqr_new(ctx, 4096, 0);
+    scale_sqr_run(sched, fake, cpu, &small, 1.0f, "small");
+    int allocs = fake_backend_stats(fake)->buffers_alloc;
+    scale_sqr_run(sched, fake, cpu, &big, 2.0f, "big");
+    CHECK(fake_backend_stats(fake)->buffers_alloc > allocs, "the big graph reallocates the device's compute buffer");
+    scale_sqr_run(sched, fake, cpu, &small, 3.0f, "small after big");
+    scale_sqr_run(sched, fake, cpu, &big, 4.0f, "big again");
+
+    // the small graph, then many other graphs (the allocator's history forgets it), then a
+    // bigger one that reallocates, then the small one again
+    scale_sqr_run(sched, fake, cpu, &small, 5.0f, "small before many");
+    for (int k = 1; k <= 12; k++) {
+        struct scale_sqr other = scale_sqr_new(ctx, 4 + k, k);
+        scale_sqr_run(sched, fake, cpu, &other, (float) k, "another graph");
+    }
+    struct scale_sqr huge = scale_sqr_new(ctx, 16384, 0);
+    allocs = fake_backend_stats(fake)->buffers_alloc;
+    scale_sqr_run(sched, fake, cpu, &huge, 6.0f, "huge");
+    CHECK(fake_backend_stats(fake)->buffers_alloc > allocs, "the huge graph reallocates the device's compute buffer");
+    scale_sqr_run(sched, fake, cpu, &small, 7.0f, "small after many and huge");
+    scale_sqr_run(sched, fake, cpu, &big, 8.0f, "big after huge");
+
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
+// A result of a graph, read by a later graph (ggml_graph_add_node: it is neither a node nor a
+// leaf of that graph) after a bigger graph reallocated the compute buffer that held it: the
+// allocation fails naming it, without reading the freed buffer.
+static void test_result_in_a_freed_compute_buffer_is_named(void) {
+    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .scribble_freed_buffers = true });
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_init_params p = { 64 * ggml_tensor_overhead() + 8 * ggml_graph_overhead(), NULL, true };
+    struct ggml_context * ctx = ggml_init(p);
+
+    struct scale_sqr small = scale_sqr_new(ctx, 4, 0);
+    struct scale_sqr big = scale_sqr_new(ctx, 4096, 0);
+    scale_sqr_run(sched, fake, cpu, &small, 1.0f, "small");
+    scale_sqr_run(sched, fake, cpu, &big, 2.0f, "big");
+    // r = n1 of the small graph + 1, on the CPU
+    struct ggml_tensor * r = ggml_scale_bias(ctx, small.n1, 1.0f, 1.0f);
+    ggml_set_name(r, "r");
+    ggml_set_output(r);
+    r->flags |= GGML_TENSOR_FLAG_COMPUTE;
+    struct ggml_cgraph * gr = ggml_new_graph(ctx);
+    ggml_graph_add_node(gr, r);
+    ggml_backend_sched_reset(sched);
+    ggml_backend_sched_set_tensor_backend(sched, r, cpu);
+    log_capture_begin();
+    CHECK(!ggml_backend_sched_alloc_graph(sched, gr), "n1's compute buffer was freed: allocation must fail");
+    ggml_log_set(NULL, NULL);
+    CHECK(strstr(g_log, "tensor 'n1.4.0'") != NULL && strstr(g_log, "reallocated") != NULL, "the message names the tensor and why: %s", g_log);
+
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
 static void test_realloc_debug_counts_real_reallocations(void) {
     realloc_debug_smaller_graph();
     if (ggml_rs_sched_counters) {
@@ -935,6 +1059,8 @@ int main(int argc, char ** argv) {
     RUN(test_reserve_and_sizes);
     RUN(test_input_carried_into_the_next_graph);
     RUN(test_input_carried_into_the_next_graph_two_backends);
+    RUN(test_graph_placed_in_a_freed_compute_buffer);
+    RUN(test_result_in_a_freed_compute_buffer_is_named);
     RUN(test_realloc_debug_counts_real_reallocations);
     RUN(test_reserved_buffer_holds_every_smaller_shape);
     printf("%d tests passed\n", g_tests_run);

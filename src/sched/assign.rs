@@ -94,7 +94,9 @@ impl<B: Backends> Assigner<'_, B> {
             return -1;
         }
         for &s in ix.srcs[node].iter().filter(|&&s| s != NONE) {
-            let Some(buffer) = ix.tensor(s).buffer() else { continue };
+            // (where the source is for this graph: a tensor pointing into a compute buffer that
+            // was freed has no storage, and its buffer must not be read)
+            let Some(buffer) = ix.storage[s as usize] else { continue };
             if buffer.usage() != sys::USAGE_WEIGHTS {
                 continue;
             }
