@@ -11,6 +11,8 @@
 // - a graph whose tensors point into compute buffers the scheduler freed (a bigger graph
 //   reallocated them) is placed anew without reading the freed buffers; a result that was in
 //   them is named;
+// - a tensor with data that is neither a node nor a leaf (ggml_graph_add_node graphs) goes with
+//   its buffer, as a leaf, so a reader on another backend gets a copy;
 // - op offload, the eval callback, the split plan dump.
 #include "check.h"
 #include "fake_backend.h"
@@ -854,6 +856,81 @@ static void test_result_in_a_freed_compute_buffer_is_named(void) {
     ggml_backend_free(fake);
 }
 
+// A tensor with data on a device whose memory the CPU cannot read, read by a node on the CPU in
+// a graph built with ggml_graph_add_node (so it is neither a node nor a leaf of the graph): a
+// weight (op NONE, in a buffer of the device), and a result of an earlier graph on the device.
+// Its backend is the one of its buffer, as for a leaf, and the CPU reads a copy (upstream gives
+// it the CPU, its reader's backend, and the CPU reads device memory: with an rpc-server, a
+// segfault; the fake's remote memory crashes the same way).
+static void test_unlisted_source_on_a_remote_device_is_copied(void) {
+    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .remote = true });
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_context * ctx = new_ctx();
+
+    // a weight in a buffer of the device
+    struct ggml_init_params pw = { 4 * ggml_tensor_overhead(), NULL, true };
+    struct ggml_context * wctx = ggml_init(pw);
+    struct ggml_tensor * w = vec(wctx, "w", 16);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, fake_backend_buft(fake));
+    ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    set_all(w, 5.0f);
+
+    // a result of an earlier graph, computed on the device: emb = img * 0.5 + img
+    struct ggml_tensor * img = vec(ctx, "img", 16);
+    ggml_set_input(img);
+    struct ggml_tensor * e1 = ggml_scale(ctx, img, 0.5f);
+    struct ggml_tensor * emb = ggml_add(ctx, e1, img);
+    ggml_set_name(emb, "emb");
+    ggml_set_output(emb);
+    struct ggml_cgraph * genc = ggml_new_graph(ctx);
+    ggml_build_forward_expand(genc, emb);
+    ggml_backend_sched_set_tensor_backend(sched, e1, fake);
+    ggml_backend_sched_set_tensor_backend(sched, emb, fake);
+    CHECK(ggml_backend_sched_alloc_graph(sched, genc), "alloc encoder");
+    set_all(img, 2.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, genc) == GGML_STATUS_SUCCESS, "compute encoder");
+    CHECK_FLOAT(get0(emb), 3.0);
+    CHECK(ggml_backend_buffer_get_type(emb->buffer) == fake_backend_buft(fake), "emb lives on the device");
+
+    // out = tok * 10 + w + emb on the CPU
+    struct ggml_tensor * tok = vec(ctx, "tok", 16);
+    ggml_set_input(tok);
+    struct ggml_tensor * t = ggml_scale(ctx, tok, 10.0f);
+    struct ggml_tensor * tw = ggml_add(ctx, t, w);
+    struct ggml_tensor * out = ggml_add(ctx, tw, emb);
+    ggml_set_name(out, "out");
+    ggml_set_output(out);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    struct ggml_tensor * nodes[3] = { t, tw, out };
+    for (int i = 0; i < 3; i++) {
+        nodes[i]->flags |= GGML_TENSOR_FLAG_COMPUTE;
+        ggml_graph_add_node(g, nodes[i]);
+    }
+    for (int round = 0; round < 3; round++) {
+        ggml_backend_sched_reset(sched);
+        for (int i = 0; i < 3; i++) {
+            ggml_backend_sched_set_tensor_backend(sched, nodes[i], cpu);
+        }
+        CHECK(ggml_backend_sched_alloc_graph(sched, g), "alloc, round %d", round);
+        CHECK(ggml_backend_sched_get_tensor_backend(sched, w) == fake, "round %d: the weight w goes with its buffer (FAKE), got %s", round,
+              ggml_backend_sched_get_tensor_backend(sched, w) ? ggml_backend_name(ggml_backend_sched_get_tensor_backend(sched, w)) : "none");
+        CHECK(ggml_backend_sched_get_tensor_backend(sched, emb) == fake, "round %d: emb goes with its buffer (FAKE), got %s", round,
+              ggml_backend_sched_get_tensor_backend(sched, emb) ? ggml_backend_name(ggml_backend_sched_get_tensor_backend(sched, emb)) : "none");
+        set_all(tok, 1.0f + round);
+        CHECK(ggml_backend_sched_graph_compute(sched, g) == GGML_STATUS_SUCCESS, "compute, round %d", round);
+        CHECK_FLOAT(get0(out), 10.0 * (1 + round) + 5.0 + 3.0);
+    }
+
+    ggml_backend_sched_free(sched);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
 static void test_realloc_debug_counts_real_reallocations(void) {
     realloc_debug_smaller_graph();
     if (ggml_rs_sched_counters) {
@@ -1061,6 +1138,7 @@ int main(int argc, char ** argv) {
     RUN(test_input_carried_into_the_next_graph_two_backends);
     RUN(test_graph_placed_in_a_freed_compute_buffer);
     RUN(test_result_in_a_freed_compute_buffer_is_named);
+    RUN(test_unlisted_source_on_a_remote_device_is_copied);
     RUN(test_realloc_debug_counts_real_reallocations);
     RUN(test_reserved_buffer_holds_every_smaller_shape);
     printf("%d tests passed\n", g_tests_run);
