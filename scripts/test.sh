@@ -15,6 +15,8 @@
 #      settings, link-time and LD_PRELOAD
 #   9. LD_PRELOAD into any process: programs without ggml start as usual; a C client and
 #      llama-cpp-python that dlopen libllama (RTLD_LOCAL) get the same tokens and logits, on ggml-rs
+#  10. the Python package (python/): installed into a clean venv as a user would, its pytest suite
+#      (seed scenarios of both allocators, two schedulers in two threads, misuse) on our build
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -32,8 +34,8 @@ setup_tools || exit 1
 make_models || exit 1
 
 step "1. Rust tests"
-check "cargo test (unit, property, header drift)" bash -c "cd '$ROOT' && cargo test --lib 2>&1 | tail -n 25"
-check "planner fuzz ($PLAN_FUZZ random graphs)" bash -c \
+check "cargo test (unit, property, header drift)" bash -o pipefail -c "cd '$ROOT' && cargo test --lib 2>&1 | tail -n 25"
+check "planner fuzz ($PLAN_FUZZ random graphs)" bash -o pipefail -c \
     "cd '$ROOT' && GGML_RS_PLAN_FUZZ=$PLAN_FUZZ cargo test --release --lib plan_tests::fuzz_from_env 2>&1 | tail -n 3"
 
 step "2. build"
@@ -45,8 +47,8 @@ step "3. ABI"
 check "ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh"
 
 step "4. C tests"
-check "ctest (our build)" bash -c "cd '$BUILD_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' 2>&1 | tail -n 15"
-check "ctest (reference build, tests that hold for upstream)" bash -c "cd '$BUILD_STOCK' && ctest --output-on-failure -R '^test_backend_core$' 2>&1 | tail -n 5"
+check "ctest (our build)" bash -o pipefail -c "cd '$BUILD_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' 2>&1 | tail -n 15"
+check "ctest (reference build, tests that hold for upstream)" bash -o pipefail -c "cd '$BUILD_STOCK' && ctest --output-on-failure -R '^test_backend_core$' 2>&1 | tail -n 5"
 # the scenarios that reproduce upstream's bugs must fail on upstream, else they test nothing
 upstream_fails() {
     local prog=$1 bad=0
@@ -84,8 +86,8 @@ check "upstream fails the misuse scenarios" upstream_fails test_misuse \
     test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once
 
 step "5. upstream's test programs on our library"
-check "test-alloc" bash -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
-check "test-opt" bash -c "'$BUILD_OURS/bin/test-opt' > '$T/opt.log' 2>&1; rc=\$?; grep -c OK '$T/opt.log'; tail -n 2 '$T/opt.log'; exit \$rc"
+check "test-alloc" bash -o pipefail -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
+check "test-opt" bash -o pipefail -c "'$BUILD_OURS/bin/test-opt' > '$T/opt.log' 2>&1; rc=\$?; grep -c OK '$T/opt.log'; tail -n 2 '$T/opt.log'; exit \$rc"
 # grad mode on the CPU backend, every op except those whose gradient tests abort or fail on
 # upstream itself at the pin (no backward pass in ggml.c, or a failing check), and MUL_MAT, which
 # takes minutes; the same selection runs on the reference build and the results are compared
@@ -99,13 +101,13 @@ grad() {
 }
 check "test-backend-ops grad -b CPU (reference)" grad "$BUILD_STOCK" reference
 check "test-backend-ops grad -b CPU (ours)" grad "$BUILD_OURS" ours
-check "test-backend-ops grad: same results" bash -c \
+check "test-backend-ops grad: same results" bash -o pipefail -c \
     "diff <(grep -E 'OK|FAIL' '$T/grad-reference.log' | sed 's/\x1b\[[0-9;]*m//g') <(grep -E 'OK|FAIL' '$T/grad-ours.log' | sed 's/\x1b\[[0-9;]*m//g') > /dev/null"
-check "test-backend-ops support -b CPU: same as reference" bash -c \
+check "test-backend-ops support -b CPU: same as reference" bash -o pipefail -c \
     "diff <('$BUILD_STOCK/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') <('$BUILD_OURS/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') > /dev/null"
 
 step "6. upstream llama.cpp's tests on our library"
-check "test-tiled-mulmat" bash -c "'$BUILD_OURS/bin/test-tiled-mulmat' > '$T/tiled.log' 2>&1; rc=\$?; echo \"\$(grep -c PASS '$T/tiled.log') PASS, \$(grep -c FAIL '$T/tiled.log') FAIL\"; exit \$rc"
+check "test-tiled-mulmat" bash -o pipefail -c "'$BUILD_OURS/bin/test-tiled-mulmat' > '$T/tiled.log' 2>&1; rc=\$?; echo \"\$(grep -c PASS '$T/tiled.log') PASS, \$(grep -c FAIL '$T/tiled.log') FAIL\"; exit \$rc"
 # test-llama-archs builds a random model of every architecture llama.cpp knows, runs it on each
 # device against the CPU and through a save/load round trip; -o writes the models instead
 archs() {
@@ -116,7 +118,7 @@ archs() {
 }
 check "test-llama-archs (every architecture, CPU)" archs
 mkdir -p "$T/arch-models"
-check "test-llama-archs -o: a model of every architecture" bash -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
+check "test-llama-archs -o: a model of every architecture" bash -o pipefail -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
 per_model() {
     # in the scratch folder: test-save-load-state writes its state file to the working directory
     (cd "$T" && "$BUILD_OURS/bin/$1" --models "$T/arch-models") > "$T/$1.log" 2>&1
@@ -129,10 +131,10 @@ check "test-recurrent-state-rollback --models (every architecture)" per_model te
 rm -rf "$T/arch-models"
 # its exit status says whether a thread failed: its last log line may be lost at exit (the logger
 # prints from a background thread), so the line is shown, not required
-check "test-thread-safety (4 sequences, 2 threads)" bash -c \
+check "test-thread-safety (4 sequences, 2 threads)" bash -o pipefail -c \
     "'$BUILD_OURS/bin/test-thread-safety' -m '$MODELS/tiny-f32.gguf' -ngl 99 -p 'The meaning of life is' -n 64 -c 256 -ub 32 -np 4 -t 2 > '$T/threads.log' 2>&1; rc=\$?; grep -a -c '^.*Context [0-9]/4:' '$T/threads.log'; grep -a 'failed' '$T/threads.log'; exit \$rc"
-check "test-state-restore-fragmented" bash -c "'$BUILD_OURS/bin/test-state-restore-fragmented' -m '$MODELS/tiny-f32.gguf' 2>&1 | grep -a SUCCESS"
-check "test-autorelease, test-model-load-cancel" bash -c \
+check "test-state-restore-fragmented" bash -o pipefail -c "'$BUILD_OURS/bin/test-state-restore-fragmented' -m '$MODELS/tiny-f32.gguf' 2>&1 | grep -a SUCCESS"
+check "test-autorelease, test-model-load-cancel" bash -o pipefail -c \
     "'$BUILD_OURS/bin/test-autorelease' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1 && '$BUILD_OURS/bin/test-model-load-cancel' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1"
 # backend sampling (sampler graphs through the scheduler); cpu_mixed needs a real vocabulary
 # (it aborts on upstream too with our 1024-token model)
@@ -256,7 +258,7 @@ preload() {
     cmp "$T/preload.txt" "$T/plain.txt"
 }
 check "LD_PRELOAD over the stock shared build: ours is used, same output" preload
-check "LD_PRELOAD: test-alloc and test-opt of the stock build" bash -c \
+check "LD_PRELOAD: test-alloc and test-opt of the stock build" bash -o pipefail -c \
     "LD_PRELOAD='$LIB' '$BUILD_STOCK/bin/test-alloc' | grep -c PASSED && LD_PRELOAD='$LIB' '$BUILD_STOCK/bin/test-opt' > /dev/null 2>&1"
 
 step "9. LD_PRELOAD into any process"
@@ -354,5 +356,24 @@ preload_python_no_realloc() {
     grep -a -m1 -o 'compute buffer size is .* matches expectation .*' "$T/py-nr.err" || { grep -a -m1 expectation "$T/py-nr.err"; return 1; }
 }
 check "LD_PRELOAD: llama-cpp-python, -c 1024 -b 64 -ub 32, all logits: the reserved buffer holds every batch" preload_python_no_realloc
+
+step "10. the Python package"
+# a clean venv, the pinned test requirements from PyPI, then `pip install ./python` as a user
+# would; pytest loads the ours build's ggml libraries and this checkout's libggml_rs
+python_package() {
+    local venv=$T/venv-ggml-rs rc
+    python3 -m venv "$venv" \
+        && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$ROOT/python/requirements-test.txt" \
+        && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "$ROOT/python" || return 1
+    # from outside the source tree, so the installed package is the one imported
+    (cd "$T" && GGML_RS_LIB_DIR="$BUILD_OURS/bin" GGML_RS_LIBRARY="$LIB" timeout 600 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+        "$ROOT/python/tests" > "$T/pytest.log" 2>&1)
+    rc=$?
+    tail -n 15 "$T/pytest.log"
+    # exit 5: no test was collected, which must not pass for a run
+    [ $rc = 5 ] && echo "pytest collected no tests"
+    return $rc
+}
+check "python: pip install ./python into a clean venv, pytest on our build" python_package
 
 summary
