@@ -757,11 +757,14 @@ static struct scale_sqr scale_sqr_new(struct ggml_context * ctx, int n, int k) {
     return s;
 }
 
-// reset, allocate, compute with x = v; checks every element of n2
+// reset, allocate, compute with x = v; checks every element of n2. n2 goes to the CPU, or with
+// cpu NULL where the scheduler puts it (after n1: on FAKE, whose supports_op is then asked)
 static void scale_sqr_run(ggml_backend_sched_t sched, ggml_backend_t fake, ggml_backend_t cpu, const struct scale_sqr * s, float v, const char * what) {
     ggml_backend_sched_reset(sched);
     ggml_backend_sched_set_tensor_backend(sched, s->n1, fake);
-    ggml_backend_sched_set_tensor_backend(sched, s->n2, cpu);
+    if (cpu) {
+        ggml_backend_sched_set_tensor_backend(sched, s->n2, cpu);
+    }
     CHECK(ggml_backend_sched_alloc_graph(sched, s->g), "%s: alloc %s", what, ggml_get_name(s->n2));
     CHECK(ggml_backend_sched_get_tensor_backend(sched, s->n1) == fake, "%s: %s on FAKE", what, ggml_get_name(s->n1));
     float * buf = (float *) malloc(s->n * sizeof(float));
@@ -778,14 +781,25 @@ static void scale_sqr_run(ggml_backend_sched_t sched, ggml_backend_t fake, ggml_
     free(buf);
 }
 
+// as a CUDA backend does in supports_op: look at the type of each source's buffer
+static bool looks_at_source_buffers(const struct ggml_tensor * op) {
+    for (int i = 0; i < GGML_MAX_SRC; i++) {
+        if (op->src[i] && op->src[i]->buffer && ggml_backend_buft_name(ggml_backend_buffer_get_type(op->src[i]->buffer))[0] == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 // A graph allocated again after a bigger graph made the scheduler reallocate its compute
 // buffers: the graph's tensors still point into the freed buffers (tensor->buffer). The
-// scheduler places them anew without reading the freed buffers, also when the graph was
-// allocated so many graphs before the reallocation that the allocator's recent history no
-// longer holds it. The fake scribbles over the struct of a buffer freed just before it
-// allocates (as malloc may at any time): reading a freed buffer crashes here, without valgrind.
+// scheduler places them anew without reading the freed buffers, nor letting a backend's
+// supports_op read them, also when the graph was allocated so many graphs before the
+// reallocation that the allocator's recent history no longer holds it. The fake scribbles over
+// the struct of a buffer freed just before it allocates (as malloc may at any time): reading a
+// freed buffer crashes here, without valgrind.
 static void test_graph_placed_in_a_freed_compute_buffer(void) {
-    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .scribble_freed_buffers = true });
+    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .scribble_freed_buffers = true, .supports_op = looks_at_source_buffers });
     ggml_backend_t cpu = ggml_backend_cpu_init();
     ggml_backend_t backends[2] = { fake, cpu };
     ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
@@ -800,6 +814,12 @@ static void test_graph_placed_in_a_freed_compute_buffer(void) {
     CHECK(fake_backend_stats(fake)->buffers_alloc > allocs, "the big graph reallocates the device's compute buffer");
     scale_sqr_run(sched, fake, cpu, &small, 3.0f, "small after big");
     scale_sqr_run(sched, fake, cpu, &big, 4.0f, "big again");
+    // the scheduler decides where n2 goes, asking the fake's supports_op
+    struct scale_sqr small2 = scale_sqr_new(ctx, 4, 100);
+    struct scale_sqr big2 = scale_sqr_new(ctx, 8192, 100);
+    scale_sqr_run(sched, fake, NULL, &small2, 1.5f, "small, n2 placed by the scheduler");
+    scale_sqr_run(sched, fake, NULL, &big2, 2.5f, "bigger, n2 placed by the scheduler");
+    scale_sqr_run(sched, fake, NULL, &small2, 3.5f, "small after bigger, n2 placed by the scheduler");
 
     // the small graph, then many other graphs (the allocator's history forgets it), then a
     // bigger one that reallocates, then the small one again

@@ -28,8 +28,7 @@ pub struct GraphIndex {
     /// per tensor: the buffer that holds its bytes for this graph. None for tensors that will be
     /// placed by the allocator, including those still pointing into one of the scheduler's own
     /// compute buffers from an earlier allocation (recomputed nodes, inputs written again), or
-    /// into one it has freed since (never read: placed anew, or refused as a lost result by the
-    /// allocator).
+    /// into one it has freed since (their buffer pointer is cleared, see `locate`).
     pub storage: Vec<Option<Buffer>>,
     /// tensors that are neither nodes nor leafs (sources and view sources outside the lists)
     pub loose: Vec<u32>,
@@ -124,18 +123,28 @@ impl GraphIndex {
         for &n in &self.nodes {
             is_node[n as usize] = true;
         }
+        let root_of = |i: usize| if self.view_src[i] == NONE { i } else { self.view_src[i] as usize };
+        let places: Vec<Residence> =
+            self.tensors.iter().map(|&t| if t.buffer_ptr().is_null() { Residence::Elsewhere } else { residence(t) }).collect();
+        // a tensor whose place went with a compute buffer the allocator freed (and its views)
+        // points at a freed buffer: that pointer goes (its data stays, for the allocator to know
+        // it by), so that nothing reads the freed struct, backends' supports_op included (they
+        // look at their sources' buffer types); the allocator places it anew, or names it as a
+        // result that was lost
+        if places.contains(&Residence::Freed) {
+            for i in 0..self.tensors.len() {
+                if places[root_of(i)] == Residence::Freed {
+                    self.tensors[i].set_buffer(std::ptr::null_mut());
+                }
+            }
+        }
         let storage = (0..self.tensors.len())
             .map(|i| {
-                let root = if self.view_src[i] == NONE { i } else { self.view_src[i] as usize };
+                let root = root_of(i);
                 let t = self.tensors[root];
-                if t.buffer_ptr().is_null() {
-                    return None;
-                }
-                let replaced = match residence(t) {
+                let replaced = match places[root] {
                     Residence::Elsewhere => false,
                     Residence::Compute => is_node[root] || t.is_input(),
-                    // its buffer is freed: nothing to read there (the allocator places it anew,
-                    // or names it as a result that was lost)
                     Residence::Freed => true,
                 };
                 if replaced { None } else { t.buffer() }
