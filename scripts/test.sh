@@ -73,7 +73,8 @@ check "upstream fails the allocator fuzz (changed graphs replayed by position)" 
 check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
     test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
     test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph \
-    test_input_carried_into_the_next_graph_two_backends
+    test_input_carried_into_the_next_graph_two_backends test_graph_placed_in_a_freed_compute_buffer \
+    test_result_in_a_freed_compute_buffer_is_named test_unlisted_source_on_a_remote_device_is_copied
 # misuse and failure: upstream leaves tensors in freed buffers, allocates sources it never computes
 # (crashes when they are read through a view), computes a graph a reserve or split took the
 # memory of (a crash after split_graph), and does not try a refused compute buffer again in a

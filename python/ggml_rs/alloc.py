@@ -4,7 +4,7 @@ import ctypes
 import json
 from collections import namedtuple
 
-from ._lib import FLAG_INPUT, STATUS, GgmlError, NotAllocatedError, clear_messages, failure, lib
+from ._lib import STATUS, GgmlError, NotAllocatedError, clear_messages, failure, lib
 from ._owner import Owner, buffer_owner, lifecycle, locked, register_buffer, unregister_buffer
 from .backend import Backend, BufferType
 from .graph import _walk
@@ -38,16 +38,11 @@ class _ComputeBuffers:
                 self.retired.discard(s.buffer)
                 register_buffer(s.buffer, owner)
 
-    def is_stale(self, owner, s):
-        """Whether tensor header `s` points into one of these buffers that is gone: a replaced
-        one, or an address a new buffer of ours took over (the data is then outside it)."""
-        if s.buffer in self.retired:
-            return True
-        if not s.buffer or buffer_owner(s.buffer) is not owner:
-            return False
-        L = lib()
-        base = L.ggml_backend_buffer_get_base(s.buffer) or 0
-        return not base <= (s.data or 0) <= base + L.ggml_backend_buffer_get_size(s.buffer)
+    def own(self):
+        """Every buffer these are or were: a tensor of the graph pointing into one is the
+        allocator's business (placed anew, or refused by name when a result there is gone),
+        even where the buffer was freed or its address taken by a new one."""
+        return self.retired | set(self.current.values())
 
     def forget(self):
         for b in self.current.values():
@@ -94,7 +89,7 @@ class GraphAllocator(Owner):
         L = lib()
         with lifecycle.using(), locked(self):
             ptr = self.ptr
-            graph.check("alloc", tolerate=self._bufs.retired)
+            graph.check("alloc", tolerate=self._bufs.own())
             clear_messages()
             if not getattr(L, name)(ptr, graph.ptr):
                 raise failure(name, "failed (no message logged)")
@@ -196,32 +191,11 @@ class Scheduler(Owner):
         L = lib()
         with lifecycle.using(), self._use():
             ptr = self.ptr
-            self._unplace_stale(graph)
-            graph.check("alloc", self.backends)
+            graph.check("alloc", self.backends, tolerate=self._bufs.own())
             clear_messages()
             if not L.ggml_backend_sched_reserve(ptr, graph.ptr):
                 raise failure("ggml_backend_sched_reserve", "failed (no message logged)")
             self._allocated = None
-
-    def _unplace_stale(self, graph):
-        """Tensors of `graph` still pointing into a compute buffer this scheduler has since
-        reallocated: nodes and inputs lose that stale place (they get a new one, as after
-        `reset`); a result of an earlier graph that was there is lost, which raises. The
-        scheduler would otherwise read the freed buffer to find out where they live."""
-        if not self._bufs.current:
-            return
-        tensors = _walk(graph._node_ptrs())
-        nodes = set(graph._node_ptrs())
-        stale = {p for p, s in tensors.items() if self._bufs.is_stale(self, s)}
-        for p in stale:
-            s = tensors[p]
-            root = s.view_src or p
-            r = tensors.get(root) or s
-            if root in nodes or r.flags & FLAG_INPUT or root not in stale:
-                s.buffer = s.data = None
-            else:
-                raise NotAllocatedError(f"ggml_backend_sched_alloc_graph: tensor '{s.name.decode()}' is a result of an earlier "
-                                        "graph whose memory is gone: the scheduler reallocated its compute buffer since")
 
     def alloc(self, graph):
         """Assigns, splits and allocates `graph` (ggml_backend_sched_alloc_graph)."""
@@ -230,8 +204,7 @@ class Scheduler(Owner):
             ptr = self.ptr
             if self._allocated is not None:
                 raise GgmlError("ggml_backend_sched_alloc_graph: a graph is already allocated; call reset() first")
-            self._unplace_stale(graph)
-            graph.check("alloc", self.backends)
+            graph.check("alloc", self.backends, tolerate=self._bufs.own())
             clear_messages()
             if not L.ggml_backend_sched_alloc_graph(ptr, graph.ptr):
                 raise failure("ggml_backend_sched_alloc_graph", "failed (no message logged)")

@@ -1084,9 +1084,28 @@ impl Gallocr {
         self.allocs[self.alloc_of_id[id]].chunks.clone().unwrap_or_default()
     }
 
-    pub fn owns_buffer(&self, buffer: usize) -> bool {
-        self.find_chunk(buffer).is_some()
+    /// Where `t`'s bytes are, as far as this allocator knows, from `t`'s header alone: the
+    /// buffer it points at is never read (it may be one this allocator freed).
+    pub fn residence(&self, t: TensorRef) -> Residence {
+        let data = t.data() as usize;
+        // first: a freed chunk's struct address may have been taken by a new buffer since
+        if data != 0 && self.residency.tombstone(t.addr(), data).is_some() {
+            return Residence::Freed;
+        }
+        if self.find_chunk(t.buffer_ptr() as usize).is_some() { Residence::Compute } else { Residence::Elsewhere }
     }
+}
+
+/// See `Gallocr::residence`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residence {
+    /// not placed by this allocator (somebody else's buffer, or no memory)
+    Elsewhere,
+    /// in one of the allocator's compute buffers
+    Compute,
+    /// placed by this allocator in a compute buffer it has freed since (it grew): the tensor
+    /// still points at the freed buffer
+    Freed,
 }
 
 impl Drop for Gallocr {

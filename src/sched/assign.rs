@@ -10,7 +10,8 @@
 //!    sources; assigned nodes move up to a higher-priority backend with the same buffer type when
 //!    it supports the op and can read all sources.
 //! 4. Sources take their view source's backend or their consumer's; leftovers go to the first
-//!    backend that supports them.
+//!    backend that supports them. (Not upstream: sources with memory that are neither nodes nor
+//!    leafs were placed in pass 1, by their memory, as leafs are.)
 //! 5. (not upstream) A view always takes its source's backend, whatever it was assigned: a view
 //!    computes nothing, and a view "on" another backend than its source made upstream copy the
 //!    source's bytes before the source was computed.
@@ -94,7 +95,9 @@ impl<B: Backends> Assigner<'_, B> {
             return -1;
         }
         for &s in ix.srcs[node].iter().filter(|&&s| s != NONE) {
-            let Some(buffer) = ix.tensor(s).buffer() else { continue };
+            // (where the source is for this graph: a tensor pointing into a compute buffer that
+            // was freed has no storage, and its buffer must not be read)
+            let Some(buffer) = ix.storage[s as usize] else { continue };
             if buffer.usage() != sys::USAGE_WEIGHTS {
                 continue;
             }
@@ -147,6 +150,16 @@ impl<B: Backends> Assigner<'_, B> {
         for &l in &ix.leafs {
             if self.ids[l as usize] == -1 {
                 self.ids[l as usize] = self.from_current_location(l, None);
+            }
+        }
+        // (not upstream) tensors with memory that are neither nodes nor leafs (graphs built with
+        // ggml_graph_add_node: weights, results of earlier graphs) go where their memory is, as
+        // leafs do, so that a node on another backend reads a copy. Upstream gives them the
+        // backend of the node reading them, which then reads them where they are (an rpc-server's
+        // memory: a crash).
+        for &t in &ix.loose {
+            if self.ids[t as usize] == -1 && ix.storage[t as usize].is_some() {
+                self.ids[t as usize] = self.from_current_location(t, None);
             }
         }
         for (i, &n) in ix.nodes.iter().enumerate() {
