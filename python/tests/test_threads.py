@@ -83,7 +83,10 @@ def test_close_while_another_thread_computes():
                 sched.compute(graph)
                 assert y.get()[0, 0] == 256.0
                 started.set()
-        except g.ClosedError as e:
+        except (g.ClosedError, g.NotAllocatedError) as e:
+            # the close lands anywhere in the loop: on a call into the closed scheduler
+            # (ClosedError), or between alloc and x.set, where x lost the memory the closed
+            # scheduler gave it (NotAllocatedError); either way a raise, never a crash
             outcome.append(e)
         except BaseException as e:
             outcome.append(e)
@@ -95,4 +98,4 @@ def test_close_while_another_thread_computes():
     cpu.close()  # closes the scheduler first
     ctx.close()
     t.join(60)
-    assert len(outcome) == 1 and isinstance(outcome[0], g.ClosedError), outcome
+    assert len(outcome) == 1 and isinstance(outcome[0], (g.ClosedError, g.NotAllocatedError)), outcome
