@@ -9,6 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define FAKE_MAX_BUFFERS 256
+#define FAKE_SCRIBBLES 4
 
 struct fake_ctx {
     struct fake_options opts;
@@ -21,12 +26,44 @@ struct fake_ctx {
     ggml_guid guid;
     int allocs_before_failing; // fake_backend_fail_allocs
     int allocs_to_fail;
+    // opts.remote: the live buffers, unprotected while the fake works on them
+    struct fake_buffer * live[FAKE_MAX_BUFFERS];
+    int n_live;
+    int n_open; // nesting of fake_open/fake_close
+    // opts.scribble_freed_buffers: the blocks taken
+    void ** scribbles;
+    int n_scribbles;
 };
 
 struct fake_buffer {
     struct fake_ctx * ctx;
     void * mem;
+    size_t mapped; // opts.remote: the length of the mapping at mem
 };
+
+// opts.remote: the fake's own accesses to its memory happen between fake_open and fake_close
+static void fake_protect(struct fake_ctx * ctx, int prot) {
+    for (int i = 0; i < ctx->n_live; i++) {
+        if (mprotect(ctx->live[i]->mem, ctx->live[i]->mapped, prot) != 0) {
+            perror("fake backend: mprotect");
+            abort();
+        }
+    }
+}
+
+static void fake_open(struct fake_ctx * ctx) {
+    if (ctx->opts.remote && ctx->n_open++ == 0) {
+        fake_protect(ctx, PROT_READ | PROT_WRITE);
+    }
+}
+
+static void fake_close(struct fake_ctx * ctx) {
+    if (ctx->opts.remote && --ctx->n_open == 0) {
+        fake_protect(ctx, PROT_NONE);
+    }
+}
+
+static struct fake_ctx * ctx_of_buf(ggml_backend_buffer_t buf) { return ((struct fake_buffer *) buf->context)->ctx; }
 
 static struct fake_ctx * ctx_of_buft(ggml_backend_buffer_type_t buft) { return (struct fake_ctx *) buft->context; }
 
@@ -34,8 +71,19 @@ static struct fake_ctx * ctx_of_buft(ggml_backend_buffer_type_t buft) { return (
 
 static void fb_free(ggml_backend_buffer_t buf) {
     struct fake_buffer * fb = (struct fake_buffer *) buf->context;
-    fb->ctx->stats.buffers_free++;
-    free(fb->mem);
+    struct fake_ctx * ctx = fb->ctx;
+    ctx->stats.buffers_free++;
+    if (ctx->opts.remote) {
+        for (int i = 0; i < ctx->n_live; i++) {
+            if (ctx->live[i] == fb) {
+                ctx->live[i] = ctx->live[--ctx->n_live];
+                break;
+            }
+        }
+        munmap(fb->mem, fb->mapped);
+    } else {
+        free(fb->mem);
+    }
     free(fb);
 }
 
@@ -53,18 +101,27 @@ static enum ggml_status fb_init_tensor(ggml_backend_buffer_t buf, struct ggml_te
 }
 
 static void fb_memset(ggml_backend_buffer_t buf, struct ggml_tensor * t, uint8_t v, size_t off, size_t size) {
-    ((struct fake_buffer *) buf->context)->ctx->stats.memset_calls++;
+    struct fake_ctx * ctx = ctx_of_buf(buf);
+    ctx->stats.memset_calls++;
+    fake_open(ctx);
     memset((char *) t->data + off, v, size);
+    fake_close(ctx);
 }
 
 static void fb_set(ggml_backend_buffer_t buf, struct ggml_tensor * t, const void * data, size_t off, size_t size) {
-    ((struct fake_buffer *) buf->context)->ctx->stats.set_calls++;
+    struct fake_ctx * ctx = ctx_of_buf(buf);
+    ctx->stats.set_calls++;
+    fake_open(ctx);
     memcpy((char *) t->data + off, data, size);
+    fake_close(ctx);
 }
 
 static void fb_get(ggml_backend_buffer_t buf, const struct ggml_tensor * t, void * data, size_t off, size_t size) {
-    ((struct fake_buffer *) buf->context)->ctx->stats.get_calls++;
+    struct fake_ctx * ctx = ctx_of_buf(buf);
+    ctx->stats.get_calls++;
+    fake_open(ctx);
     memcpy(data, (const char *) t->data + off, size);
+    fake_close(ctx);
 }
 
 // copies only between fake buffers (like a device-to-device copy); anything else is declined
@@ -75,13 +132,17 @@ static bool fb_cpy(ggml_backend_buffer_t buf, const struct ggml_tensor * src, st
         return false;
     }
     fb->ctx->stats.cpy_calls++;
+    fake_open(fb->ctx);
     memcpy(dst->data, src->data, ggml_nbytes(src));
+    fake_close(fb->ctx);
     return true;
 }
 
 static void fb_clear(ggml_backend_buffer_t buf, uint8_t v) {
     struct fake_buffer * fb = (struct fake_buffer *) buf->context;
+    fake_open(fb->ctx);
     memset(fb->mem, v, buf->size + fb->ctx->opts.alignment);
+    fake_close(fb->ctx);
 }
 
 static const struct ggml_backend_buffer_i fake_buffer_i = {
@@ -109,9 +170,32 @@ static ggml_backend_buffer_t fbt_alloc(ggml_backend_buffer_type_t buft, size_t s
         ctx->stats.buffers_refused++;
         return NULL;
     }
+    if (ctx->opts.scribble_freed_buffers) {
+        ctx->scribbles = (void **) realloc(ctx->scribbles, (ctx->n_scribbles + FAKE_SCRIBBLES) * sizeof(void *));
+        for (int i = 0; i < FAKE_SCRIBBLES; i++) {
+            void * p = malloc(sizeof(struct ggml_backend_buffer));
+            memset(p, 0xA5, sizeof(struct ggml_backend_buffer));
+            ctx->scribbles[ctx->n_scribbles++] = p;
+        }
+    }
     struct fake_buffer * fb = (struct fake_buffer *) calloc(1, sizeof(*fb));
     fb->ctx = ctx;
-    fb->mem = calloc(1, size + ctx->opts.alignment);
+    if (ctx->opts.remote) {
+        if (ctx->n_live == FAKE_MAX_BUFFERS) {
+            fprintf(stderr, "fake backend: more than %d remote buffers\n", FAKE_MAX_BUFFERS);
+            abort();
+        }
+        size_t page = (size_t) sysconf(_SC_PAGESIZE);
+        fb->mapped = (size + ctx->opts.alignment + page - 1) / page * page;
+        fb->mem = mmap(NULL, fb->mapped, ctx->n_open > 0 ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (fb->mem == MAP_FAILED) {
+            perror("fake backend: mmap");
+            abort();
+        }
+        ctx->live[ctx->n_live++] = fb;
+    } else {
+        fb->mem = calloc(1, size + ctx->opts.alignment);
+    }
     ctx->stats.buffers_alloc++;
     return ggml_backend_buffer_init(buft, fake_buffer_i, fb, size);
 }
@@ -177,6 +261,10 @@ static const char * fk_name(ggml_backend_t b) { return ctx_of_backend(b)->name; 
 
 static void fk_free(ggml_backend_t b) {
     struct fake_ctx * ctx = ctx_of_backend(b);
+    for (int i = 0; i < ctx->n_scribbles; i++) {
+        free(ctx->scribbles[i]);
+    }
+    free(ctx->scribbles);
     ggml_backend_free(ctx->cpu);
     free(ctx);
 }
@@ -185,7 +273,10 @@ static enum ggml_status fk_compute(ggml_backend_t b, struct ggml_cgraph * g) {
     struct fake_ctx * ctx = ctx_of_backend(b);
     ctx->stats.graph_computes++;
     ctx->stats.nodes_computed += ggml_graph_n_nodes(g);
-    return ggml_backend_graph_compute(ctx->cpu, g);
+    fake_open(ctx);
+    enum ggml_status status = ggml_backend_graph_compute(ctx->cpu, g);
+    fake_close(ctx);
+    return status;
 }
 
 static void fk_event_record(ggml_backend_t b, ggml_backend_event_t e) { (void) e; ctx_of_backend(b)->stats.events_recorded++; }

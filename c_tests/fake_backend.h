@@ -38,6 +38,17 @@ struct fake_options {
     bool events;                 // provide events (needed for pipeline parallelism tests)
     fake_supports_op_fn supports_op; // NULL: everything the CPU backend supports
     fake_supports_op_fn offload_op;  // NULL: never asks for offload
+    // memory nobody else can read, as a remote device's (an rpc-server): the buffers are
+    // mprotect'ed PROT_NONE except while the fake itself reads or writes them (tensor get/set,
+    // memset, copies, clear, graph compute), so another backend that reads them directly
+    // crashes (SIGSEGV) instead of quietly reading device memory as if it were host memory
+    bool remote;
+    // each buffer allocation first takes a few blocks the size of a `struct ggml_backend_buffer`
+    // and fills them with 0xA5 (kept until the backend is freed): the struct of a buffer freed
+    // just before (glibc hands back the newest freed block of a size first) is then garbage at
+    // once, as it may be after any free, so a stale tensor->buffer read crashes instead of
+    // reading the old, still intact values
+    bool scribble_freed_buffers;
 };
 
 // Creates the fake backend (and its device and buffer type). Free with ggml_backend_free.

@@ -285,12 +285,23 @@ static void test_reserve_between_alloc_and_compute_refused(void) {
     CHECK(ggml_backend_sched_graph_compute(sched, ga) == GGML_STATUS_SUCCESS, "compute ga after reserving ga");
     CHECK_FLOAT(get0(a), 8.0);
 
-    // reset after the reserve: compute allocates the graph itself, as documented
+    // reset after the reserve: compute allocates the graph itself, as documented. x was computed
+    // over in place by the last compute and nobody can set it inside this call, so the compute is
+    // refused naming x (never run on its lost bytes); allocated and set again, it computes
     ggml_backend_sched_reset(sched);
     CHECK(ggml_backend_sched_alloc_graph(sched, ga), "alloc ga");
     CHECK(ggml_backend_sched_reserve(sched, gb), "reserve gb");
     ggml_backend_sched_reset(sched);
-    CHECK(ggml_backend_sched_graph_compute(sched, ga) == GGML_STATUS_SUCCESS, "reset, then compute allocates");
+    log_capture_begin();
+    st = ggml_backend_sched_graph_compute(sched, ga);
+    ggml_log_set(NULL, NULL);
+    CHECK(st == GGML_STATUS_FAILED, "reset, then compute allocates; x is lost: status %d", (int) st);
+    CHECK(strstr(g_log, "input tensor 'x'") != NULL, "message names x: %s", g_log);
+    ggml_backend_sched_reset(sched);
+    CHECK(ggml_backend_sched_alloc_graph(sched, ga), "alloc ga");
+    set_all(x, 5.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, ga) == GGML_STATUS_SUCCESS, "compute ga");
+    CHECK_FLOAT(get0(a), 10.0);
     ggml_backend_sched_free(sched);
     ggml_free(ctx);
     ggml_backend_free(cpu);

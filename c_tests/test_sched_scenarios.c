@@ -8,6 +8,11 @@
 //   next graph computes from again keeps its value, or the compute is refused naming it;
 // - with one backend: the buffer a llama.cpp-style reservation sizes holds every smaller shape;
 //   GGML_SCHED_DEBUG_REALLOC aborts only for a buffer that really grows;
+// - a graph whose tensors point into compute buffers the scheduler freed (a bigger graph
+//   reallocated them) is placed anew without reading the freed buffers; a result that was in
+//   them is named;
+// - a tensor with data that is neither a node nor a leaf (ggml_graph_add_node graphs) goes with
+//   its buffer, as a leaf, so a reader on another backend gets a copy;
 // - op offload, the eval callback, the split plan dump.
 #include "check.h"
 #include "fake_backend.h"
@@ -730,6 +735,222 @@ static void realloc_debug_growth(void) {
     ggml_backend_sched_alloc_graph(sched, chain_graph(ctx, 64)); // grows the buffer: aborts
 }
 
+// x (input) -> n1 = scale(x, 2) on FAKE -> n2 = sqr(n1) on the CPU, n elements
+struct scale_sqr {
+    int n;
+    struct ggml_tensor * x, * n1, * n2;
+    struct ggml_cgraph * g;
+};
+
+static struct scale_sqr scale_sqr_new(struct ggml_context * ctx, int n, int k) {
+    struct scale_sqr s = { n, NULL, NULL, NULL, NULL };
+    s.x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_format_name(s.x, "x%d.%d", n, k);
+    ggml_set_input(s.x);
+    s.n1 = ggml_scale(ctx, s.x, 2.0f);
+    ggml_format_name(s.n1, "n1.%d.%d", n, k);
+    s.n2 = ggml_sqr(ctx, s.n1);
+    ggml_format_name(s.n2, "n2.%d.%d", n, k);
+    ggml_set_output(s.n2);
+    s.g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(s.g, s.n2);
+    return s;
+}
+
+// reset, allocate, compute with x = v; checks every element of n2. n2 goes to the CPU, or with
+// cpu NULL where the scheduler puts it (after n1: on FAKE, whose supports_op is then asked)
+static void scale_sqr_run(ggml_backend_sched_t sched, ggml_backend_t fake, ggml_backend_t cpu, const struct scale_sqr * s, float v, const char * what) {
+    ggml_backend_sched_reset(sched);
+    ggml_backend_sched_set_tensor_backend(sched, s->n1, fake);
+    if (cpu) {
+        ggml_backend_sched_set_tensor_backend(sched, s->n2, cpu);
+    }
+    CHECK(ggml_backend_sched_alloc_graph(sched, s->g), "%s: alloc %s", what, ggml_get_name(s->n2));
+    CHECK(ggml_backend_sched_get_tensor_backend(sched, s->n1) == fake, "%s: %s on FAKE", what, ggml_get_name(s->n1));
+    float * buf = (float *) malloc(s->n * sizeof(float));
+    for (int i = 0; i < s->n; i++) {
+        buf[i] = v + (float) (i % 7);
+    }
+    ggml_backend_tensor_set(s->x, buf, 0, s->n * sizeof(float));
+    CHECK(ggml_backend_sched_graph_compute(sched, s->g) == GGML_STATUS_SUCCESS, "%s: compute %s", what, ggml_get_name(s->n2));
+    ggml_backend_tensor_get(s->n2, buf, 0, s->n * sizeof(float));
+    for (int i = 0; i < s->n; i++) {
+        float want = (2.0f * (v + (float) (i % 7))) * (2.0f * (v + (float) (i % 7)));
+        CHECK(buf[i] == want, "%s: %s[%d] = %g, expected %g", what, ggml_get_name(s->n2), i, buf[i], want);
+    }
+    free(buf);
+}
+
+// as a CUDA backend does in supports_op: look at the type of each source's buffer
+static bool looks_at_source_buffers(const struct ggml_tensor * op) {
+    for (int i = 0; i < GGML_MAX_SRC; i++) {
+        if (op->src[i] && op->src[i]->buffer && ggml_backend_buft_name(ggml_backend_buffer_get_type(op->src[i]->buffer))[0] == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// A graph allocated again after a bigger graph made the scheduler reallocate its compute
+// buffers: the graph's tensors still point into the freed buffers (tensor->buffer). The
+// scheduler places them anew without reading the freed buffers, nor letting a backend's
+// supports_op read them, also when the graph was allocated so many graphs before the
+// reallocation that the allocator's recent history no longer holds it. The fake scribbles over
+// the struct of a buffer freed just before it allocates (as malloc may at any time): reading a
+// freed buffer crashes here, without valgrind.
+static void test_graph_placed_in_a_freed_compute_buffer(void) {
+    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .scribble_freed_buffers = true, .supports_op = looks_at_source_buffers });
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_init_params p = { 512 * ggml_tensor_overhead() + 32 * ggml_graph_overhead(), NULL, true };
+    struct ggml_context * ctx = ggml_init(p);
+
+    struct scale_sqr small = scale_sqr_new(ctx, 4, 0);
+    struct scale_sqr big = scale_sqr_new(ctx, 4096, 0);
+    scale_sqr_run(sched, fake, cpu, &small, 1.0f, "small");
+    int allocs = fake_backend_stats(fake)->buffers_alloc;
+    scale_sqr_run(sched, fake, cpu, &big, 2.0f, "big");
+    CHECK(fake_backend_stats(fake)->buffers_alloc > allocs, "the big graph reallocates the device's compute buffer");
+    scale_sqr_run(sched, fake, cpu, &small, 3.0f, "small after big");
+    scale_sqr_run(sched, fake, cpu, &big, 4.0f, "big again");
+    // the scheduler decides where n2 goes, asking the fake's supports_op
+    struct scale_sqr small2 = scale_sqr_new(ctx, 4, 100);
+    struct scale_sqr big2 = scale_sqr_new(ctx, 8192, 100);
+    scale_sqr_run(sched, fake, NULL, &small2, 1.5f, "small, n2 placed by the scheduler");
+    scale_sqr_run(sched, fake, NULL, &big2, 2.5f, "bigger, n2 placed by the scheduler");
+    scale_sqr_run(sched, fake, NULL, &small2, 3.5f, "small after bigger, n2 placed by the scheduler");
+
+    // the small graph, then many other graphs (the allocator's history forgets it), then a
+    // bigger one that reallocates, then the small one again
+    scale_sqr_run(sched, fake, cpu, &small, 5.0f, "small before many");
+    for (int k = 1; k <= 12; k++) {
+        struct scale_sqr other = scale_sqr_new(ctx, 4 + k, k);
+        scale_sqr_run(sched, fake, cpu, &other, (float) k, "another graph");
+    }
+    struct scale_sqr huge = scale_sqr_new(ctx, 16384, 0);
+    allocs = fake_backend_stats(fake)->buffers_alloc;
+    scale_sqr_run(sched, fake, cpu, &huge, 6.0f, "huge");
+    CHECK(fake_backend_stats(fake)->buffers_alloc > allocs, "the huge graph reallocates the device's compute buffer");
+    scale_sqr_run(sched, fake, cpu, &small, 7.0f, "small after many and huge");
+    scale_sqr_run(sched, fake, cpu, &big, 8.0f, "big after huge");
+
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
+// A result of a graph, read by a later graph (ggml_graph_add_node: it is neither a node nor a
+// leaf of that graph) after a bigger graph reallocated the compute buffer that held it: the
+// allocation fails naming it, without reading the freed buffer.
+static void test_result_in_a_freed_compute_buffer_is_named(void) {
+    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .scribble_freed_buffers = true });
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_init_params p = { 64 * ggml_tensor_overhead() + 8 * ggml_graph_overhead(), NULL, true };
+    struct ggml_context * ctx = ggml_init(p);
+
+    struct scale_sqr small = scale_sqr_new(ctx, 4, 0);
+    struct scale_sqr big = scale_sqr_new(ctx, 4096, 0);
+    scale_sqr_run(sched, fake, cpu, &small, 1.0f, "small");
+    scale_sqr_run(sched, fake, cpu, &big, 2.0f, "big");
+    // r = n1 of the small graph + 1, on the CPU
+    struct ggml_tensor * r = ggml_scale_bias(ctx, small.n1, 1.0f, 1.0f);
+    ggml_set_name(r, "r");
+    ggml_set_output(r);
+    r->flags |= GGML_TENSOR_FLAG_COMPUTE;
+    struct ggml_cgraph * gr = ggml_new_graph(ctx);
+    ggml_graph_add_node(gr, r);
+    ggml_backend_sched_reset(sched);
+    ggml_backend_sched_set_tensor_backend(sched, r, cpu);
+    log_capture_begin();
+    CHECK(!ggml_backend_sched_alloc_graph(sched, gr), "n1's compute buffer was freed: allocation must fail");
+    ggml_log_set(NULL, NULL);
+    CHECK(strstr(g_log, "tensor 'n1.4.0'") != NULL && strstr(g_log, "reallocated") != NULL, "the message names the tensor and why: %s", g_log);
+
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
+// A tensor with data on a device whose memory the CPU cannot read, read by a node on the CPU in
+// a graph built with ggml_graph_add_node (so it is neither a node nor a leaf of the graph): a
+// weight (op NONE, in a buffer of the device), and a result of an earlier graph on the device.
+// Its backend is the one of its buffer, as for a leaf, and the CPU reads a copy (upstream gives
+// it the CPU, its reader's backend, and the CPU reads device memory: with an rpc-server, a
+// segfault; the fake's remote memory crashes the same way).
+static void test_unlisted_source_on_a_remote_device_is_copied(void) {
+    ggml_backend_t fake = fake_backend_new(&(struct fake_options){ .remote = true });
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_context * ctx = new_ctx();
+
+    // a weight in a buffer of the device
+    struct ggml_init_params pw = { 4 * ggml_tensor_overhead(), NULL, true };
+    struct ggml_context * wctx = ggml_init(pw);
+    struct ggml_tensor * w = vec(wctx, "w", 16);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, fake_backend_buft(fake));
+    ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    set_all(w, 5.0f);
+
+    // a result of an earlier graph, computed on the device: emb = img * 0.5 + img
+    struct ggml_tensor * img = vec(ctx, "img", 16);
+    ggml_set_input(img);
+    struct ggml_tensor * e1 = ggml_scale(ctx, img, 0.5f);
+    struct ggml_tensor * emb = ggml_add(ctx, e1, img);
+    ggml_set_name(emb, "emb");
+    ggml_set_output(emb);
+    struct ggml_cgraph * genc = ggml_new_graph(ctx);
+    ggml_build_forward_expand(genc, emb);
+    ggml_backend_sched_set_tensor_backend(sched, e1, fake);
+    ggml_backend_sched_set_tensor_backend(sched, emb, fake);
+    CHECK(ggml_backend_sched_alloc_graph(sched, genc), "alloc encoder");
+    set_all(img, 2.0f);
+    CHECK(ggml_backend_sched_graph_compute(sched, genc) == GGML_STATUS_SUCCESS, "compute encoder");
+    CHECK_FLOAT(get0(emb), 3.0);
+    CHECK(ggml_backend_buffer_get_type(emb->buffer) == fake_backend_buft(fake), "emb lives on the device");
+
+    // out = tok * 10 + w + emb on the CPU
+    struct ggml_tensor * tok = vec(ctx, "tok", 16);
+    ggml_set_input(tok);
+    struct ggml_tensor * t = ggml_scale(ctx, tok, 10.0f);
+    struct ggml_tensor * tw = ggml_add(ctx, t, w);
+    struct ggml_tensor * out = ggml_add(ctx, tw, emb);
+    ggml_set_name(out, "out");
+    ggml_set_output(out);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    struct ggml_tensor * nodes[3] = { t, tw, out };
+    for (int i = 0; i < 3; i++) {
+        nodes[i]->flags |= GGML_TENSOR_FLAG_COMPUTE;
+        ggml_graph_add_node(g, nodes[i]);
+    }
+    for (int round = 0; round < 3; round++) {
+        ggml_backend_sched_reset(sched);
+        for (int i = 0; i < 3; i++) {
+            ggml_backend_sched_set_tensor_backend(sched, nodes[i], cpu);
+        }
+        CHECK(ggml_backend_sched_alloc_graph(sched, g), "alloc, round %d", round);
+        CHECK(ggml_backend_sched_get_tensor_backend(sched, w) == fake, "round %d: the weight w goes with its buffer (FAKE), got %s", round,
+              ggml_backend_sched_get_tensor_backend(sched, w) ? ggml_backend_name(ggml_backend_sched_get_tensor_backend(sched, w)) : "none");
+        CHECK(ggml_backend_sched_get_tensor_backend(sched, emb) == fake, "round %d: emb goes with its buffer (FAKE), got %s", round,
+              ggml_backend_sched_get_tensor_backend(sched, emb) ? ggml_backend_name(ggml_backend_sched_get_tensor_backend(sched, emb)) : "none");
+        set_all(tok, 1.0f + round);
+        CHECK(ggml_backend_sched_graph_compute(sched, g) == GGML_STATUS_SUCCESS, "compute, round %d", round);
+        CHECK_FLOAT(get0(out), 10.0 * (1 + round) + 5.0 + 3.0);
+    }
+
+    ggml_backend_sched_free(sched);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
 static void test_realloc_debug_counts_real_reallocations(void) {
     realloc_debug_smaller_graph();
     if (ggml_rs_sched_counters) {
@@ -935,6 +1156,9 @@ int main(int argc, char ** argv) {
     RUN(test_reserve_and_sizes);
     RUN(test_input_carried_into_the_next_graph);
     RUN(test_input_carried_into_the_next_graph_two_backends);
+    RUN(test_graph_placed_in_a_freed_compute_buffer);
+    RUN(test_result_in_a_freed_compute_buffer_is_named);
+    RUN(test_unlisted_source_on_a_remote_device_is_copied);
     RUN(test_realloc_debug_counts_real_reallocations);
     RUN(test_reserved_buffer_holds_every_smaller_shape);
     printf("%d tests passed\n", g_tests_run);

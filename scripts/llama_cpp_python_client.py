@@ -3,9 +3,11 @@
 llama-cpp-python loads libllama with ctypes (dlopen, RTLD_LOCAL) from LLAMA_CPP_LIB_PATH, so
 ggml-base arrives long after the interpreter started: the case a preloaded ggml-rs must handle.
 
-    llama_cpp_python_client.py run MODEL PROMPT N_GEN LOGITS.npy
+    llama_cpp_python_client.py run MODEL PROMPT N_GEN LOGITS.npy [N_CTX N_BATCH N_UBATCH]
         greedy completion with logits for every position; prints the completion text and a
-        sha256 of the logits to stdout, writes the logits to LOGITS.npy
+        sha256 of the logits to stdout, writes the logits to LOGITS.npy (default context 256,
+        batch 64, ubatch = batch); the model is closed before the end, so llama.cpp's own check
+        of the compute buffer size ("matches expectation") is logged
     llama_cpp_python_client.py compare A.npy B.npy
         exit 0 when the two logits arrays are bit for bit the same; prints the max abs difference
 
@@ -18,14 +20,15 @@ import sys
 import numpy as np
 
 
-def run(model: str, prompt: str, n_gen: int, out: str) -> None:
+def run(model: str, prompt: str, n_gen: int, out: str, n_ctx: int = 256, n_batch: int = 64, n_ubatch: int = 0) -> None:
     from llama_cpp import Llama
 
     # verbose: llama's log (and ggml-rs's GGML_RS_LOG line) reaches stderr
     llm = Llama(
         model_path=model,
-        n_ctx=256,
-        n_batch=64,
+        n_ctx=n_ctx,
+        n_batch=n_batch,
+        n_ubatch=n_ubatch or n_batch,
         n_threads=2,
         n_threads_batch=2,
         logits_all=True,
@@ -40,6 +43,7 @@ def run(model: str, prompt: str, n_gen: int, out: str) -> None:
     print("completion:", repr(text))
     print("tokens:", llm.n_tokens, "logits shape:", logits.shape)
     print("logits_sha256:", hashlib.sha256(logits.tobytes()).hexdigest())
+    llm.close()
 
 
 def compare(a_path: str, b_path: str) -> int:
@@ -54,8 +58,8 @@ def compare(a_path: str, b_path: str) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "run":
-        run(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    if len(sys.argv) in (6, 9) and sys.argv[1] == "run":
+        run(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], *map(int, sys.argv[6:]))
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         sys.exit(compare(sys.argv[2], sys.argv[3]))
     else:

@@ -16,6 +16,8 @@
 #      settings, link-time and LD_PRELOAD
 #   9. LD_PRELOAD into any process: programs without ggml start as usual; a C client and
 #      llama-cpp-python that dlopen libllama (RTLD_LOCAL) get the same tokens and logits, on ggml-rs
+#  10. the Python package (python/): installed into a clean venv as a user would, its pytest suite
+#      (seed scenarios of both allocators, two schedulers in two threads, misuse) on our build
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -33,10 +35,10 @@ setup_tools || exit 1
 make_models || exit 1
 
 step "1. Rust tests"
-check "cargo fmt --check" bash -c "cd '$ROOT' && cargo fmt --all --check 2>&1 | tail -n 20"
-check "cargo clippy --workspace --all-targets -D warnings" bash -c "cd '$ROOT' && cargo clippy --workspace --all-targets -- -D warnings 2>&1 | tail -n 20"
-check "cargo test (unit, property, header drift; every crate)" bash -c "cd '$ROOT' && cargo test --workspace --lib 2>&1 | tail -n 25"
-check "planner fuzz ($PLAN_FUZZ random graphs)" bash -c \
+check "cargo fmt --check" bash -o pipefail -c "cd '$ROOT' && cargo fmt --all --check 2>&1 | tail -n 20"
+check "cargo clippy --workspace --all-targets -D warnings" bash -o pipefail -c "cd '$ROOT' && cargo clippy --workspace --all-targets -- -D warnings 2>&1 | tail -n 20"
+check "cargo test (unit, property, header drift; every crate)" bash -o pipefail -c "cd '$ROOT' && cargo test --workspace --lib 2>&1 | tail -n 25"
+check "planner fuzz ($PLAN_FUZZ random graphs)" bash -o pipefail -c \
     "cd '$ROOT' && GGML_RS_PLAN_FUZZ=$PLAN_FUZZ cargo test --release -p ggml-plan --lib plan_tests::fuzz_from_env 2>&1 | tail -n 3"
 
 step "2. build"
@@ -48,8 +50,8 @@ step "3. ABI"
 check "ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh"
 
 step "4. C tests"
-check "ctest (our build)" bash -c "cd '$BUILD_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' 2>&1 | tail -n 15"
-check "ctest (reference build, tests that hold for upstream)" bash -c "cd '$BUILD_STOCK' && ctest --output-on-failure -R '^test_backend_core$' 2>&1 | tail -n 5"
+check "ctest (our build)" bash -o pipefail -c "cd '$BUILD_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' 2>&1 | tail -n 15"
+check "ctest (reference build, tests that hold for upstream)" bash -o pipefail -c "cd '$BUILD_STOCK' && ctest --output-on-failure -R '^test_backend_core$' 2>&1 | tail -n 5"
 # the scenarios that reproduce upstream's bugs must fail on upstream, else they test nothing
 upstream_fails() {
     local prog=$1 bad=0
@@ -74,7 +76,8 @@ check "upstream fails the allocator fuzz (changed graphs replayed by position)" 
 check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
     test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
     test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph \
-    test_input_carried_into_the_next_graph_two_backends
+    test_input_carried_into_the_next_graph_two_backends test_graph_placed_in_a_freed_compute_buffer \
+    test_result_in_a_freed_compute_buffer_is_named test_unlisted_source_on_a_remote_device_is_copied
 # misuse and failure: upstream leaves tensors in freed buffers, allocates sources it never computes
 # (crashes when they are read through a view), computes a graph a reserve or split took the
 # memory of (a crash after split_graph), and does not try a refused compute buffer again in a
@@ -86,8 +89,8 @@ check "upstream fails the misuse scenarios" upstream_fails test_misuse \
     test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once
 
 step "5. upstream's test programs on our library"
-check "test-alloc" bash -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
-check "test-opt" bash -c "'$BUILD_OURS/bin/test-opt' > '$T/opt.log' 2>&1; rc=\$?; grep -c OK '$T/opt.log'; tail -n 2 '$T/opt.log'; exit \$rc"
+check "test-alloc" bash -o pipefail -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
+check "test-opt" bash -o pipefail -c "'$BUILD_OURS/bin/test-opt' > '$T/opt.log' 2>&1; rc=\$?; grep -c OK '$T/opt.log'; tail -n 2 '$T/opt.log'; exit \$rc"
 # grad mode on the CPU backend, every op except those whose gradient tests abort or fail on
 # upstream itself at the pin (no backward pass in ggml.c, or a failing check), and MUL_MAT, which
 # takes minutes; the same selection runs on the reference build and the results are compared
@@ -101,13 +104,13 @@ grad() {
 }
 check "test-backend-ops grad -b CPU (reference)" grad "$BUILD_STOCK" reference
 check "test-backend-ops grad -b CPU (ours)" grad "$BUILD_OURS" ours
-check "test-backend-ops grad: same results" bash -c \
+check "test-backend-ops grad: same results" bash -o pipefail -c \
     "diff <(grep -E 'OK|FAIL' '$T/grad-reference.log' | sed 's/\x1b\[[0-9;]*m//g') <(grep -E 'OK|FAIL' '$T/grad-ours.log' | sed 's/\x1b\[[0-9;]*m//g') > /dev/null"
-check "test-backend-ops support -b CPU: same as reference" bash -c \
+check "test-backend-ops support -b CPU: same as reference" bash -o pipefail -c \
     "diff <('$BUILD_STOCK/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') <('$BUILD_OURS/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') > /dev/null"
 
 step "6. upstream llama.cpp's tests on our library"
-check "test-tiled-mulmat" bash -c "'$BUILD_OURS/bin/test-tiled-mulmat' > '$T/tiled.log' 2>&1; rc=\$?; echo \"\$(grep -c PASS '$T/tiled.log') PASS, \$(grep -c FAIL '$T/tiled.log') FAIL\"; exit \$rc"
+check "test-tiled-mulmat" bash -o pipefail -c "'$BUILD_OURS/bin/test-tiled-mulmat' > '$T/tiled.log' 2>&1; rc=\$?; echo \"\$(grep -c PASS '$T/tiled.log') PASS, \$(grep -c FAIL '$T/tiled.log') FAIL\"; exit \$rc"
 # test-llama-archs builds a random model of every architecture llama.cpp knows, runs it on each
 # device against the CPU and through a save/load round trip; -o writes the models instead
 archs() {
@@ -118,7 +121,7 @@ archs() {
 }
 check "test-llama-archs (every architecture, CPU)" archs
 mkdir -p "$T/arch-models"
-check "test-llama-archs -o: a model of every architecture" bash -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
+check "test-llama-archs -o: a model of every architecture" bash -o pipefail -c "'$BUILD_OURS/bin/test-llama-archs' -o '$T/arch-models' > /dev/null 2>&1 && ls '$T/arch-models' | wc -l"
 per_model() {
     # in the scratch folder: test-save-load-state writes its state file to the working directory
     (cd "$T" && "$BUILD_OURS/bin/$1" --models "$T/arch-models") > "$T/$1.log" 2>&1
@@ -131,10 +134,10 @@ check "test-recurrent-state-rollback --models (every architecture)" per_model te
 rm -rf "$T/arch-models"
 # its exit status says whether a thread failed: its last log line may be lost at exit (the logger
 # prints from a background thread), so the line is shown, not required
-check "test-thread-safety (4 sequences, 2 threads)" bash -c \
+check "test-thread-safety (4 sequences, 2 threads)" bash -o pipefail -c \
     "'$BUILD_OURS/bin/test-thread-safety' -m '$MODELS/tiny-f32.gguf' -ngl 99 -p 'The meaning of life is' -n 64 -c 256 -ub 32 -np 4 -t 2 > '$T/threads.log' 2>&1; rc=\$?; grep -a -c '^.*Context [0-9]/4:' '$T/threads.log'; grep -a 'failed' '$T/threads.log'; exit \$rc"
-check "test-state-restore-fragmented" bash -c "'$BUILD_OURS/bin/test-state-restore-fragmented' -m '$MODELS/tiny-f32.gguf' 2>&1 | grep -a SUCCESS"
-check "test-autorelease, test-model-load-cancel" bash -c \
+check "test-state-restore-fragmented" bash -o pipefail -c "'$BUILD_OURS/bin/test-state-restore-fragmented' -m '$MODELS/tiny-f32.gguf' 2>&1 | grep -a SUCCESS"
+check "test-autorelease, test-model-load-cancel" bash -o pipefail -c \
     "'$BUILD_OURS/bin/test-autorelease' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1 && '$BUILD_OURS/bin/test-model-load-cancel' '$MODELS/tiny-f32.gguf' > /dev/null 2>&1"
 # backend sampling (sampler graphs through the scheduler); cpu_mixed needs a real vocabulary
 # (it aborts on upstream too with our 1024-token model)
@@ -258,7 +261,7 @@ preload() {
     cmp "$T/preload.txt" "$T/plain.txt"
 }
 check "LD_PRELOAD over the stock shared build: ours is used, same output" preload
-check "LD_PRELOAD: test-alloc and test-opt of the stock build" bash -c \
+check "LD_PRELOAD: test-alloc and test-opt of the stock build" bash -o pipefail -c \
     "LD_PRELOAD='$LIB' '$BUILD_STOCK/bin/test-alloc' | grep -c PASSED && LD_PRELOAD='$LIB' '$BUILD_STOCK/bin/test-opt' > /dev/null 2>&1"
 
 step "9. LD_PRELOAD into any process"
@@ -339,5 +342,41 @@ preload_python() {
     "$py" "$client" compare "$T/py-plain.npy" "$T/py-preload.npy"
 }
 check "LD_PRELOAD: llama-cpp-python (the pin's package), same completion and logits" preload_python
+# the issue's shape through the same client: llama-cpp-python reserves once, then decodes a long
+# prompt with logits for every position; with GGML_SCHED_DEBUG_REALLOC=1 a reallocation aborts,
+# and llama.cpp's own check at the end must say the compute buffer matches its expectation
+preload_python_no_realloc() {
+    local py client=$ROOT/scripts/llama_cpp_python_client.py model=$MODELS/medium-q8_0.gguf
+    py=$("$ROOT/scripts/llama_cpp_python.sh" | tail -n1) || return 1
+    if [ ! -f "$model" ]; then
+        "$("$ROOT/scripts/pyenv.sh" | tail -n1)" "$ROOT/scripts/gen_model.py" --size medium --type q8_0 --seed 1 --out "$model" >&2 || return 1
+    fi
+    LLAMA_CPP_LIB_PATH="$BUILD_STOCK/bin" GGML_RS_LOG=1 GGML_SCHED_DEBUG_REALLOC=1 LD_PRELOAD="$LIB" \
+        "$py" "$client" run "$model" "$LONG_PROMPT" 4 "$T/py-nr.npy" 1024 64 32 > "$T/py-nr.txt" 2> "$T/py-nr.err" \
+        || { grep -a -m1 'reallocation\|error' "$T/py-nr.err"; tail -n 3 "$T/py-nr.err"; return 1; }
+    grep -m1 -q 'ggml-rs .*: scheduler with' "$T/py-nr.err" || { echo "our scheduler was not used"; return 1; }
+    grep -a '^tokens:' "$T/py-nr.txt"
+    grep -a -m1 -o 'compute buffer size is .* matches expectation .*' "$T/py-nr.err" || { grep -a -m1 expectation "$T/py-nr.err"; return 1; }
+}
+check "LD_PRELOAD: llama-cpp-python, -c 1024 -b 64 -ub 32, all logits: the reserved buffer holds every batch" preload_python_no_realloc
+
+step "10. the Python package"
+# a clean venv, the pinned test requirements from PyPI, then `pip install ./python` as a user
+# would; pytest loads the ours build's ggml libraries and this checkout's libggml_rs
+python_package() {
+    local venv=$T/venv-ggml-rs rc
+    python3 -m venv "$venv" \
+        && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$ROOT/python/requirements-test.txt" \
+        && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "$ROOT/python" || return 1
+    # from outside the source tree, so the installed package is the one imported
+    (cd "$T" && GGML_RS_LIB_DIR="$BUILD_OURS/bin" GGML_RS_LIBRARY="$LIB" timeout 600 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+        "$ROOT/python/tests" > "$T/pytest.log" 2>&1)
+    rc=$?
+    tail -n 15 "$T/pytest.log"
+    # exit 5: no test was collected, which must not pass for a run
+    [ $rc = 5 ] && echo "pytest collected no tests"
+    return $rc
+}
+check "python: pip install ./python into a clean venv, pytest on our build" python_package
 
 summary

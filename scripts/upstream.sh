@@ -75,6 +75,27 @@ cmd_fetch() {
     log "unpacked ggml $version into $TREE"
 }
 
+# with_progress LABEL LOG COMMAND...: runs COMMAND with its output in LOG and, every 15 s while it
+# runs, prints ninja's progress ([done/total] lines): the percentage, the current target and an
+# estimate of the time left (from the pace so far; ccache hits make early estimates pessimistic)
+with_progress() {
+    local label=$1 out=$2 pid t0=$SECONDS shown=$SECONDS line done total left
+    shift 2
+    "$@" >"$out" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1
+        [ $((SECONDS - shown)) -lt 15 ] && continue
+        shown=$SECONDS
+        line=$(grep -a '^\[[0-9]*/[0-9]*\]' "$out" | tail -n 1)
+        [[ $line =~ ^\[([0-9]+)/([0-9]+)\]\ (.*)$ ]] || { log "$label: configuring ($((SECONDS - t0)) s)"; continue; }
+        done=${BASH_REMATCH[1]} total=${BASH_REMATCH[2]}
+        left=$(( (SECONDS - t0) * (total - done) / (done > 0 ? done : 1) ))
+        log "$label: $done/$total ($((100 * done / total))%), about $((left / 60)) min $((left % 60)) s left; $(cut -c1-90 <<< "${BASH_REMATCH[3]}")"
+    done
+    wait "$pid"
+}
+
 # build <variant>: variant is `stock` or `ours`
 cmd_build() {
     local variant=$1
@@ -95,8 +116,9 @@ cmd_build() {
         cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >"$CACHE/configure-$variant.log" 2>&1 \
             || { tail -40 "$CACHE/configure-$variant.log"; exit 1; }
     fi
-    log "building $variant (ggml-rs-programs and C tests)"
-    cmake --build "$build" --parallel "$JOBS" --target ggml-rs-programs all >"$CACHE/build-$variant.log" 2>&1 \
+    log "building $variant (ggml-rs-programs and C tests; full log: $CACHE/build-$variant.log)"
+    with_progress "$variant" "$CACHE/build-$variant.log" \
+        cmake --build "$build" --parallel "$JOBS" --target ggml-rs-programs all \
         || { grep -E "error|Error" "$CACHE/build-$variant.log" | head -40; tail -20 "$CACHE/build-$variant.log"; exit 1; }
     log "built $variant: $build/bin"
 }

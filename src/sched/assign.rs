@@ -73,18 +73,20 @@ impl<B: Backends> Oracle for SchedOracle<'_, B> {
     }
     #[inline]
     fn in_weights(&self, t: u32) -> bool {
-        self.ix.tensor(t).buffer().is_some_and(|b| b.usage() == sys::USAGE_WEIGHTS)
+        // where the tensor is for this graph: one pointing into a compute buffer that was freed
+        // has no storage, and its buffer must not be read
+        self.ix.storage[t as usize].is_some_and(|b| b.usage() == sys::USAGE_WEIGHTS)
     }
     #[inline]
     fn weights_on_host(&self, t: u32) -> bool {
-        self.ix.tensor(t).buffer().is_some_and(|b| self.backends.buffer_is_host(b))
+        self.ix.storage[t as usize].is_some_and(|b| self.backends.buffer_is_host(b))
     }
 }
 
 /// Assigns a backend to every node and source of `ix`, keeping the assignments already in `ids`
 /// (the user's, -1 elsewhere); aborts naming the tensor when there is none, as upstream.
 pub fn assign<'a, B: Backends>(ix: &'a GraphIndex, backends: &'a B, op_offload: bool, ids: Vec<i32>) -> Assigner<'a, SchedOracle<'a, B>> {
-    let graph = AssignGraph { nodes: &ix.nodes, leafs: &ix.leafs, srcs: &ix.srcs, view_src: &ix.view_src };
+    let graph = AssignGraph { nodes: &ix.nodes, leafs: &ix.leafs, loose: &ix.loose, srcs: &ix.srcs, view_src: &ix.view_src };
     let mut asg = Assigner { graph, oracle: SchedOracle { ix, backends }, op_offload, ids };
     match asg.run() {
         Ok(()) => asg,

@@ -3,6 +3,7 @@
 //! again. Built once per `split_graph`, or taken over from the previous `split_graph` when the
 //! graph has the same nodes, leafs, sources and view sources (checked without hashing).
 
+use crate::alloc::gallocr::Residence;
 use crate::alloc::unlisted;
 use crate::ggml::handles::Buffer;
 use crate::ggml::sys::{GGML_MAX_SRC, ggml_op, op};
@@ -27,8 +28,11 @@ pub struct GraphIndex {
     pub ops: Vec<ggml_op>,
     /// per tensor: the buffer that holds its bytes for this graph. None for tensors that will be
     /// placed by the allocator, including those still pointing into one of the scheduler's own
-    /// compute buffers from an earlier allocation (recomputed nodes, inputs written again).
+    /// compute buffers from an earlier allocation (recomputed nodes, inputs written again), or
+    /// into one it has freed since (their buffer pointer is cleared, see `locate`).
     pub storage: Vec<Option<Buffer>>,
+    /// tensors that are neither nodes nor leafs (sources and view sources outside the lists)
+    pub loose: Vec<u32>,
     /// a node reading a tensor that is neither a node nor a leaf and is never computed, and that
     /// tensor (see `alloc::unlisted`): the graph cannot be allocated
     pub unlisted: Option<(TensorRef, TensorRef)>,
@@ -40,7 +44,7 @@ pub struct GraphIndex {
 impl GraphIndex {
     /// The index of the graph `nodes`/`leafs`: `previous` (the last graph's index) when the graph
     /// is the same (then it is taken out of `previous`), else a new one.
-    pub fn of(nodes: &[TensorRef], leafs: &[TensorRef], is_compute_buffer: impl Fn(usize) -> bool, previous: &mut Option<GraphIndex>) -> GraphIndex {
+    pub fn of(nodes: &[TensorRef], leafs: &[TensorRef], residence: impl Fn(TensorRef) -> Residence, previous: &mut Option<GraphIndex>) -> GraphIndex {
         let mut ix = match previous.take() {
             Some(mut p) if p.same_graph(nodes, leafs) => {
                 for (op, t) in p.ops.iter_mut().zip(&p.tensors) {
@@ -53,7 +57,7 @@ impl GraphIndex {
                 GraphIndex::number(nodes, leafs)
             }
         };
-        ix.locate(is_compute_buffer);
+        ix.locate(residence);
         ix
     }
 
@@ -84,6 +88,7 @@ impl GraphIndex {
             view_src: Vec::with_capacity(n),
             ops: Vec::with_capacity(n),
             storage: Vec::new(),
+            loose: Vec::new(),
             unlisted: None,
             has_loose: false,
         };
@@ -113,33 +118,56 @@ impl GraphIndex {
         ix
     }
 
-    /// Where each tensor's bytes are now (`storage`), and whether a node reads a tensor the
-    /// graph never computes (`unlisted`).
-    fn locate(&mut self, is_compute_buffer: impl Fn(usize) -> bool) {
+    /// Where each tensor's bytes are now (`storage`, from the scheduler's allocator's
+    /// `residence`), the tensors outside the lists (`loose`), and whether a node reads a tensor
+    /// the graph never computes (`unlisted`).
+    fn locate(&mut self, residence: impl Fn(TensorRef) -> Residence) {
         let mut is_node = vec![false; self.tensors.len()];
         for &n in &self.nodes {
             is_node[n as usize] = true;
         }
+        let root_of = |i: usize| if self.view_src[i] == NONE { i } else { self.view_src[i] as usize };
+        let places: Vec<Residence> = self.tensors.iter().map(|&t| if t.buffer_ptr().is_null() { Residence::Elsewhere } else { residence(t) }).collect();
+        // a tensor whose place went with a compute buffer the allocator freed (and its views)
+        // points at a freed buffer: that pointer goes (its data stays, for the allocator to know
+        // it by), so that nothing reads the freed struct, backends' supports_op included (they
+        // look at their sources' buffer types); the allocator places it anew, or names it as a
+        // result that was lost
+        if places.contains(&Residence::Freed) {
+            for i in 0..self.tensors.len() {
+                if places[root_of(i)] == Residence::Freed {
+                    self.tensors[i].set_buffer(std::ptr::null_mut());
+                }
+            }
+        }
         let storage = (0..self.tensors.len())
             .map(|i| {
-                let root = if self.view_src[i] == NONE { i } else { self.view_src[i] as usize };
+                let root = root_of(i);
                 let t = self.tensors[root];
-                let buffer = t.buffer()?;
-                let replaced = is_compute_buffer(buffer.as_ptr() as usize) && (is_node[root] || t.is_input());
-                (!replaced).then_some(buffer)
+                let replaced = match places[root] {
+                    Residence::Elsewhere => false,
+                    Residence::Compute => is_node[root] || t.is_input(),
+                    Residence::Freed => true,
+                };
+                if replaced { None } else { t.buffer() }
             })
             .collect();
         self.storage = storage;
-        self.unlisted = if self.has_loose { self.find_unlisted(&is_node) } else { None };
+        self.loose.clear();
+        self.unlisted = None;
+        if self.has_loose {
+            let mut listed = is_node;
+            for &l in &self.leafs {
+                listed[l as usize] = true;
+            }
+            self.loose.extend((0..self.tensors.len() as u32).filter(|&t| !listed[t as usize]));
+            self.unlisted = self.find_unlisted(&listed);
+        }
     }
 
     /// A node that reads a tensor the graph never computes (see `alloc::unlisted`): the first in
-    /// graph order, and that tensor.
-    fn find_unlisted(&self, is_node: &[bool]) -> Option<(TensorRef, TensorRef)> {
-        let mut listed = is_node.to_vec();
-        for &l in &self.leafs {
-            listed[l as usize] = true;
-        }
+    /// graph order, and that tensor. `listed`: per tensor, whether it is a node or a leaf.
+    fn find_unlisted(&self, listed: &[bool]) -> Option<(TensorRef, TensorRef)> {
         let bad: Vec<bool> = (0..self.tensors.len()).map(|t| !listed[t] && self.view_src[t] == NONE && unlisted::is_uncomputed(self.tensors[t])).collect();
         if !bad.contains(&true) {
             return None;

@@ -319,7 +319,7 @@ impl Sched {
         let params =
             SplitParams { backends: &self.be, handles: &self.be.backends, op_offload: self.op_offload, n_copies: self.n_copies, cur_copy: self.cur_copy };
         let galloc = &self.galloc;
-        let plan = split_graph(&params, nodes, leafs, preset, |b| galloc.owns_buffer(b), &mut self.pool, &graph.view_context());
+        let plan = split_graph(&params, nodes, leafs, preset, |t| galloc.residence(t), &mut self.pool, &graph.view_context());
         self.is_reset = false;
         self.n_splits = plan.splits.len();
         if self.debug > 0 {

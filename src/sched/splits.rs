@@ -8,6 +8,7 @@
 
 use std::ffi::c_void;
 
+use crate::alloc::gallocr::Residence;
 use crate::ggml::abi_impl::ggml_backend_graph_optimize_params;
 use crate::ggml::graph::{GraphView, ViewContext, next_graph_uid};
 use crate::ggml::handles::Backend;
@@ -133,12 +134,12 @@ pub fn split_graph<B: Backends>(
     nodes: &[TensorRef],
     leafs: &[TensorRef],
     preset: Preset,
-    is_compute_buffer: impl Fn(usize) -> bool,
+    residence: impl Fn(TensorRef) -> Residence,
     pool: &mut TensorPool,
     view_ctx: &ViewContext,
 ) -> SplitPlan {
     let Preset { user, mut previous, previous_ids } = preset;
-    let ix = GraphIndex::of(nodes, leafs, is_compute_buffer, &mut previous);
+    let ix = GraphIndex::of(nodes, leafs, residence, &mut previous);
     // user assignments, then (no reset since) the previous graph's assignments
     let mut ids = match (&previous, previous_ids) {
         (None, Some(old)) if old.len() == ix.len() => old, // the same graph: the same ids

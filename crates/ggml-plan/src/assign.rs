@@ -10,7 +10,8 @@
 //!    sources; assigned nodes move up to a higher-priority backend with the same buffer type when
 //!    it supports the op and can read all sources.
 //! 4. Sources take their view source's backend or their consumer's; leftovers go to the first
-//!    backend that supports them.
+//!    backend that supports them. (Not upstream: sources with memory that are neither nodes nor
+//!    leafs were placed in pass 1, by their memory, as leafs are.)
 //! 5. (not upstream) A view always takes its source's backend, whatever it was assigned: a view
 //!    computes nothing, and a view "on" another backend than its source made upstream copy the
 //!    source's bytes before the source was computed.
@@ -31,6 +32,8 @@ pub struct AssignGraph<'a> {
     pub nodes: &'a [u32],
     /// the leaf ids, in graph order
     pub leafs: &'a [u32],
+    /// the tensors that are neither nodes nor leafs (sources outside the lists)
+    pub loose: &'a [u32],
     /// per node (by position in `nodes`): its sources, NONE for empty slots
     pub srcs: &'a [[u32; MAX_SRC]],
     /// per tensor: its view source, or NONE
@@ -178,6 +181,16 @@ impl<O: Oracle> Assigner<'_, O> {
         for &l in g.leafs {
             if self.ids[l as usize] == -1 {
                 self.ids[l as usize] = self.by_current_location(l, None)?;
+            }
+        }
+        // (not upstream) tensors with memory that are neither nodes nor leafs (graphs built with
+        // ggml_graph_add_node: weights, results of earlier graphs) go where their memory is, as
+        // leafs do, so that a node on another backend reads a copy. Upstream gives them the
+        // backend of the node reading them, which then reads them where they are (an rpc-server's
+        // memory: a crash).
+        for &t in g.loose {
+            if self.ids[t as usize] == -1 && self.oracle.storage_buft(t).is_some() {
+                self.ids[t as usize] = self.by_current_location(t, None)?;
             }
         }
         for (i, &n) in g.nodes.iter().enumerate() {

@@ -3,7 +3,7 @@
 //! supports its op, unless the user put it elsewhere; a user's assignment stays, or moves only to
 //! a higher-priority backend of the same buffer type that supports the op; views share their
 //! source's backend; tensors already in a buffer go to a backend that can use it; inputs go to
-//! the CPU; ops reading weights stay with the weights' buffer type (no op offload); and the two
+//! the CPU; tensors outside the lists go where their buffer can be read; ops reading weights stay with the weights' buffer type (no op offload); and the two
 //! errors (a buffer no backend can use, an op no backend runs) are reported with the tensor.
 
 use crate::MAX_SRC;
@@ -30,6 +30,8 @@ pub(crate) struct Scenario {
     // the graph
     pub(crate) nodes: Vec<u32>,
     pub(crate) leafs: Vec<u32>,
+    /// tensors in a buffer that are neither nodes nor leafs (read by nodes)
+    pub(crate) loose: Vec<u32>,
     pub(crate) srcs: Vec<[u32; MAX_SRC]>,
     pub(crate) view_src: Vec<u32>,
     pub(crate) op: Vec<u8>,
@@ -102,6 +104,7 @@ pub(crate) fn scenario(rng: &mut Rng, n_nodes: usize) -> Scenario {
         offload,
         nodes: Vec::new(),
         leafs: Vec::new(),
+        loose: Vec::new(),
         srcs: Vec::new(),
         view_src: Vec::new(),
         op: Vec::new(),
@@ -121,6 +124,17 @@ pub(crate) fn scenario(rng: &mut Rng, n_nodes: usize) -> Scenario {
         s.input.push(!stored && rng.chance(50));
         s.user.push(-1);
     }
+    let n_loose = if rng.chance(30) { 1 + rng.below(3) as usize } else { 0 };
+    for l in n_leafs..n_leafs + n_loose {
+        s.loose.push(l as u32);
+        s.op.push(OP_NONE);
+        s.view_src.push(NONE);
+        s.storage.push(Some(s.bufts[rng.below(n_backends as u64) as usize]));
+        s.weights.push(rng.chance(50));
+        s.input.push(false);
+        s.user.push(-1);
+    }
+    let n_leafs = n_leafs + n_loose;
     for k in 0..n_nodes {
         let id = (n_leafs + k) as u32;
         let mut srcs = [NONE; MAX_SRC];
@@ -147,7 +161,7 @@ pub(crate) fn scenario(rng: &mut Rng, n_nodes: usize) -> Scenario {
 }
 
 fn run(s: &Scenario, op_offload: bool) -> Result<Vec<i32>, AssignError> {
-    let graph = AssignGraph { nodes: &s.nodes, leafs: &s.leafs, srcs: &s.srcs, view_src: &s.view_src };
+    let graph = AssignGraph { nodes: &s.nodes, leafs: &s.leafs, loose: &s.loose, srcs: &s.srcs, view_src: &s.view_src };
     let mut asg = Assigner { graph, oracle: s, op_offload, ids: s.user.clone() };
     asg.run().map(|()| asg.ids)
 }
@@ -188,6 +202,11 @@ fn check(s: &Scenario, ids: &[i32], op_offload: bool) {
                 assert_eq!(s.bufts[b as usize], s.bufts[wb], "node {node} reads weights {w} usable on {wb}, runs on {b}");
             }
         }
+    }
+    for &l in &s.loose {
+        let b = ids[l as usize];
+        let buft = s.storage[l as usize].unwrap();
+        assert!(o.supports_buft(b as usize, buft), "loose tensor {l} in a buffer of type {buft} on backend {b}, which cannot use it");
     }
     for &l in &s.leafs {
         let b = ids[l as usize];
@@ -264,6 +283,7 @@ fn op_offload_takes_ops_reading_host_weights() {
         offload: vec![[true; N_OPS], [false; N_OPS]],
         nodes: vec![1],
         leafs: vec![0],
+        loose: vec![],
         srcs: vec![{
             let mut s = [NONE; MAX_SRC];
             s[0] = 0;

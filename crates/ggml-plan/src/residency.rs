@@ -224,6 +224,25 @@ pub struct Tombstone {
     pub lost_at: u64,
 }
 
+/// Where an allocation that fell out of the history placed a tensor (the newest such per tensor),
+/// so that freeing the chunk still leaves a tombstone for it.
+#[derive(Clone, Copy)]
+struct EvictedPlacement {
+    alloc: usize,
+    chunk: usize,
+    /// the chunk's generation when placed: only a placement in the chunk being freed counts
+    generation: u64,
+    offset: usize,
+    size: usize,
+    seq: u64,
+    result: bool,
+}
+
+/// Evicted placements kept at most (a program that makes new tensors for every graph and never
+/// grows its buffers would otherwise grow this without end); past it they are forgotten, and a
+/// tensor placed that long ago in a chunk freed since is no longer recognised.
+const MAX_EVICTED_PLACEMENTS: usize = 1 << 17;
+
 #[derive(Default)]
 pub struct Residency {
     history: VecDeque<Applied>,
@@ -232,11 +251,14 @@ pub struct Residency {
     tombstones: AddrMap<Tombstone>,
     /// results of allocations that fell out of the history: tensor address -> allocation
     evicted_results: AddrMap<u64>,
+    /// placements in the current chunks by allocations that fell out of the history: tensor
+    /// address -> placement
+    evicted_placements: AddrMap<EvictedPlacement>,
 }
 
 impl Residency {
     pub fn new(n_allocs: usize) -> Residency {
-        Residency { history: VecDeque::new(), generations: vec![Vec::new(); n_allocs], tombstones: AddrMap::default(), evicted_results: AddrMap::default() }
+        Residency { generations: vec![Vec::new(); n_allocs], ..Default::default() }
     }
 
     fn generation(&self, alloc: usize, chunk: usize) -> u64 {
@@ -260,9 +282,18 @@ impl Residency {
             if self.evicted_results.len() > 1 << 16 {
                 self.evicted_results.clear();
             }
+            if self.evicted_placements.len() > MAX_EVICTED_PLACEMENTS {
+                self.evicted_placements.clear();
+            }
             for (t, &addr) in old.tensors.iter().enumerate() {
-                if old.record.is_node[t] {
+                let result = old.record.is_node[t];
+                if result {
                     self.evicted_results.insert(addr, old.seq);
+                }
+                if let Some(p) = old.record.plan.placements[t] {
+                    let generation = old.generations[p.alloc].get(p.addr.chunk).copied().unwrap_or(0);
+                    let e = EvictedPlacement { alloc: p.alloc, chunk: p.addr.chunk, generation, offset: p.addr.offset, size: p.size, seq: old.seq, result };
+                    self.evicted_placements.insert(addr, e);
                 }
             }
         }
@@ -286,6 +317,18 @@ impl Residency {
                 stones.insert(a.tensors[t], Tombstone { data: chunk_bases[c] + start, seq: a.seq, result: a.record.is_node[t], intact, lost_at });
             }
         }
+        // then the placements of allocations the history no longer holds: their tensors point
+        // into the chunk as well (a graph allocated many graphs ago and allocated again now)
+        for (&addr, e) in &self.evicted_placements {
+            if e.alloc != alloc || e.chunk >= chunk_bases.len() || e.generation != self.generation(alloc, e.chunk) || stones.contains_key(&addr) {
+                continue;
+            }
+            // intact when no allocation of the history wrote there since
+            let intact = self.contents(alloc, e.chunk, e.offset, e.offset + e.size.max(1)) == Contents::Unknown;
+            stones.insert(addr, Tombstone { data: chunk_bases[e.chunk] + e.offset, seq: e.seq, result: e.result, intact, lost_at });
+        }
+        // every placement in this allocator's chunks is a tombstone now, or older than them
+        self.evicted_placements.retain(|_, e| e.alloc != alloc);
         if self.tombstones.len() > 1 << 16 {
             self.tombstones.clear();
         }
@@ -400,6 +443,26 @@ mod tests {
         let stone = r.tombstone(100, 0x1000).expect("h was valid when its chunk was freed");
         assert!(stone.result);
         assert_eq!(stone.lost_at, 3);
+    }
+
+    #[test]
+    fn a_placement_older_than_the_history_leaves_a_tombstone() {
+        // h placed by allocation 1, then more allocations than the history keeps (elsewhere in
+        // the chunk), then the chunk is freed: h still points into it
+        let mut r = Residency::new(1);
+        r.record(1, named(plan_of(&[(0, 16, 0)]), vec![true], Names::from(vec!["h".to_string()])), Rc::new(vec![100]), None);
+        for seq in 2..(HISTORY as u64 + 4) {
+            let other = named(plan_of(&[(16, 16, 0)]), vec![true], Names::from(vec![format!("o{seq}")]));
+            r.record(seq, other, Rc::new(vec![1000 + seq as usize]), None);
+        }
+        r.chunks_freed(0, &[0x1000], 20);
+        let stone = r.tombstone(100, 0x1000).expect("h's chunk was freed");
+        assert!(stone.result && stone.intact);
+        assert_eq!((stone.seq, stone.lost_at), (1, 20));
+        // a chunk freed after that is another chunk: h is not in it
+        r.forget_tombstone(100);
+        r.chunks_freed(0, &[0x1000], 21);
+        assert!(r.tombstone(100, 0x1000).is_none());
     }
 
     #[test]

@@ -78,7 +78,7 @@ fn random_assigned_graphs_cut_into_valid_splits() {
         let n_nodes = 1 + rng.below(120) as usize;
         let s = scenario(&mut rng, n_nodes);
         for op_offload in [false, true] {
-            let graph = AssignGraph { nodes: &s.nodes, leafs: &s.leafs, srcs: &s.srcs, view_src: &s.view_src };
+            let graph = AssignGraph { nodes: &s.nodes, leafs: &s.leafs, loose: &s.loose, srcs: &s.srcs, view_src: &s.view_src };
             let mut asg = Assigner { graph, oracle: &s, op_offload, ids: s.user.clone() };
             asg.run().unwrap_or_else(|e| panic!("seed {seed}: {e:?}"));
             let splits = cut(&asg, |x| s.weights[x as usize]).unwrap_or_else(|e| panic!("seed {seed}: {e:?}"));
@@ -101,7 +101,7 @@ fn a_graph_of_views_is_one_split() {
         let i = s.nodes.iter().position(|&m| m == n).unwrap();
         s.view_src[n as usize] = s.srcs[i][0];
     }
-    let graph = AssignGraph { nodes: &s.nodes, leafs: &s.leafs, srcs: &s.srcs, view_src: &s.view_src };
+    let graph = AssignGraph { nodes: &s.nodes, leafs: &s.leafs, loose: &s.loose, srcs: &s.srcs, view_src: &s.view_src };
     let mut asg = Assigner { graph, oracle: &s, op_offload: false, ids: s.user.clone() };
     asg.run().unwrap();
     let splits = cut(&asg, |x| s.weights[x as usize]).unwrap();

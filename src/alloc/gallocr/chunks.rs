@@ -141,7 +141,14 @@ impl Gallocr {
         self.allocs[a].chunks.iter().flatten().map(|b| b.size()).sum()
     }
 
-    pub fn owns_buffer(&self, buffer: usize) -> bool {
-        self.find_chunk(buffer).is_some()
+    /// Where `t`'s bytes are, as far as this allocator knows, from `t`'s header alone: the
+    /// buffer it points at is never read (it may be one this allocator freed).
+    pub fn residence(&self, t: TensorRef) -> Residence {
+        let data = t.data() as usize;
+        // first: a freed chunk's struct address may have been taken by a new buffer since
+        if data != 0 && self.residency.tombstone(t.addr(), data).is_some() {
+            return Residence::Freed;
+        }
+        if self.find_chunk(t.buffer_ptr() as usize).is_some() { Residence::Compute } else { Residence::Elsewhere }
     }
 }

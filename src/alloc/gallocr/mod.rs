@@ -62,6 +62,18 @@ use read::{Sizes, has_plan_layout};
 ggml_plan::spare!(tensors_spare: Vec<TensorRef>);
 ggml_plan::spare!(index_spare: AddrIndex);
 
+/// See `Gallocr::residence`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residence {
+    /// not placed by this allocator (somebody else's buffer, or no memory)
+    Elsewhere,
+    /// in one of the allocator's compute buffers
+    Compute,
+    /// placed by this allocator in a compute buffer it has freed since (it grew): the tensor
+    /// still points at the freed buffer
+    Freed,
+}
+
 /// What an allocator has done: (allocations, plans made).
 pub type AllocatorState = (u64, u64);
 
