@@ -44,6 +44,7 @@ pub struct OutOfChunks {
     pub largest_free: usize,
 }
 
+#[inline]
 pub fn align_up(size: usize, alignment: usize) -> usize {
     debug_assert!(alignment.is_power_of_two());
     size.div_ceil(alignment) * alignment
@@ -56,18 +57,22 @@ impl DynAllocator {
         DynAllocator { alignment, max_chunk_size: max_buffer_size.min(usize::MAX / 2), chunks: Vec::new() }
     }
 
+    #[inline]
     pub fn alignment(&self) -> usize {
         self.alignment
     }
 
+    #[inline]
     pub fn max_chunk_size(&self) -> usize {
         self.max_chunk_size
     }
 
+    #[inline]
     pub fn reset(&mut self) {
         self.chunks.clear();
     }
 
+    #[inline]
     pub fn aligned(&self, size: usize) -> usize {
         align_up(size, self.alignment)
     }
@@ -204,6 +209,7 @@ impl DynAllocator {
         chunk.max_size = chunk.max_size.max(end);
     }
 
+    #[inline]
     pub fn n_chunks(&self) -> usize {
         self.chunks.len()
     }

@@ -79,6 +79,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    #[inline]
     pub fn total_size(&self, alloc: usize) -> usize {
         self.chunk_sizes.get(alloc).map(|c| c.iter().sum()).unwrap_or(0)
     }

@@ -267,6 +267,7 @@ impl Residency {
 
     /// Whether the newest recorded allocation is exactly this one (a replay of the same plan to
     /// the same tensors: nothing to record).
+    #[inline]
     pub fn is_newest(&self, record: &Rc<PlanRecord>, tensors: &Rc<Vec<usize>>) -> bool {
         self.history.back().is_some_and(|a| Rc::ptr_eq(&a.record, record) && Rc::ptr_eq(&a.tensors, tensors))
     }
@@ -341,6 +342,7 @@ impl Residency {
         }
     }
 
+    #[inline]
     pub fn tombstone(&self, tensor: usize, data: usize) -> Option<&Tombstone> {
         if self.tombstones.is_empty() {
             return None;
@@ -348,6 +350,7 @@ impl Residency {
         self.tombstones.get(&tensor).filter(|t| t.data == data)
     }
 
+    #[inline]
     pub fn forget_tombstone(&mut self, tensor: usize) {
         if !self.tombstones.is_empty() {
             self.tombstones.remove(&tensor);
@@ -378,6 +381,7 @@ impl Residency {
     }
 
     /// The newest recorded allocation in which tensor `tensor` was computed by a node.
+    #[inline]
     pub fn computed_in(&self, tensor: usize) -> Option<u64> {
         self.history
             .iter()
@@ -390,6 +394,7 @@ impl Residency {
     }
 
     /// Whether an allocation of the history gave `tensor` memory of its own.
+    #[inline]
     pub fn placed(&self, tensor: usize) -> bool {
         self.history.iter().any(|a| a.tensors.iter().enumerate().any(|(t, &p)| p == tensor && a.record.plan.placements[t].is_some()))
             || self.evicted_results.contains_key(&tensor)
