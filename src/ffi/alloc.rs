@@ -5,21 +5,13 @@ use std::ffi::c_int;
 use crate::alloc::ctx_tensors;
 use crate::alloc::gallocr::{AllocError, Gallocr, GraphInput};
 use crate::alloc::tallocr;
+use crate::ffi::boundary::graph_arg;
 use crate::ffi::handle::BoxedHandle;
 use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t, ggml_gallocr_t, ggml_tallocr};
 use crate::ggml::context::ContextRef;
-use crate::ggml::graph::GraphRef;
 use crate::ggml::handles::BufferType;
 use crate::ggml::sys::{ggml_cgraph, ggml_context, ggml_status, ggml_tensor};
 use crate::{arg, ffi_boundary, tensor_arg};
-
-fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
-    // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
-    match unsafe { GraphRef::from_raw(graph) } {
-        Some(g) => g,
-        None => crate::fatal!("{function}: argument `graph` is NULL"),
-    }
-}
 
 fn context_arg(function: &str, ctx: *mut ggml_context) -> ContextRef {
     // SAFETY: the C API contract: a non-NULL context argument is a live context.

@@ -8,6 +8,9 @@
 use std::any::Any;
 use std::sync::Once;
 
+use crate::ggml::graph::GraphRef;
+use crate::ggml::sys::ggml_cgraph;
+
 static HOOK: Once = Once::new();
 
 fn message(payload: &(dyn Any + Send)) -> String {
@@ -74,4 +77,14 @@ macro_rules! tensor_arg {
             None => $crate::fatal!("{}: argument `{}` is NULL", $function, stringify!($ptr)),
         }
     }};
+}
+
+/// The graph argument of `function` (every export that takes a `ggml_cgraph *`), aborting with a
+/// message naming the function when it is NULL, as upstream asserts.
+pub(crate) fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
+    // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
+    match unsafe { GraphRef::from_raw(graph) } {
+        Some(g) => g,
+        None => crate::fatal!("{function}: argument `graph` is NULL"),
+    }
 }

@@ -4,20 +4,12 @@ use std::ffi::c_void;
 
 use crate::alloc::graph_copy as imp;
 use crate::backend::cpu_buffer;
+use crate::ffi::boundary::graph_arg;
 use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t};
 use crate::ggml::abi_backend::{ggml_backend_eval_callback, ggml_backend_graph_copy};
-use crate::ggml::graph::GraphRef;
 use crate::ggml::sys::{ggml_cgraph, ggml_tensor};
 use crate::ggml::tensor::TensorRef;
 use crate::{arg, ffi_boundary};
-
-fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
-    // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
-    match unsafe { GraphRef::from_raw(graph) } {
-        Some(g) => g,
-        None => crate::fatal!("{function}: argument `graph` is NULL"),
-    }
-}
 
 /// Copies a graph to a different backend.
 #[unsafe(no_mangle)]

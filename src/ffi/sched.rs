@@ -2,22 +2,14 @@
 
 use std::ffi::{c_int, c_void};
 
+use crate::ffi::boundary::graph_arg;
 use crate::ffi::handle::BoxedHandle;
 use crate::ggml::abi_alloc::{ggml_backend_buffer_type_t, ggml_backend_t};
 use crate::ggml::abi_backend::{ggml_backend_sched_eval_callback, ggml_backend_sched_t};
-use crate::ggml::graph::GraphRef;
 use crate::ggml::handles::{Backend, BufferType};
 use crate::ggml::sys::{GGML_STATUS_FAILED, ggml_cgraph, ggml_status, ggml_tensor};
 use crate::sched::scheduler::Sched;
 use crate::{ffi_boundary, tensor_arg};
-
-pub(crate) fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
-    // SAFETY: the C API contract: a non-NULL graph argument is a live graph.
-    match unsafe { GraphRef::from_raw(graph) } {
-        Some(g) => g,
-        None => crate::fatal!("{function}: argument `graph` is NULL"),
-    }
-}
 
 /// Creates a scheduler; backends with a lower index have priority, the last one must be a CPU
 /// backend. `bufts` may be NULL (each backend's default buffer type).
