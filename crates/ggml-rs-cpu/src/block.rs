@@ -129,3 +129,47 @@ fn check_view<T>(addr: usize, len: usize, what: &str) {
         align_of::<T>()
     );
 }
+
+// SAFETY: plain number
+unsafe impl Block for u64 {}
+
+/// A byte buffer aligned to 8 bytes, so rows of any block type can be viewed in it (a `Vec<u8>`
+/// promises only 1).
+#[derive(Clone, Default)]
+pub struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    pub fn zeroed(len: usize) -> AlignedBytes {
+        AlignedBytes { words: vec![0; len.div_ceil(8)], len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// grows or shrinks to `len` bytes (new bytes are zero), keeping the allocation when it fits
+    pub fn resize(&mut self, len: usize) {
+        self.words.resize(len.div_ceil(8), 0);
+        self.len = len;
+    }
+}
+
+impl std::ops::Deref for AlignedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &as_bytes(&self.words)[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut as_bytes_mut(&mut self.words)[..self.len]
+    }
+}

@@ -15,7 +15,7 @@ pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0};
 pub use q4_k::{dequantize_row_q4_k, get_scale_min_k4, quantize_row_q4_k};
 pub use q6_k::{dequantize_row_q6_k, quantize_row_q6_k};
 pub(crate) use q6_k::q6_get;
-pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0};
+pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0_x86};
 pub use q8_k::{dequantize_row_q8_k, quantize_row_q8_k};
 
 use crate::GgmlType;
