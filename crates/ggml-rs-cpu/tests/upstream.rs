@@ -250,3 +250,40 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
         }
     }
 }
+
+/// the row-parallel MUL_MAT against upstream's own recipe: ggml-cpu's `from_float` on the
+/// activations, then its `vec_dot` per row; within float rounding (2⁻¹⁸ · Σ|w·a|)
+#[test]
+fn mul_mat_matches_ggml_cpus_recipe() {
+    use ggml_rs_cpu::matmul::{MatMul, Weights};
+    use ggml_rs_cpu::pool::ThreadPool;
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(16);
+    let mut pool = ThreadPool::new(2);
+    let (rows, k, n_vecs) = (40, 4096, 3);
+    for ty in WEIGHT_TYPES {
+        let rs = ty.row_size(k);
+        let mut w = AlignedBytes::zeroed(rows * rs);
+        for i in 0..rows {
+            quantize_row(ty, &r.model_like(k), &mut w[i * rs..(i + 1) * rs]);
+        }
+        let x = r.model_like(k * n_vecs);
+        let mut dst = vec![0f32; rows * n_vecs];
+        MatMul::new(ty).compute(&mut pool, Weights { ty, data: &w, rows, k }, &x, &mut dst);
+        let vt = ty.vec_dot_type().unwrap();
+        for j in 0..n_vecs {
+            let mut a = AlignedBytes::zeroed(vt.row_size(k));
+            u.cpu_from_float(vt as u32, &x[j * k..(j + 1) * k], &mut a);
+            let mut ad = vec![0f32; k];
+            dequantize_row(vt, &a, &mut ad);
+            for i in 0..rows {
+                let theirs = u.vec_dot(ty as u32, k, &w[i * rs..(i + 1) * rs], &a) as f64;
+                let mut wd = vec![0f32; k];
+                dequantize_row(ty, &w[i * rs..(i + 1) * rs], &mut wd);
+                let mag: f64 = wd.iter().zip(&ad).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+                let ours = dst[j * rows + i] as f64;
+                assert!((ours - theirs).abs() <= mag * 2f64.powi(-18), "{} vec {j} row {i}: upstream {theirs}, ours {ours}", ty.name());
+            }
+        }
+    }
+}
