@@ -22,6 +22,24 @@ fn scales_and_mins(a: &BlockQ4K, b: &BlockQ8K) -> ([u8; 8], i32) {
     (sc, summ)
 }
 
+/// the 8 scales (bytes 0..8) and 8 mins (bytes 8..16) of a block, four at a time: the low 6 bits
+/// of bytes 0..4 / 4..8 are scales / mins 0..4; scales / mins 4..8 take their low 4 bits from
+/// the low / high nibbles of bytes 8..12 and their top 2 bits from the top of bytes 0..4 / 4..8
+#[inline(always)]
+pub(crate) fn unpack_scales_mins(q: &[u8; 12]) -> [u8; 16] {
+    let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (a, b, c) = (w(0), w(1), w(2));
+    let sc_lo = a & 0x3f3f_3f3f;
+    let m_lo = b & 0x3f3f_3f3f;
+    let sc_hi = (c & 0x0f0f_0f0f) | (((a >> 6) & 0x0303_0303) << 4);
+    let m_hi = ((c >> 4) & 0x0f0f_0f0f) | (((b >> 6) & 0x0303_0303) << 4);
+    let mut out = [0u8; 16];
+    for (i, v) in [sc_lo, sc_hi, m_lo, m_hi].into_iter().enumerate() {
+        out[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
 #[inline(always)]
 fn combine(sum: f32, b: &BlockQ8K, sumi: i32, summ: i32, d: f32, dmin: f32) -> f32 {
     sum + (b.d * d) * sumi as f32 - (b.d * dmin) * summ as f32
@@ -66,8 +84,8 @@ pub fn select_q4_k(level: Level) -> Q4KDot {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::super::x86::{arr32, f16_to_f32, hsum_epi32, load_i8x32, load_u8x32};
-    use super::{combine, scales_and_mins};
+    use super::super::x86::{arr32, f16_pair, hsum_epi32, load_i8x32, load_u8x32};
+    use super::{combine, unpack_scales_mins};
     use crate::block::{BlockQ4K, BlockQ8K};
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -75,7 +93,17 @@ mod x86 {
         let mut sum = 0.0f32;
         let mask = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
-            let (sc, summ) = scales_and_mins(a, b);
+            let sm = unpack_scales_mins(&a.scales);
+            // SAFETY: reads the 16 bytes of `sm` and the 32 of `bsums` (unaligned loads)
+            let (sm, bsums) = unsafe { (_mm_loadu_si128(sm.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
+            // the mins term: mins (i16) · pairwise sums of bsums
+            let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+            let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+            let m4 = _mm_madd_epi16(mins, pairs);
+            let m4 = _mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0b01_00_11_10));
+            let summ = _mm_cvtsi128_si32(_mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0b10_11_00_01)));
+            // the scales as i16 in both halves; a byte shuffle broadcasts scale j
+            let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
             let mut acc = _mm256_setzero_si256();
             for g in 0..4 {
                 let q = load_u8x32(arr32(&a.qs, 32 * g));
@@ -84,10 +112,14 @@ mod x86 {
                 // nibble (≤ 15) · byte (≤ 128) pairs fit i16 without saturating
                 let plo = _mm256_maddubs_epi16(lo, load_i8x32(arr32(&b.qs, 64 * g)));
                 let phi = _mm256_maddubs_epi16(hi, load_i8x32(arr32(&b.qs, 64 * g + 32)));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * g] as i16)));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * g + 1] as i16)));
+                let (j0, j1) = (4 * g as i16, 4 * g as i16 + 2);
+                let s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(j0 | ((j0 + 1) << 8)));
+                let s1 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(j1 | ((j1 + 1) << 8)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, s0));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, s1));
             }
-            sum = combine(sum, b, hsum_epi32(acc), summ, f16_to_f32(a.d), f16_to_f32(a.dmin));
+            let (d, dmin) = f16_pair(a.d, a.dmin);
+            sum = combine(sum, b, hsum_epi32(acc), summ, d, dmin);
         }
         sum
     }

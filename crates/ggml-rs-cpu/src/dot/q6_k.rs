@@ -49,8 +49,19 @@ mod x86 {
         let mut sum = 0.0f32;
         let m4 = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
-            let mut acc = _mm256_setzero_si256();
+            // SAFETY: reads the 16 scale bytes and the 32 bytes of `bsums` (unaligned loads)
+            let (sc8, bsums) = unsafe { (_mm_loadu_si128(a.scales.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
+            let sc16 = _mm256_cvtepi8_epi16(sc8);
+            // the offset: Σ_j scales[j] · bsums[j] (times 32, taken off below)
+            let bias = _mm256_madd_epi16(sc16, bsums);
+            let mut acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
             for h in 0..2 {
+                // scales 8h..8h+8 as i16 in both halves; a byte shuffle picks one per half
+                let sch = if h == 0 {
+                    _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                } else {
+                    _mm256_permute2x128_si256(sc16, sc16, 0x11)
+                };
                 let ql0 = load_u8x32(arr32(&a.ql, 64 * h));
                 let ql1 = load_u8x32(arr32(&a.ql, 64 * h + 32));
                 let qh = load_u8x32(arr32(&a.qh, 32 * h));
@@ -67,16 +78,13 @@ mod x86 {
                 for (k, qk) in q.into_iter().enumerate() {
                     // 6-bit (≤ 63) · byte pairs fit i16 without saturating
                     let p = _mm256_maddubs_epi16(qk, load_i8x32(arr32(&b.qs, 128 * h + 32 * k)));
-                    let j = 8 * h + 2 * k;
-                    let s = _mm256_set_m128i(_mm_set1_epi16(a.scales[j + 1] as i16), _mm_set1_epi16(a.scales[j] as i16));
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+                    // elements 0..16 of the quarter use scale 2k of the half, 16..32 scale 2k + 1
+                    let (j0, j1) = (4 * k as i16, 4 * k as i16 + 2);
+                    let pick = _mm256_set_m128i(_mm_set1_epi16(j1 | ((j1 + 1) << 8)), _mm_set1_epi16(j0 | ((j0 + 1) << 8)));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, pick)));
                 }
             }
-            let mut bias = 0i32;
-            for j in 0..16 {
-                bias += a.scales[j] as i32 * b.bsums[j] as i32;
-            }
-            let sumi = hsum_epi32(acc) - 32 * bias;
+            let sumi = hsum_epi32(acc);
             sum += (f16_to_f32(a.d) * b.d) * sumi as f32;
         }
         sum

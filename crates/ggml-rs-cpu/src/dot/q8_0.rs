@@ -81,60 +81,62 @@ pub fn select_q4_0(level: Level) -> Q4_0Dot {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::super::x86::{dot_i8x32, f16_to_f32, hsum_ps, load_i8x32, nibbles_32};
+    use super::super::x86::{dot_i8x32, f16_product, hsum_ps, load_i8x32, nibbles_32};
     use crate::block::{BlockQ4_0, BlockQ8_0};
 
-    /// two blocks per step into two accumulators, so the FMA latency does not serialise blocks
+    /// Two blocks per step into two accumulators, so the FMA latency does not serialise the
+    /// blocks; `$block(a, b)` gives a block pair's 8 integer lane sums.
+    macro_rules! two_accumulators {
+        ($x:ident, $y:ident, $block:expr) => {{
+            let n = $x.len().min($y.len());
+            let (x, y) = (&$x[..n], &$y[..n]);
+            let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let (xc, yc) = (x.chunks_exact(2), y.chunks_exact(2));
+            for (a, b) in xc.zip(yc) {
+                let d0 = _mm256_set1_ps(f16_product(a[0].d, b[0].d));
+                let d1 = _mm256_set1_ps(f16_product(a[1].d, b[1].d));
+                acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps($block(&a[0], &b[0])), acc0);
+                acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps($block(&a[1], &b[1])), acc1);
+            }
+            if n % 2 == 1 {
+                let (a, b) = (&x[n - 1], &y[n - 1]);
+                let d = _mm256_set1_ps(f16_product(a.d, b.d));
+                acc0 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps($block(a, b)), acc0);
+            }
+            hsum_ps(_mm256_add_ps(acc0, acc1))
+        }};
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q8_0_q8_0_avx2(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (i, (a, b)) in x.iter().zip(y).enumerate() {
-            let sumi = dot_i8x32(load_i8x32(&a.qs), load_i8x32(&b.qs));
-            let d = _mm256_set1_ps(f16_to_f32(a.d) * f16_to_f32(b.d));
-            acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[i & 1]);
-        }
-        hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+        two_accumulators!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| dot_i8x32(load_i8x32(&a.qs), load_i8x32(&b.qs)))
     }
 
     /// vpdpbusd does the 4-product sums in one instruction (unsigned |x| · sign-adjusted y)
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) fn q8_0_q8_0_vnni(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (i, (a, b)) in x.iter().zip(y).enumerate() {
-            let qa = load_i8x32(&a.qs);
-            let qb = load_i8x32(&b.qs);
-            let sumi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa));
-            let d = _mm256_set1_ps(f16_to_f32(a.d) * f16_to_f32(b.d));
-            acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[i & 1]);
-        }
-        hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+        two_accumulators!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| {
+            let (qa, qb) = (load_i8x32(&a.qs), load_i8x32(&b.qs));
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa))
+        })
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q4_0_q8_0_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (i, (a, b)) in x.iter().zip(y).enumerate() {
-            let qa = _mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8));
-            let sumi = dot_i8x32(qa, load_i8x32(&b.qs));
-            let d = _mm256_set1_ps(f16_to_f32(a.d) * f16_to_f32(b.d));
-            acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[i & 1]);
-        }
-        hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+        two_accumulators!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| {
+            dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs))
+        })
     }
 
     /// the nibbles (0..16) are already unsigned: Σ q·y − 8·Σ y, both with vpdpbusd
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) fn q4_0_q8_0_vnni(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        let eights = _mm256_set1_epi8(8);
-        for (i, (a, b)) in x.iter().zip(y).enumerate() {
+        two_accumulators!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| {
             let qb = load_i8x32(&b.qs);
             let zero = _mm256_setzero_si256();
             let qy = _mm256_dpbusd_epi32(zero, nibbles_32(&a.qs), qb);
-            let sy = _mm256_dpbusd_epi32(zero, eights, qb);
-            let d = _mm256_set1_ps(f16_to_f32(a.d) * f16_to_f32(b.d));
-            acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(qy, sy)), acc[i & 1]);
-        }
-        hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+            let sy = _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(8), qb);
+            _mm256_sub_epi32(qy, sy)
+        })
     }
 }

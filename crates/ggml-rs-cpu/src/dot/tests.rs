@@ -156,3 +156,17 @@ fn row_dot_names_mismatched_rows() {
     }
     RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(x, y);
 }
+
+/// the four-at-a-time unpacking of Q4_K's scales and mins is get_scale_min_k4's
+#[test]
+fn q4_k_scale_unpacking_matches_get_scale_min_k4() {
+    let mut r = XorShift::new(6);
+    for _ in 0..10_000 {
+        let mut q = [0u8; 12];
+        r.fill_bytes(&mut q);
+        let u = super::q4_k::unpack_scales_mins(&q);
+        for j in 0..8 {
+            assert_eq!((u[j], u[8 + j]), crate::quants::get_scale_min_k4(j, &q), "{q:?} sub-block {j}");
+        }
+    }
+}
