@@ -1,6 +1,6 @@
 //! Against what we did not write: our formats and kernels compared with upstream's stock
 //! libggml-base / libggml-cpu (dlopened from `GGML_RS_UPSTREAM_LIB_DIR`; each test prints why
-//! and passes when they are not there).
+//! and passes when they are not there, unless `GGML_RS_UPSTREAM_REQUIRED=1`).
 //!
 //! - quantize: `ggml_quantize_chunk` (upstream's reference quantizers) byte for byte;
 //! - dequantize: the type's `to_float` bit for bit;
@@ -19,9 +19,14 @@ use ggml_rs_cpu::simd::Level;
 use ggml_rs_cpu::{GgmlType, block};
 use upstream_lib::Upstream;
 
+/// the libraries, or None (the test skips) — unless GGML_RS_UPSTREAM_REQUIRED=1 (the suite sets
+/// it), where a missing library fails the test
 fn upstream() -> Option<Upstream> {
     match Upstream::load() {
         Ok(u) => Some(u),
+        Err(why) if std::env::var("GGML_RS_UPSTREAM_REQUIRED").is_ok_and(|v| v == "1") => {
+            panic!("upstream's libraries are required (GGML_RS_UPSTREAM_REQUIRED=1) and not loaded: {why}")
+        }
         Err(why) => {
             println!("SKIPPED: upstream's libraries not loaded: {why}");
             None
