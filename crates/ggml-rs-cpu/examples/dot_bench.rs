@@ -29,8 +29,15 @@ use ggml_rs_cpu::rng::XorShift;
 use ggml_rs_cpu::simd::{self, Level};
 
 const K: usize = 4096;
-const TYPES: [GgmlType; 7] =
-    [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+const TYPES: [GgmlType; 7] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4K,
+    GgmlType::Q6K,
+];
 
 /// random weights, valid blocks (quants random, scales small and finite)
 fn weights(r: &mut XorShift, ty: GgmlType, rows: usize) -> AlignedBytes {
@@ -50,13 +57,21 @@ fn weights(r: &mut XorShift, ty: GgmlType, rows: usize) -> AlignedBytes {
             r.fill_bytes(&mut w);
             let d = half::f16::from_f32(0.01);
             match ty {
-                GgmlType::Q8_0 => as_blocks_mut::<BlockQ8_0>(&mut w, "q8_0").iter_mut().for_each(|b| b.d = d),
-                GgmlType::Q4_0 => as_blocks_mut::<BlockQ4_0>(&mut w, "q4_0").iter_mut().for_each(|b| b.d = d),
-                GgmlType::Q4K => as_blocks_mut::<BlockQ4K>(&mut w, "q4_K").iter_mut().for_each(|b| {
-                    b.d = d;
-                    b.dmin = d;
-                }),
-                GgmlType::Q6K => as_blocks_mut::<BlockQ6K>(&mut w, "q6_K").iter_mut().for_each(|b| b.d = d),
+                GgmlType::Q8_0 => as_blocks_mut::<BlockQ8_0>(&mut w, "q8_0")
+                    .iter_mut()
+                    .for_each(|b| b.d = d),
+                GgmlType::Q4_0 => as_blocks_mut::<BlockQ4_0>(&mut w, "q4_0")
+                    .iter_mut()
+                    .for_each(|b| b.d = d),
+                GgmlType::Q4K => as_blocks_mut::<BlockQ4K>(&mut w, "q4_K")
+                    .iter_mut()
+                    .for_each(|b| {
+                        b.d = d;
+                        b.dmin = d;
+                    }),
+                GgmlType::Q6K => as_blocks_mut::<BlockQ6K>(&mut w, "q6_K")
+                    .iter_mut()
+                    .for_each(|b| b.d = d),
                 _ => unreachable!(),
             }
         }
@@ -66,7 +81,10 @@ fn weights(r: &mut XorShift, ty: GgmlType, rows: usize) -> AlignedBytes {
 
 /// this thread's CPU time in seconds: descheduling by other processes does not count
 fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes the timespec it is given
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
@@ -91,9 +109,14 @@ fn main() {
     let top = simd::active();
     let mut pool = ThreadPool::new(2);
     let mut r = XorShift::new(7);
-    println!("k = {K}, one thread (CPU time) unless said; ours = {} kernels; medians of {rounds} interleaved rounds", top.name());
+    println!(
+        "k = {K}, one thread (CPU time) unless said; ours = {} kernels; medians of {rounds} interleaved rounds",
+        top.name()
+    );
     println!();
-    println!("| type | set | weights MiB | ours GB/s | ours GFLOP/s | ours avx2 GB/s | upstream GB/s | upstream GFLOP/s | ours/upstream | ours 2 threads (pool) GB/s |");
+    println!(
+        "| type | set | weights MiB | ours GB/s | ours GFLOP/s | ours avx2 GB/s | upstream GB/s | upstream GFLOP/s | ours/upstream | ours 2 threads (pool) GB/s |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for ty in TYPES {
         let vt = ty.vec_dot_type().unwrap();
@@ -121,30 +144,50 @@ fn main() {
                     let cpu0 = thread_cpu_s();
                     for _ in 0..reps {
                         match which {
-                            0 => (0..rows).for_each(|i| out[i] = ours.dot(&w[i * rs..(i + 1) * rs], &a)),
+                            0 => (0..rows)
+                                .for_each(|i| out[i] = ours.dot(&w[i * rs..(i + 1) * rs], &a)),
                             1 => {
                                 let k = avx2.as_ref().expect("checked");
                                 (0..rows).for_each(|i| out[i] = k.dot(&w[i * rs..(i + 1) * rs], &a))
                             }
                             2 => {
                                 let u = upstream.as_ref().expect("checked");
-                                (0..rows).for_each(|i| out[i] = u.vec_dot(ty as u32, K, &w[i * rs..(i + 1) * rs], &a))
+                                (0..rows).for_each(|i| {
+                                    out[i] = u.vec_dot(ty as u32, K, &w[i * rs..(i + 1) * rs], &a)
+                                })
                             }
-                            _ => mm.compute(&mut pool, Weights { ty, data: &w, rows, k: K }, &x, &mut dst),
+                            _ => mm.compute(
+                                &mut pool,
+                                Weights {
+                                    ty,
+                                    data: &w,
+                                    rows,
+                                    k: K,
+                                },
+                                &x,
+                                &mut dst,
+                            ),
                         }
                         black_box(&out);
                     }
                     // the first round warms up
                     if round > 0 {
                         // single-thread kernels: CPU time; the pool's two threads: wall time
-                        let s = if which == 3 { start.elapsed().as_secs_f64() } else { thread_cpu_s() - cpu0 };
+                        let s = if which == 3 {
+                            start.elapsed().as_secs_f64()
+                        } else {
+                            thread_cpu_s() - cpu0
+                        };
                         t[which].push(s / reps as f64);
                     }
                 }
             }
             let bytes = (rows * rs) as f64;
             let flops = 2.0 * (rows * K) as f64;
-            let med: Vec<f64> = t.iter_mut().map(|v| if v.is_empty() { f64::NAN } else { median(v) }).collect();
+            let med: Vec<f64> = t
+                .iter_mut()
+                .map(|v| if v.is_empty() { f64::NAN } else { median(v) })
+                .collect();
             let gbs = |s: f64| bytes / s / 1e9;
             let gfs = |s: f64| flops / s / 1e9;
             println!(
@@ -172,5 +215,8 @@ fn main() {
         })
         .collect();
     println!();
-    println!("pool (2 threads): an empty job of 2 chunks takes {:.1} µs (median of 2000, wall)", median(&mut t) * 1e6);
+    println!(
+        "pool (2 threads): an empty job of 2 chunks takes {:.1} µs (median of 2000, wall)",
+        median(&mut t) * 1e6
+    );
 }

@@ -101,7 +101,9 @@ pub fn as_blocks<'a, T: Block>(bytes: &'a [u8], what: &str) -> &'a [T] {
 pub fn as_blocks_mut<'a, T: Block>(bytes: &'a mut [u8], what: &str) -> &'a mut [T] {
     check_view::<T>(bytes.as_ptr() as usize, bytes.len(), what);
     // SAFETY: as in as_blocks; the exclusive borrow of `bytes` moves to the result.
-    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / size_of::<T>()) }
+    unsafe {
+        std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / size_of::<T>())
+    }
 }
 
 /// blocks as their bytes
@@ -119,12 +121,12 @@ pub fn as_bytes_mut<T: Block>(blocks: &mut [T]) -> &mut [u8] {
 
 fn check_view<T>(addr: usize, len: usize, what: &str) {
     assert!(
-        len % size_of::<T>() == 0,
+        len.is_multiple_of(size_of::<T>()),
         "{what}: {len} bytes are not whole blocks of {} bytes",
         size_of::<T>()
     );
     assert!(
-        addr % align_of::<T>() == 0,
+        addr.is_multiple_of(align_of::<T>()),
         "{what}: address {addr:#x} is not aligned to {} bytes",
         align_of::<T>()
     );
@@ -143,7 +145,10 @@ pub struct AlignedBytes {
 
 impl AlignedBytes {
     pub fn zeroed(len: usize) -> AlignedBytes {
-        AlignedBytes { words: vec![0; len.div_ceil(8)], len }
+        AlignedBytes {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -9,6 +9,9 @@
 //! `unsafe` lives in three places only: the SIMD kernels (`dot/*`, intrinsics need it), the byte
 //! view of blocks (`block`), and the one lifetime erasure of the pool (`pool`).
 
+// the quantizers and references index as upstream's C does, which keeps them checkable against it
+#![allow(clippy::needless_range_loop)]
+
 pub mod block;
 pub mod dot;
 pub mod fp;

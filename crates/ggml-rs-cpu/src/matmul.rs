@@ -44,7 +44,11 @@ impl MatMul {
     }
 
     pub fn with_level(ty: GgmlType, level: Level) -> MatMul {
-        MatMul { ty, dot: RowDot::new(ty, level), activations: AlignedBytes::default() }
+        MatMul {
+            ty,
+            dot: RowDot::new(ty, level),
+            activations: AlignedBytes::default(),
+        }
     }
 
     /// rows per chunk: enough chunks for the pool to balance (8 per thread), at least 4 rows
@@ -55,12 +59,33 @@ impl MatMul {
     /// `dst[j · rows + i] = w[i] · x[j]` for the `n_vecs` rows of `x` (each `k` f32)
     pub fn compute(&mut self, pool: &mut ThreadPool, w: Weights, x: &[f32], dst: &mut [f32]) {
         let (ty, k, rows) = (w.ty, w.k, w.rows);
-        assert_eq!(ty, self.ty, "mul_mat: a MatMul for {} given {} weights", self.ty.name(), ty.name());
-        assert!(k > 0 && x.len() % k == 0, "mul_mat {}: activations of {} floats are not rows of {k}", ty.name(), x.len());
+        assert_eq!(
+            ty,
+            self.ty,
+            "mul_mat: a MatMul for {} given {} weights",
+            self.ty.name(),
+            ty.name()
+        );
+        assert!(
+            k > 0 && x.len().is_multiple_of(k),
+            "mul_mat {}: activations of {} floats are not rows of {k}",
+            ty.name(),
+            x.len()
+        );
         let n_vecs = x.len() / k;
         let w_row = ty.row_size(k);
-        assert_eq!(w.data.len(), rows * w_row, "mul_mat {}: weights are not {rows} rows of {w_row} bytes", ty.name());
-        assert_eq!(dst.len(), rows * n_vecs, "mul_mat {}: destination is not {rows} × {n_vecs}", ty.name());
+        assert_eq!(
+            w.data.len(),
+            rows * w_row,
+            "mul_mat {}: weights are not {rows} rows of {w_row} bytes",
+            ty.name()
+        );
+        assert_eq!(
+            dst.len(),
+            rows * n_vecs,
+            "mul_mat {}: destination is not {rows} × {n_vecs}",
+            ty.name()
+        );
         if rows == 0 || n_vecs == 0 {
             return;
         }
@@ -72,7 +97,8 @@ impl MatMul {
             as_bytes(x)
         } else {
             self.activations.resize(n_vecs * a_row);
-            let parts: Vec<Mutex<&mut [u8]>> = self.activations.chunks_mut(a_row).map(Mutex::new).collect();
+            let parts: Vec<Mutex<&mut [u8]>> =
+                self.activations.chunks_mut(a_row).map(Mutex::new).collect();
             pool.run(n_vecs, |j| {
                 let mut out = parts[j].lock().unwrap_or_else(|e| e.into_inner());
                 quantize_activations(vt, &x[j * k..(j + 1) * k], &mut out);
@@ -83,7 +109,8 @@ impl MatMul {
         // chunks of weight rows; chunk c owns dst[j·rows + r0 .. j·rows + r1] for every j
         let chunk_rows = Self::chunk_rows(rows, pool.n_threads());
         let n_chunks = rows.div_ceil(chunk_rows);
-        let mut outs: Vec<Vec<&mut [f32]>> = (0..n_chunks).map(|_| Vec::with_capacity(n_vecs)).collect();
+        let mut outs: Vec<Vec<&mut [f32]>> =
+            (0..n_chunks).map(|_| Vec::with_capacity(n_vecs)).collect();
         for dst_j in dst.chunks_mut(rows) {
             for (c, part) in dst_j.chunks_mut(chunk_rows).enumerate() {
                 outs[c].push(part);
@@ -121,8 +148,15 @@ mod tests {
     use crate::quants::dequantize_row;
     use crate::rng::XorShift;
 
-    const TYPES: [GgmlType; 7] =
-        [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+    const TYPES: [GgmlType; 7] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+    ];
 
     fn weights(r: &mut XorShift, ty: GgmlType, rows: usize, k: usize) -> AlignedBytes {
         let mut w = AlignedBytes::zeroed(rows * ty.row_size(k));
@@ -146,16 +180,32 @@ mod tests {
                     let x = r.model_like(k * n_vecs);
                     let mut dst = vec![f32::NAN; rows * n_vecs];
                     let mut mm = MatMul::new(ty);
-                    mm.compute(&mut pool, Weights { ty, data: &w, rows, k }, &x, &mut dst);
+                    mm.compute(
+                        &mut pool,
+                        Weights {
+                            ty,
+                            data: &w,
+                            rows,
+                            k,
+                        },
+                        &x,
+                        &mut dst,
+                    );
                     let dot = RowDot::active(ty);
                     let vt = ty.vec_dot_type().unwrap();
                     for j in 0..n_vecs {
                         let mut a = AlignedBytes::zeroed(vt.row_size(k));
                         quantize_activations(vt, &x[j * k..(j + 1) * k], &mut a);
                         for i in 0..rows {
-                            let want = dot.dot(&w[i * ty.row_size(k)..(i + 1) * ty.row_size(k)], &a);
+                            let want =
+                                dot.dot(&w[i * ty.row_size(k)..(i + 1) * ty.row_size(k)], &a);
                             let got = dst[j * rows + i];
-                            assert_eq!(got.to_bits(), want.to_bits(), "{} {threads} threads rows={rows} vec {j} row {i}: {got} vs {want}", ty.name());
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{} {threads} threads rows={rows} vec {j} row {i}: {got} vs {want}",
+                                ty.name()
+                            );
                         }
                     }
                 }
@@ -173,7 +223,17 @@ mod tests {
             let w = weights(&mut r, ty, rows, k);
             let x = r.model_like(k * n_vecs);
             let mut dst = vec![0f32; rows * n_vecs];
-            MatMul::new(ty).compute(&mut pool, Weights { ty, data: &w, rows, k }, &x, &mut dst);
+            MatMul::new(ty).compute(
+                &mut pool,
+                Weights {
+                    ty,
+                    data: &w,
+                    rows,
+                    k,
+                },
+                &x,
+                &mut dst,
+            );
             let vt = ty.vec_dot_type().unwrap();
             for j in 0..n_vecs {
                 let mut a = AlignedBytes::zeroed(vt.row_size(k));
@@ -182,11 +242,23 @@ mod tests {
                 dequantize_row(vt, &a, &mut ad);
                 for i in 0..rows {
                     let mut wd = vec![0f32; k];
-                    dequantize_row(ty, &w[i * ty.row_size(k)..(i + 1) * ty.row_size(k)], &mut wd);
+                    dequantize_row(
+                        ty,
+                        &w[i * ty.row_size(k)..(i + 1) * ty.row_size(k)],
+                        &mut wd,
+                    );
                     let exact: f64 = wd.iter().zip(&ad).map(|(p, q)| *p as f64 * *q as f64).sum();
-                    let mag: f64 = wd.iter().zip(&ad).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+                    let mag: f64 = wd
+                        .iter()
+                        .zip(&ad)
+                        .map(|(p, q)| (*p as f64 * *q as f64).abs())
+                        .sum();
                     let got = dst[j * rows + i] as f64;
-                    assert!((got - exact).abs() <= mag * 1e-5 + 1e-30, "{} vec {j} row {i}: {got} vs {exact}", ty.name());
+                    assert!(
+                        (got - exact).abs() <= mag * 1e-5 + 1e-30,
+                        "{} vec {j} row {i}: {got} vs {exact}",
+                        ty.name()
+                    );
                 }
             }
         }
@@ -198,6 +270,16 @@ mod tests {
         let mut pool = ThreadPool::new(1);
         let w = AlignedBytes::zeroed(18 * 2);
         let mut dst = [0f32; 3];
-        MatMul::new(GgmlType::Q4_0).compute(&mut pool, Weights { ty: GgmlType::Q4_0, data: &w, rows: 3, k: 32 }, &[0.0; 32], &mut dst);
+        MatMul::new(GgmlType::Q4_0).compute(
+            &mut pool,
+            Weights {
+                ty: GgmlType::Q4_0,
+                data: &w,
+                rows: 3,
+                k: 32,
+            },
+            &[0.0; 32],
+            &mut dst,
+        );
     }
 }

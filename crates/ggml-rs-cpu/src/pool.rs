@@ -146,7 +146,9 @@ impl ThreadPool {
         }
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if s.panicked.swap(false, AcqRel) {
-            resume_unwind(Box::new("ggml-rs-cpu: a chunk of a thread-pool job panicked"));
+            resume_unwind(Box::new(
+                "ggml-rs-cpu: a chunk of a thread-pool job panicked",
+            ));
         }
     }
 
@@ -214,7 +216,12 @@ mod tests {
     /// every chunk runs exactly once, for many jobs in a row, with and without parking between
     #[test]
     fn every_chunk_runs_exactly_once() {
-        for (threads, spin) in [(1, DEFAULT_SPIN), (2, DEFAULT_SPIN), (4, DEFAULT_SPIN), (3, 0)] {
+        for (threads, spin) in [
+            (1, DEFAULT_SPIN),
+            (2, DEFAULT_SPIN),
+            (4, DEFAULT_SPIN),
+            (3, 0),
+        ] {
             let mut pool = ThreadPool::with_spin(threads, spin);
             let counts: Vec<AtomicUsize> = (0..1000).map(|_| AtomicUsize::new(0)).collect();
             for round in 0..1200usize {
@@ -223,7 +230,11 @@ mod tests {
                     counts[c].fetch_add(1, Relaxed);
                 });
                 for (c, k) in counts.iter().enumerate() {
-                    assert_eq!(k.swap(0, Relaxed), (c < n) as usize, "{threads} threads, round {round}: chunk {c} of {n}");
+                    assert_eq!(
+                        k.swap(0, Relaxed),
+                        (c < n) as usize,
+                        "{threads} threads, round {round}: chunk {c} of {n}"
+                    );
                 }
             }
         }
@@ -285,7 +296,10 @@ mod tests {
             let weak = pool.shared_weak();
             thread::sleep(Duration::from_millis(5));
             drop(pool);
-            assert!(weak.upgrade().is_none(), "a worker still holds the pool after drop (spin {spin})");
+            assert!(
+                weak.upgrade().is_none(),
+                "a worker still holds the pool after drop (spin {spin})"
+            );
         }
     }
 }

@@ -28,13 +28,18 @@ impl Level {
     }
 
     fn from_name(s: &str) -> Option<Level> {
-        [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Vnni].into_iter().find(|l| l.name() == s)
+        [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Vnni]
+            .into_iter()
+            .find(|l| l.name() == s)
     }
 
     /// every level this CPU runs, lowest first (what the tests iterate over)
     pub fn available() -> Vec<Level> {
         let top = detected();
-        [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Vnni].into_iter().filter(|l| *l <= top).collect()
+        [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Vnni]
+            .into_iter()
+            .filter(|l| *l <= top)
+            .collect()
     }
 }
 
@@ -71,7 +76,11 @@ fn detect() -> Level {
     if !(has!("avx512f") && has!("avx512bw") && has!("avx512vl")) {
         return Level::Avx2;
     }
-    if has!("avx512vnni") { Level::Avx512Vnni } else { Level::Avx512 }
+    if has!("avx512vnni") {
+        Level::Avx512Vnni
+    } else {
+        Level::Avx512
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]

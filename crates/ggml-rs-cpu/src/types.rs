@@ -69,7 +69,11 @@ impl GgmlType {
 
     /// bytes of a row of `n` elements (`n` a multiple of the block size)
     pub fn row_size(self, n: usize) -> usize {
-        assert!(n % self.block_size() == 0, "row of {n} {} elements is not whole blocks", self.name());
+        assert!(
+            n.is_multiple_of(self.block_size()),
+            "row of {n} {} elements is not whole blocks",
+            self.name()
+        );
         n / self.block_size() * self.type_size()
     }
 

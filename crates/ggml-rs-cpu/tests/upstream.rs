@@ -25,7 +25,9 @@ fn upstream() -> Option<Upstream> {
     match Upstream::load() {
         Ok(u) => Some(u),
         Err(why) if std::env::var("GGML_RS_UPSTREAM_REQUIRED").is_ok_and(|v| v == "1") => {
-            panic!("upstream's libraries are required (GGML_RS_UPSTREAM_REQUIRED=1) and not loaded: {why}")
+            panic!(
+                "upstream's libraries are required (GGML_RS_UPSTREAM_REQUIRED=1) and not loaded: {why}"
+            )
         }
         Err(why) => {
             println!("SKIPPED: upstream's libraries not loaded: {why}");
@@ -34,13 +36,25 @@ fn upstream() -> Option<Upstream> {
     }
 }
 
-const WEIGHT_TYPES: [GgmlType; 7] =
-    [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+const WEIGHT_TYPES: [GgmlType; 7] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4K,
+    GgmlType::Q6K,
+];
 
 /// rows that stress the rounding rules: model-like values, zeros, a constant, ties (.5 steps),
 /// tiny and huge magnitudes, one outlier, all negative, exact halves
 fn test_rows(r: &mut XorShift, n: usize) -> Vec<Vec<f32>> {
-    let mut rows = vec![r.model_like(n), r.model_like(n), vec![0.0; n], vec![0.75; n]];
+    let mut rows = vec![
+        r.model_like(n),
+        r.model_like(n),
+        vec![0.0; n],
+        vec![0.75; n],
+    ];
     rows.push((0..n).map(|i| (i % 17) as f32 * 0.5 - 4.0).collect());
     rows.push((0..n).map(|_| r.f32_in(-1e-20, 1e-20)).collect());
     rows.push((0..n).map(|_| r.f32_in(-6e4, 6e4)).collect());
@@ -48,14 +62,32 @@ fn test_rows(r: &mut XorShift, n: usize) -> Vec<Vec<f32>> {
     outlier[n / 3] = 100.0;
     rows.push(outlier);
     rows.push((0..n).map(|_| -r.f32_in(0.0, 1.0)).collect());
-    rows.push((0..n).map(|i| if i % 32 < 16 { 1.0 } else { -1.0 }).collect());
+    rows.push(
+        (0..n)
+            .map(|i| if i % 32 < 16 { 1.0 } else { -1.0 })
+            .collect(),
+    );
     // exact halves after scaling (amax 127: d = 1): where round-half-away and ties-to-even part
-    rows.push((0..n).map(|i| if i % 32 == 0 { 127.0 } else { (i % 7) as f32 - 3.5 }).collect());
+    rows.push(
+        (0..n)
+            .map(|i| {
+                if i % 32 == 0 {
+                    127.0
+                } else {
+                    (i % 7) as f32 - 3.5
+                }
+            })
+            .collect(),
+    );
     // and bulk: sums of uniforms (bell-shaped, as trained weights), at several scales, so the
     // rarely taken branches of the scale searches are taken too
     for k in 0..48 {
         let scale = [0.02f32, 0.3, 1.0, 7.0][k % 4];
-        rows.push((0..n).map(|_| (r.f32_in(-1.0, 1.0) + r.f32_in(-1.0, 1.0) + r.f32_in(-1.0, 1.0)) * scale).collect());
+        rows.push(
+            (0..n)
+                .map(|_| (r.f32_in(-1.0, 1.0) + r.f32_in(-1.0, 1.0) + r.f32_in(-1.0, 1.0)) * scale)
+                .collect(),
+        );
     }
     rows
 }
@@ -65,7 +97,12 @@ fn type_sizes_match_upstream() {
     let Some(u) = upstream() else { return };
     for ty in GgmlType::ALL {
         let (blck, size) = u.type_size(ty as u32);
-        assert_eq!((blck as usize, size), (ty.block_size(), ty.type_size()), "{}", ty.name());
+        assert_eq!(
+            (blck as usize, size),
+            (ty.block_size(), ty.type_size()),
+            "{}",
+            ty.name()
+        );
         assert_eq!(u.type_name(ty as u32), ty.name());
     }
 }
@@ -112,7 +149,14 @@ fn dequantize_is_bit_for_bit_upstreams() {
             u.to_float(ty as u32, &q, &mut theirs);
             dequantize_row(ty, &q, &mut ours);
             for i in 0..n {
-                assert_eq!(theirs[i].to_bits(), ours[i].to_bits(), "{} element {i}: upstream {} ours {}", ty.name(), theirs[i], ours[i]);
+                assert_eq!(
+                    theirs[i].to_bits(),
+                    ours[i].to_bits(),
+                    "{} element {i}: upstream {} ours {}",
+                    ty.name(),
+                    theirs[i],
+                    ours[i]
+                );
             }
         }
     }
@@ -130,18 +174,30 @@ fn activation_quantization_is_ggml_cpus() {
         let mut ours = AlignedBytes::zeroed(GgmlType::Q8K.row_size(n));
         u.cpu_from_float(GgmlType::Q8K as u32, &row, &mut theirs);
         quantize_row(GgmlType::Q8K, &row, &mut ours);
-        assert!(*theirs == *ours, "q8_K activations differ from ggml-cpu's from_float");
+        assert!(
+            *theirs == *ours,
+            "q8_K activations differ from ggml-cpu's from_float"
+        );
         // Q8_0: the x86 form, byte for byte; the reference differs now and then (ties, 127/amax)
         let mut theirs = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
         let mut ours = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
         u.cpu_from_float(GgmlType::Q8_0 as u32, &row, &mut theirs);
         quantize_row_q8_0_x86(&row, block::as_blocks_mut(&mut ours, "q8_0"));
-        assert!(*theirs == *ours, "q8_0 activations differ from ggml-cpu's from_float");
+        assert!(
+            *theirs == *ours,
+            "q8_0 activations differ from ggml-cpu's from_float"
+        );
         quantize_row(GgmlType::Q8_0, &row, &mut ours);
-        diff_ref += theirs.iter().zip(ours.iter()).filter(|(a, b)| a != b).count();
+        diff_ref += theirs
+            .iter()
+            .zip(ours.iter())
+            .filter(|(a, b)| a != b)
+            .count();
         total += ours.len();
     }
-    println!("q8_0: ggml-cpu's from_float and the reference quantizer differ in {diff_ref} of {total} bytes");
+    println!(
+        "q8_0: ggml-cpu's from_float and the reference quantizer differ in {diff_ref} of {total} bytes"
+    );
 }
 
 /// activations of the weight type's vec_dot type, quantized our way
@@ -171,16 +227,28 @@ fn vec_dot_matches_ggml_cpus() {
                 let (mut wd, mut ad) = (vec![0f32; n], vec![0f32; n]);
                 dequantize_row(ty, &wq, &mut wd);
                 dequantize_row(ty.vec_dot_type().unwrap(), &aq, &mut ad);
-                let mag: f64 = wd.iter().zip(&ad).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum();
+                let mag: f64 = wd
+                    .iter()
+                    .zip(&ad)
+                    .map(|(x, y)| (*x as f64 * *y as f64).abs())
+                    .sum();
                 for level in Level::available() {
                     let ours = RowDot::new(ty, level).dot(&wq, &aq) as f64;
                     let err = (ours - theirs).abs() / mag.max(f64::MIN_POSITIVE);
-                    assert!(err <= 2f64.powi(-18), "{} {} n={n}: upstream {theirs}, ours {ours} (error {err:e} of Σ|w·a|)", ty.name(), level.name());
+                    assert!(
+                        err <= 2f64.powi(-18),
+                        "{} {} n={n}: upstream {theirs}, ours {ours} (error {err:e} of Σ|w·a|)",
+                        ty.name(),
+                        level.name()
+                    );
                     worst = worst.max(err);
                 }
             }
         }
-        println!("vec_dot {}: worst difference from ggml-cpu {worst:.2e} of Σ|w·a|", ty.name());
+        println!(
+            "vec_dot {}: worst difference from ggml-cpu {worst:.2e} of Σ|w·a|",
+            ty.name()
+        );
     }
 }
 
@@ -250,7 +318,13 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
             let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
             for level in Level::available() {
                 let ours = RowDot::new(ty, level).dot(&wq, &aq);
-                assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {}: upstream {theirs}, ours {ours}", ty.name(), level.name());
+                assert_eq!(
+                    ours.to_bits(),
+                    theirs.to_bits(),
+                    "{} {}: upstream {theirs}, ours {ours}",
+                    ty.name(),
+                    level.name()
+                );
             }
         }
     }
@@ -274,7 +348,17 @@ fn mul_mat_matches_ggml_cpus_recipe() {
         }
         let x = r.model_like(k * n_vecs);
         let mut dst = vec![0f32; rows * n_vecs];
-        MatMul::new(ty).compute(&mut pool, Weights { ty, data: &w, rows, k }, &x, &mut dst);
+        MatMul::new(ty).compute(
+            &mut pool,
+            Weights {
+                ty,
+                data: &w,
+                rows,
+                k,
+            },
+            &x,
+            &mut dst,
+        );
         let vt = ty.vec_dot_type().unwrap();
         for j in 0..n_vecs {
             let mut a = AlignedBytes::zeroed(vt.row_size(k));
@@ -285,9 +369,17 @@ fn mul_mat_matches_ggml_cpus_recipe() {
                 let theirs = u.vec_dot(ty as u32, k, &w[i * rs..(i + 1) * rs], &a) as f64;
                 let mut wd = vec![0f32; k];
                 dequantize_row(ty, &w[i * rs..(i + 1) * rs], &mut wd);
-                let mag: f64 = wd.iter().zip(&ad).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+                let mag: f64 = wd
+                    .iter()
+                    .zip(&ad)
+                    .map(|(p, q)| (*p as f64 * *q as f64).abs())
+                    .sum();
                 let ours = dst[j * rows + i] as f64;
-                assert!((ours - theirs).abs() <= mag * 2f64.powi(-18), "{} vec {j} row {i}: upstream {theirs}, ours {ours}", ty.name());
+                assert!(
+                    (ours - theirs).abs() <= mag * 2f64.powi(-18),
+                    "{} vec {j} row {i}: upstream {theirs}, ours {ours}",
+                    ty.name()
+                );
             }
         }
     }

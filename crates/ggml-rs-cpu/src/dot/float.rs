@@ -12,22 +12,36 @@ pub type F16Dot = fn(&[f16], &[f16]) -> f32;
 pub type Bf16Dot = fn(&[bf16], &[bf16]) -> f32;
 
 pub fn f32_reference(x: &[f32], y: &[f32]) -> f32 {
-    x.iter().zip(y).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() as f32
+    x.iter()
+        .zip(y)
+        .map(|(&a, &b)| a as f64 * b as f64)
+        .sum::<f64>() as f32
 }
 
 pub fn f16_reference(x: &[f16], y: &[f16]) -> f32 {
-    x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum::<f64>() as f32
+    x.iter()
+        .zip(y)
+        .map(|(a, b)| a.to_f64() * b.to_f64())
+        .sum::<f64>() as f32
 }
 
 pub fn bf16_reference(x: &[bf16], y: &[bf16]) -> f32 {
-    x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum::<f64>() as f32
+    x.iter()
+        .zip(y)
+        .map(|(a, b)| a.to_f64() * b.to_f64())
+        .sum::<f64>() as f32
 }
 
 macro_rules! selector {
     ($name:ident, $ty:ty, $reference:ident, $avx2:ident, $avx512:ident) => {
         /// the kernel of `level`
         pub fn $name(level: Level) -> fn(&[$ty], &[$ty]) -> f32 {
-            assert!(level <= crate::simd::detected(), "{}: {} is not supported by this CPU", stringify!($name), level.name());
+            assert!(
+                level <= crate::simd::detected(),
+                "{}: {} is not supported by this CPU",
+                stringify!($name),
+                level.name()
+            );
             match level {
                 Level::Scalar => $reference,
                 #[cfg(target_arch = "x86_64")]
@@ -76,9 +90,18 @@ mod x86 {
                 // SAFETY: `a` and `b` hold 32 elements; the loads read 8 at offsets 0, 8, 16, 24
                 unsafe {
                     acc[0] = _mm256_fmadd_ps($load(a.as_ptr()), $load(b.as_ptr()), acc[0]);
-                    acc[1] = _mm256_fmadd_ps($load(a.as_ptr().add(8)), $load(b.as_ptr().add(8)), acc[1]);
-                    acc[2] = _mm256_fmadd_ps($load(a.as_ptr().add(16)), $load(b.as_ptr().add(16)), acc[2]);
-                    acc[3] = _mm256_fmadd_ps($load(a.as_ptr().add(24)), $load(b.as_ptr().add(24)), acc[3]);
+                    acc[1] =
+                        _mm256_fmadd_ps($load(a.as_ptr().add(8)), $load(b.as_ptr().add(8)), acc[1]);
+                    acc[2] = _mm256_fmadd_ps(
+                        $load(a.as_ptr().add(16)),
+                        $load(b.as_ptr().add(16)),
+                        acc[2],
+                    );
+                    acc[3] = _mm256_fmadd_ps(
+                        $load(a.as_ptr().add(24)),
+                        $load(b.as_ptr().add(24)),
+                        acc[3],
+                    );
                 }
             }
             let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
@@ -102,9 +125,21 @@ mod x86 {
                 // SAFETY: `a` and `b` hold 64 elements; the loads read 16 at offsets 0, 16, 32, 48
                 unsafe {
                     acc[0] = _mm512_fmadd_ps($load(a.as_ptr()), $load(b.as_ptr()), acc[0]);
-                    acc[1] = _mm512_fmadd_ps($load(a.as_ptr().add(16)), $load(b.as_ptr().add(16)), acc[1]);
-                    acc[2] = _mm512_fmadd_ps($load(a.as_ptr().add(32)), $load(b.as_ptr().add(32)), acc[2]);
-                    acc[3] = _mm512_fmadd_ps($load(a.as_ptr().add(48)), $load(b.as_ptr().add(48)), acc[3]);
+                    acc[1] = _mm512_fmadd_ps(
+                        $load(a.as_ptr().add(16)),
+                        $load(b.as_ptr().add(16)),
+                        acc[1],
+                    );
+                    acc[2] = _mm512_fmadd_ps(
+                        $load(a.as_ptr().add(32)),
+                        $load(b.as_ptr().add(32)),
+                        acc[2],
+                    );
+                    acc[3] = _mm512_fmadd_ps(
+                        $load(a.as_ptr().add(48)),
+                        $load(b.as_ptr().add(48)),
+                        acc[3],
+                    );
                 }
             }
             let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));

@@ -52,7 +52,9 @@ impl RowDot {
             GgmlType::Q4_0 => RowDot::Q4_0(q8_0::select_q4_0(level)),
             GgmlType::Q4K => RowDot::Q4K(q4_k::select_q4_k(level)),
             GgmlType::Q6K => RowDot::Q6K(q6_k::select_q6_k(level)),
-            GgmlType::Q8K => panic!("RowDot::new: q8_K is an activation type only, it has no dot product as weights"),
+            GgmlType::Q8K => panic!(
+                "RowDot::new: q8_K is an activation type only, it has no dot product as weights"
+            ),
         }
     }
 
@@ -66,7 +68,13 @@ impl RowDot {
     #[inline]
     pub fn dot(&self, x: &[u8], y: &[u8]) -> f32 {
         fn same<A, B>(x: &[A], y: &[B], what: &str) {
-            assert_eq!(x.len(), y.len(), "vec_dot {what}: weight row has {} blocks, activation row {}", x.len(), y.len());
+            assert_eq!(
+                x.len(),
+                y.len(),
+                "vec_dot {what}: weight row has {} blocks, activation row {}",
+                x.len(),
+                y.len()
+            );
         }
         match *self {
             RowDot::F32(f) => {
@@ -85,22 +93,34 @@ impl RowDot {
                 f(a, b)
             }
             RowDot::Q8_0(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q8_0"), as_blocks(y, "vec_dot q8_0 activations"));
+                let (a, b) = (
+                    as_blocks(x, "vec_dot q8_0"),
+                    as_blocks(y, "vec_dot q8_0 activations"),
+                );
                 same(a, b, "q8_0");
                 f(a, b)
             }
             RowDot::Q4_0(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q4_0"), as_blocks(y, "vec_dot q4_0 activations"));
+                let (a, b) = (
+                    as_blocks(x, "vec_dot q4_0"),
+                    as_blocks(y, "vec_dot q4_0 activations"),
+                );
                 same(a, b, "q4_0");
                 f(a, b)
             }
             RowDot::Q4K(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q4_K"), as_blocks(y, "vec_dot q4_K activations"));
+                let (a, b) = (
+                    as_blocks(x, "vec_dot q4_K"),
+                    as_blocks(y, "vec_dot q4_K activations"),
+                );
                 same(a, b, "q4_K");
                 f(a, b)
             }
             RowDot::Q6K(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q6_K"), as_blocks(y, "vec_dot q6_K activations"));
+                let (a, b) = (
+                    as_blocks(x, "vec_dot q6_K"),
+                    as_blocks(y, "vec_dot q6_K activations"),
+                );
                 same(a, b, "q6_K");
                 f(a, b)
             }

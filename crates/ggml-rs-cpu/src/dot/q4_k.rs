@@ -67,7 +67,11 @@ pub fn q4_k_q8_k_reference(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 
 /// the Q4_K · Q8_K kernel of `level`
 pub fn select_q4_k(level: Level) -> Q4KDot {
-    assert!(level <= crate::simd::detected(), "select_q4_k: {} is not supported by this CPU", level.name());
+    assert!(
+        level <= crate::simd::detected(),
+        "select_q4_k: {} is not supported by this CPU",
+        level.name()
+    );
     match level {
         Level::Scalar => q4_k_q8_k_reference,
         #[cfg(target_arch = "x86_64")]
@@ -95,9 +99,17 @@ mod x86 {
         for (a, b) in x.iter().zip(y) {
             let sm = unpack_scales_mins(&a.scales);
             // SAFETY: reads the 16 bytes of `sm` and the 32 of `bsums` (unaligned loads)
-            let (sm, bsums) = unsafe { (_mm_loadu_si128(sm.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
+            let (sm, bsums) = unsafe {
+                (
+                    _mm_loadu_si128(sm.as_ptr().cast()),
+                    _mm256_loadu_si256(b.bsums.as_ptr().cast()),
+                )
+            };
             // the mins term: mins (i16) · pairwise sums of bsums
-            let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+            let pairs = _mm_hadd_epi16(
+                _mm256_castsi256_si128(bsums),
+                _mm256_extracti128_si256(bsums, 1),
+            );
             let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
             let m4 = _mm_madd_epi16(mins, pairs);
             let m4 = _mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0b01_00_11_10));

@@ -24,7 +24,11 @@ pub fn q6_k_q8_k_reference(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 
 /// the Q6_K · Q8_K kernel of `level`
 pub fn select_q6_k(level: Level) -> Q6KDot {
-    assert!(level <= crate::simd::detected(), "select_q6_k: {} is not supported by this CPU", level.name());
+    assert!(
+        level <= crate::simd::detected(),
+        "select_q6_k: {} is not supported by this CPU",
+        level.name()
+    );
     match level {
         Level::Scalar => q6_k_q8_k_reference,
         #[cfg(target_arch = "x86_64")]
@@ -50,7 +54,12 @@ mod x86 {
         let m4 = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
             // SAFETY: reads the 16 scale bytes and the 32 bytes of `bsums` (unaligned loads)
-            let (sc8, bsums) = unsafe { (_mm_loadu_si128(a.scales.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
+            let (sc8, bsums) = unsafe {
+                (
+                    _mm_loadu_si128(a.scales.as_ptr().cast()),
+                    _mm256_loadu_si256(b.bsums.as_ptr().cast()),
+                )
+            };
             let sc16 = _mm256_cvtepi8_epi16(sc8);
             // the offset: Σ_j scales[j] · bsums[j] (times 32, taken off below)
             let bias = _mm256_madd_epi16(sc16, bsums);
@@ -67,9 +76,18 @@ mod x86 {
                 let qh = load_u8x32(arr32(&a.qh, 32 * h));
                 // the four quarters of 32 elements: low/high nibbles of ql0/ql1, 2 bits of qh each
                 let q = [
-                    _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4)),
-                    _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30))),
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql0, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql1, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                        _mm256_and_si256(qh, _mm256_set1_epi8(0x30)),
+                    ),
                     _mm256_or_si256(
                         _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                         _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0xc0u8 as i8)), 2),
@@ -80,8 +98,12 @@ mod x86 {
                     let p = _mm256_maddubs_epi16(qk, load_i8x32(arr32(&b.qs, 128 * h + 32 * k)));
                     // elements 0..16 of the quarter use scale 2k of the half, 16..32 scale 2k + 1
                     let (j0, j1) = (4 * k as i16, 4 * k as i16 + 2);
-                    let pick = _mm256_set_m128i(_mm_set1_epi16(j1 | ((j1 + 1) << 8)), _mm_set1_epi16(j0 | ((j0 + 1) << 8)));
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, pick)));
+                    let pick = _mm256_set_m128i(
+                        _mm_set1_epi16(j1 | ((j1 + 1) << 8)),
+                        _mm_set1_epi16(j0 | ((j0 + 1) << 8)),
+                    );
+                    acc =
+                        _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, pick)));
                 }
             }
             let sumi = hsum_epi32(acc);

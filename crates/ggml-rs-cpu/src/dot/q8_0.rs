@@ -16,7 +16,11 @@ pub type Q4_0Dot = fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32;
 pub fn q8_0_q8_0_reference(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let mut sum = 0.0f32;
     for (a, b) in x.iter().zip(y) {
-        let sumi: i32 = a.qs.iter().zip(&b.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
+        let sumi: i32 =
+            a.qs.iter()
+                .zip(&b.qs)
+                .map(|(&p, &q)| p as i32 * q as i32)
+                .sum();
         sum += sumi as f32 * (a.d.to_f32() * b.d.to_f32());
     }
     sum
@@ -39,7 +43,11 @@ pub fn q4_0_q8_0_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 
 /// the Q8_0 · Q8_0 kernel of `level`
 pub fn select_q8_0(level: Level) -> Q8_0Dot {
-    assert!(level <= crate::simd::detected(), "select_q8_0: {} is not supported by this CPU", level.name());
+    assert!(
+        level <= crate::simd::detected(),
+        "select_q8_0: {} is not supported by this CPU",
+        level.name()
+    );
     match level {
         Level::Scalar => q8_0_q8_0_reference,
         #[cfg(target_arch = "x86_64")]
@@ -59,7 +67,11 @@ pub fn select_q8_0(level: Level) -> Q8_0Dot {
 
 /// the Q4_0 · Q8_0 kernel of `level`
 pub fn select_q4_0(level: Level) -> Q4_0Dot {
-    assert!(level <= crate::simd::detected(), "select_q4_0: {} is not supported by this CPU", level.name());
+    assert!(
+        level <= crate::simd::detected(),
+        "select_q4_0: {} is not supported by this CPU",
+        level.name()
+    );
     match level {
         Level::Scalar => q4_0_q8_0_reference,
         #[cfg(target_arch = "x86_64")]
@@ -109,7 +121,10 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q8_0_q8_0_avx2(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        two_accumulators!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| dot_i8x32(load_i8x32(&a.qs), load_i8x32(&b.qs)))
+        two_accumulators!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| dot_i8x32(
+            load_i8x32(&a.qs),
+            load_i8x32(&b.qs)
+        ))
     }
 
     /// vpdpbusd does the 4-product sums in one instruction (unsigned |x| · sign-adjusted y)
@@ -117,14 +132,21 @@ mod x86 {
     pub(super) fn q8_0_q8_0_vnni(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         two_accumulators!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| {
             let (qa, qb) = (load_i8x32(&a.qs), load_i8x32(&b.qs));
-            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa))
+            _mm256_dpbusd_epi32(
+                _mm256_setzero_si256(),
+                _mm256_sign_epi8(qa, qa),
+                _mm256_sign_epi8(qb, qa),
+            )
         })
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q4_0_q8_0_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         two_accumulators!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| {
-            dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs))
+            dot_i8x32(
+                _mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)),
+                load_i8x32(&b.qs),
+            )
         })
     }
 

@@ -13,8 +13,8 @@ mod search;
 
 pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0};
 pub use q4_k::{dequantize_row_q4_k, get_scale_min_k4, quantize_row_q4_k};
-pub use q6_k::{dequantize_row_q6_k, quantize_row_q6_k};
 pub(crate) use q6_k::q6_get;
+pub use q6_k::{dequantize_row_q6_k, quantize_row_q6_k};
 pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0_x86};
 pub use q8_k::{dequantize_row_q8_k, quantize_row_q8_k};
 
@@ -24,7 +24,12 @@ use crate::block::{as_blocks, as_blocks_mut};
 /// Quantizes (or converts) the row `x` into `y`, upstream's `from_float_ref` of `ty`.
 pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
     let what = ty.name();
-    assert_eq!(y.len(), ty.row_size(x.len()), "quantize_row {what}: destination is not one row of {} elements", x.len());
+    assert_eq!(
+        y.len(),
+        ty.row_size(x.len()),
+        "quantize_row {what}: destination is not one row of {} elements",
+        x.len()
+    );
     match ty {
         GgmlType::F32 => as_blocks_mut::<f32>(y, what).copy_from_slice(x),
         GgmlType::F16 => crate::fp::f32_to_f16_row(x, as_blocks_mut(y, what)),
@@ -40,7 +45,12 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
 /// Dequantizes (or converts) the row `x` into `y`, upstream's `to_float` of `ty`.
 pub fn dequantize_row(ty: GgmlType, x: &[u8], y: &mut [f32]) {
     let what = ty.name();
-    assert_eq!(x.len(), ty.row_size(y.len()), "dequantize_row {what}: source is not one row of {} elements", y.len());
+    assert_eq!(
+        x.len(),
+        ty.row_size(y.len()),
+        "dequantize_row {what}: source is not one row of {} elements",
+        y.len()
+    );
     match ty {
         GgmlType::F32 => y.copy_from_slice(as_blocks::<f32>(x, what)),
         GgmlType::F16 => crate::fp::f16_to_f32_row(as_blocks(x, what), y),
@@ -54,8 +64,16 @@ pub fn dequantize_row(ty: GgmlType, x: &[u8], y: &mut [f32]) {
 }
 
 fn check_blocks(what: &str, n: usize, qk: usize, nb: usize) {
-    assert!(n % qk == 0, "{what}: {n} elements are not whole blocks of {qk}");
-    assert_eq!(n / qk, nb, "{what}: {n} elements need {} blocks, got {nb}", n / qk);
+    assert!(
+        n.is_multiple_of(qk),
+        "{what}: {n} elements are not whole blocks of {qk}"
+    );
+    assert_eq!(
+        n / qk,
+        nb,
+        "{what}: {n} elements need {} blocks, got {nb}",
+        n / qk
+    );
 }
 
 #[cfg(test)]

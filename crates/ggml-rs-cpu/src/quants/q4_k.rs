@@ -15,7 +15,10 @@ pub fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {
-        ((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+        (
+            (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
     }
 }
 
@@ -39,8 +42,17 @@ pub fn quantize_row_q4_k(x: &[f32], y: &mut [BlockQ4K]) {
             for (w, &v) in weights.iter_mut().zip(xs) {
                 *w = av_x + v.abs();
             }
-            scales[j] =
-                make_qkx2_quants(xs, 15, &weights, &mut l[32 * j..32 * j + 32], &mut mins[j], &mut laux, -1.0, 0.1, 20);
+            scales[j] = make_qkx2_quants(
+                xs,
+                15,
+                &weights,
+                &mut l[32 * j..32 * j + 32],
+                &mut mins[j],
+                &mut laux,
+                -1.0,
+                0.1,
+                20,
+            );
             if scales[j] > max_scale {
                 max_scale = scales[j];
             }
@@ -48,7 +60,11 @@ pub fn quantize_row_q4_k(x: &[f32], y: &mut [BlockQ4K]) {
                 max_min = mins[j];
             }
         }
-        let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+        let inv_scale = if max_scale > 0.0 {
+            63.0 / max_scale
+        } else {
+            0.0
+        };
         let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
         yb.scales = [0; 12];
         for j in 0..QK_K / 32 {
@@ -90,7 +106,12 @@ pub fn dequantize_row_q4_k(x: &[BlockQ4K], y: &mut [f32]) {
     for (xb, yb) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
         let d = xb.d.to_f32();
         let min = xb.dmin.to_f32();
-        for (g, (q, out)) in xb.qs.chunks_exact(32).zip(yb.chunks_exact_mut(64)).enumerate() {
+        for (g, (q, out)) in xb
+            .qs
+            .chunks_exact(32)
+            .zip(yb.chunks_exact_mut(64))
+            .enumerate()
+        {
             let (sc1, m1) = get_scale_min_k4(2 * g, &xb.scales);
             let (sc2, m2) = get_scale_min_k4(2 * g + 1, &xb.scales);
             let (d1, m1) = (d * sc1 as f32, min * m1 as f32);

@@ -35,7 +35,11 @@ pub fn quantize_row_q6_k(x: &[f32], y: &mut [BlockQ6K]) {
         let mut max_scale = 0.0f32;
         let mut max_abs_scale = 0.0f32;
         for ib in 0..QK_K / 16 {
-            let scale = make_qx_quants_rmse1(&xb[16 * ib..16 * ib + 16], 32, &mut l[16 * ib..16 * ib + 16]);
+            let scale = make_qx_quants_rmse1(
+                &xb[16 * ib..16 * ib + 16],
+                32,
+                &mut l[16 * ib..16 * ib + 16],
+            );
             scales[ib] = scale;
             if scale.abs() > max_abs_scale {
                 max_abs_scale = scale.abs();
@@ -43,7 +47,12 @@ pub fn quantize_row_q6_k(x: &[f32], y: &mut [BlockQ6K]) {
             }
         }
         if max_abs_scale < GROUP_MAX_EPS {
-            *yb = BlockQ6K { ql: [0; QK_K / 2], qh: [0; QK_K / 4], scales: [0; QK_K / 16], d: f16::from_f32(0.0) };
+            *yb = BlockQ6K {
+                ql: [0; QK_K / 2],
+                qh: [0; QK_K / 4],
+                scales: [0; QK_K / 16],
+                d: f16::from_f32(0.0),
+            };
             continue;
         }
         let iscale = -128.0 / max_scale;

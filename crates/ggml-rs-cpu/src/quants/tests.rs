@@ -9,7 +9,16 @@ use crate::rng::XorShift;
 /// upstream's float trick rounds half to even
 #[test]
 fn nearest_int_rounds_half_to_even() {
-    for (x, want) in [(0.5, 0), (1.5, 2), (2.5, 2), (-0.5, 0), (-1.5, -2), (3.49, 3), (-7.51, -8), (4194303.0, 4194303)] {
+    for (x, want) in [
+        (0.5, 0),
+        (1.5, 2),
+        (2.5, 2),
+        (-0.5, 0),
+        (-1.5, -2),
+        (3.49, 3),
+        (-7.51, -8),
+        (4194303.0, 4194303),
+    ] {
         assert_eq!(nearest_int(x), want, "nearest_int({x})");
     }
 }
@@ -36,11 +45,23 @@ fn round_trips_stay_within_the_format_step() {
             quantize_row(ty, &x, &mut q);
             let mut y = vec![0f32; n];
             dequantize_row(ty, &q, &mut y);
-            for (b, (xb, yb)) in x.chunks(ty.block_size().max(32)).zip(y.chunks(ty.block_size().max(32))).enumerate() {
+            for (b, (xb, yb)) in x
+                .chunks(ty.block_size().max(32))
+                .zip(y.chunks(ty.block_size().max(32)))
+                .enumerate()
+            {
                 let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-                let range = if ty == GgmlType::Q4K { xb.iter().fold(0f32, |m, v| m.max(*v)) - xb.iter().fold(0f32, |m, v| m.min(*v)) } else { amax };
+                let range = if ty == GgmlType::Q4K {
+                    xb.iter().fold(0f32, |m, v| m.max(*v)) - xb.iter().fold(0f32, |m, v| m.min(*v))
+                } else {
+                    amax
+                };
                 for (a, c) in xb.iter().zip(yb) {
-                    assert!((a - c).abs() <= rel * range + 1e-6 * amax, "{} block {b}: {a} came back as {c} (range {range})", ty.name());
+                    assert!(
+                        (a - c).abs() <= rel * range + 1e-6 * amax,
+                        "{} block {b}: {a} came back as {c} (range {range})",
+                        ty.name()
+                    );
                 }
             }
         }
@@ -66,7 +87,10 @@ fn q6_k_layout_is_a_bijection() {
     let mut seen = std::collections::HashSet::new();
     for e in 0..256 {
         let (ql, qs, qh, hs) = super::q6_k::q6_index(e);
-        assert!(seen.insert((0, ql, qs)) && seen.insert((1, qh, hs)), "element {e} shares bits");
+        assert!(
+            seen.insert((0, ql, qs)) && seen.insert((1, qh, hs)),
+            "element {e} shares bits"
+        );
     }
 }
 
@@ -74,6 +98,9 @@ fn q6_k_layout_is_a_bijection() {
 #[test]
 #[should_panic(expected = "quantize_row_q8_0: 33 elements are not whole blocks of 32")]
 fn partial_blocks_are_refused() {
-    let mut y = [crate::block::BlockQ8_0 { d: half::f16::ZERO, qs: [0; 32] }; 2];
+    let mut y = [crate::block::BlockQ8_0 {
+        d: half::f16::ZERO,
+        qs: [0; 32],
+    }; 2];
     quantize_row_q8_0(&[0.0; 33], &mut y);
 }

@@ -42,8 +42,15 @@ pub type VecDot = unsafe extern "C" fn(
     by: usize,
     nrc: c_int,
 );
-type QuantizeChunk =
-    unsafe extern "C" fn(ty: u32, src: *const f32, dst: *mut c_void, start: i64, nrows: i64, n_per_row: i64, imatrix: *const f32) -> usize;
+type QuantizeChunk = unsafe extern "C" fn(
+    ty: u32,
+    src: *const f32,
+    dst: *mut c_void,
+    start: i64,
+    nrows: i64,
+    n_per_row: i64,
+    imatrix: *const f32,
+) -> usize;
 
 #[repr(C)]
 pub struct TypeTraits {
@@ -81,7 +88,8 @@ pub struct Upstream {
 impl Upstream {
     /// the libraries in `GGML_RS_UPSTREAM_LIB_DIR`, or why not
     pub fn load() -> Result<Upstream, String> {
-        let dir = std::env::var_os("GGML_RS_UPSTREAM_LIB_DIR").ok_or("GGML_RS_UPSTREAM_LIB_DIR is not set")?;
+        let dir = std::env::var_os("GGML_RS_UPSTREAM_LIB_DIR")
+            .ok_or("GGML_RS_UPSTREAM_LIB_DIR is not set")?;
         let dir = PathBuf::from(dir);
         let base_path = dir.join("libggml-base.so");
         let cpu_path = dir.join("libggml-cpu.so");
@@ -92,17 +100,33 @@ impl Upstream {
         }
         // SAFETY: loading upstream's libraries runs their initialisers, which only set up ggml's
         // tables; global so that libggml-cpu's reference to libggml-base resolves to this copy.
-        let base = unsafe { Library::open(Some(&base_path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| format!("{}: {e}", base_path.display()))?;
+        let base = unsafe { Library::open(Some(&base_path), RTLD_NOW | RTLD_GLOBAL) }
+            .map_err(|e| format!("{}: {e}", base_path.display()))?;
         // SAFETY: as above
-        let cpu = unsafe { Library::open(Some(&cpu_path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| format!("{}: {e}", cpu_path.display()))?;
+        let cpu = unsafe { Library::open(Some(&cpu_path), RTLD_NOW | RTLD_GLOBAL) }
+            .map_err(|e| format!("{}: {e}", cpu_path.display()))?;
         // SAFETY: the symbols have these C signatures in ggml.h / ggml-cpu.h at the pin
         unsafe {
-            let quantize_chunk = *base.get::<QuantizeChunk>(b"ggml_quantize_chunk\0").map_err(|e| e.to_string())?;
-            let type_traits = *base.get(b"ggml_get_type_traits\0").map_err(|e| e.to_string())?;
-            let type_traits_cpu = *cpu.get(b"ggml_get_type_traits_cpu\0").map_err(|e| e.to_string())?;
-            let cpu_init = *cpu.get::<unsafe extern "C" fn()>(b"ggml_cpu_init\0").map_err(|e| e.to_string())?;
+            let quantize_chunk = *base
+                .get::<QuantizeChunk>(b"ggml_quantize_chunk\0")
+                .map_err(|e| e.to_string())?;
+            let type_traits = *base
+                .get(b"ggml_get_type_traits\0")
+                .map_err(|e| e.to_string())?;
+            let type_traits_cpu = *cpu
+                .get(b"ggml_get_type_traits_cpu\0")
+                .map_err(|e| e.to_string())?;
+            let cpu_init = *cpu
+                .get::<unsafe extern "C" fn()>(b"ggml_cpu_init\0")
+                .map_err(|e| e.to_string())?;
             cpu_init();
-            Ok(Upstream { quantize_chunk, type_traits, type_traits_cpu, _cpu: cpu, _base: base })
+            Ok(Upstream {
+                quantize_chunk,
+                type_traits,
+                type_traits_cpu,
+                _cpu: cpu,
+                _base: base,
+            })
         }
     }
 
@@ -118,7 +142,9 @@ impl Upstream {
 
     pub fn type_name(&self, ty: u32) -> String {
         // SAFETY: a static NUL-terminated name
-        unsafe { CStr::from_ptr(self.traits(ty).type_name) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(self.traits(ty).type_name) }
+            .to_string_lossy()
+            .into_owned()
     }
 
     pub fn type_size(&self, ty: u32) -> (i64, usize) {
@@ -130,15 +156,33 @@ impl Upstream {
     pub fn quantize_chunk(&self, ty: u32, src: &[f32], n_per_row: usize, dst: &mut [u8]) -> usize {
         let rows = src.len() / n_per_row;
         let (blck, size) = self.type_size(ty);
-        assert_eq!(dst.len(), rows * n_per_row / blck as usize * size, "quantize_chunk: destination size");
+        assert_eq!(
+            dst.len(),
+            rows * n_per_row / blck as usize * size,
+            "quantize_chunk: destination size"
+        );
         // SAFETY: src holds rows*n_per_row floats and dst the bytes of that many elements (checked)
-        unsafe { (self.quantize_chunk)(ty, src.as_ptr(), dst.as_mut_ptr().cast(), 0, rows as i64, n_per_row as i64, std::ptr::null()) }
+        unsafe {
+            (self.quantize_chunk)(
+                ty,
+                src.as_ptr(),
+                dst.as_mut_ptr().cast(),
+                0,
+                rows as i64,
+                n_per_row as i64,
+                std::ptr::null(),
+            )
+        }
     }
 
     /// `to_float` of the type's traits
     pub fn to_float(&self, ty: u32, src: &[u8], dst: &mut [f32]) {
         let (blck, size) = self.type_size(ty);
-        assert_eq!(src.len(), dst.len() / blck as usize * size, "to_float: source size");
+        assert_eq!(
+            src.len(),
+            dst.len() / blck as usize * size,
+            "to_float: source size"
+        );
         let f = self.traits(ty).to_float.expect("type has to_float");
         // SAFETY: sizes checked above
         unsafe { f(src.as_ptr().cast(), dst.as_mut_ptr(), dst.len() as i64) }
@@ -147,7 +191,11 @@ impl Upstream {
     /// ggml-cpu's `from_float` of the type (what MUL_MAT quantizes activations with)
     pub fn cpu_from_float(&self, ty: u32, src: &[f32], dst: &mut [u8]) {
         let (blck, size) = self.type_size(ty);
-        assert_eq!(dst.len(), src.len() / blck as usize * size, "from_float: destination size");
+        assert_eq!(
+            dst.len(),
+            src.len() / blck as usize * size,
+            "from_float: destination size"
+        );
         let f = self.traits_cpu(ty).from_float.expect("type has from_float");
         // SAFETY: sizes checked above
         unsafe { f(src.as_ptr(), dst.as_mut_ptr().cast(), src.len() as i64) }
@@ -164,10 +212,25 @@ impl Upstream {
         let (f, _) = self.vec_dot_fn(ty);
         let mut s = 0.0f32;
         let (blck, size) = self.type_size(ty);
-        assert_eq!(x.len(), n / blck as usize * size, "vec_dot: weight row size");
+        assert_eq!(
+            x.len(),
+            n / blck as usize * size,
+            "vec_dot: weight row size"
+        );
         // SAFETY: x holds n elements of ty; y holds n of the vec_dot type (callers make it so);
         // one result
-        unsafe { f(n as c_int, &mut s, 0, x.as_ptr().cast(), 0, y.as_ptr().cast(), 0, 1) };
+        unsafe {
+            f(
+                n as c_int,
+                &mut s,
+                0,
+                x.as_ptr().cast(),
+                0,
+                y.as_ptr().cast(),
+                0,
+                1,
+            )
+        };
         s
     }
 }
