@@ -4,12 +4,16 @@
 //! op costs 10-34 µs, issue 14); between jobs the workers spin for a while on the job counter
 //! (the next op of a graph usually follows within microseconds), then park until woken.
 //!
-//! Protocol, per job: the caller publishes the job and the chunk count, sets `active` to the
-//! number of workers, bumps `epoch` and unparks the workers that went to sleep; everyone takes
-//! chunks from `next_chunk` until they run out; each worker decrements `active`; the caller
-//! returns once `active` is zero, so the job (which borrows the caller's data) is never used
-//! after `run` returns. A panic in a chunk is caught, the remaining chunks are skipped, and `run`
-//! panics in the caller once every thread is out of the job.
+//! Protocol, per job: the caller publishes the job and the chunk count and opens the job
+//! (`state` = epoch · 2 + 1), unparking the workers that went to sleep; everyone takes chunks from
+//! `next_chunk` and counts each finished chunk in `done`. The caller returns once every chunk is
+//! done, without waiting for workers that have not come yet (on a shared machine a worker may be
+//! waiting for a core: it must not hold up the job): it closes the job (`state` even again) and
+//! waits only for the workers inside it. A worker enters by incrementing `inside` and then
+//! checking that the job it woke for is still open; both steps are sequentially consistent, so
+//! either the caller sees it inside and waits for it, or it sees the job closed and leaves
+//! without touching it. So the job, which borrows the caller's data, is never used after `run`
+//! returns. A panicking chunk is caught and counted; `run` panics once the job is over.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
@@ -20,41 +24,39 @@ use std::thread::{self, JoinHandle, Thread};
 type Job = &'static (dyn Fn(usize) + Sync);
 
 struct Shared {
-    /// bumped once per job (and once at shutdown); workers wait for it to change
-    epoch: AtomicU64,
+    /// epoch · 2 + (1 while a job is open); workers wait for it to change
+    state: AtomicU64,
     job: Mutex<Option<Job>>,
     n_chunks: AtomicUsize,
     next_chunk: AtomicUsize,
-    /// workers that have not finished the current job yet
-    active: AtomicUsize,
+    /// chunks finished (or panicked) in the open job
+    done: AtomicUsize,
+    /// workers between entering a job and leaving it
+    inside: AtomicUsize,
     /// a chunk panicked in this job
     panicked: AtomicBool,
     shutdown: AtomicBool,
-    /// per worker: it is parked or about to park, and needs an unpark to see a new epoch
+    /// per worker: it is parked or about to park, and needs an unpark to see a new state
     sleeping: Vec<AtomicBool>,
-    /// how many times a waiting worker polls the epoch before it parks
+    /// how many times a waiting worker polls the state before it parks
     spin: u32,
 }
 
 impl Shared {
-    /// takes chunks until none are left; false if one of them panicked
-    fn run_chunks(&self, job: Job) -> bool {
+    /// takes chunks until none are left, counting each in `done`
+    fn run_chunks(&self, job: Job) {
         let n = self.n_chunks.load(Acquire);
-        catch_unwind(AssertUnwindSafe(|| {
-            loop {
-                let c = self.next_chunk.fetch_add(1, Relaxed);
-                if c >= n {
-                    break;
-                }
-                job(c);
+        loop {
+            let c = self.next_chunk.fetch_add(1, Relaxed);
+            if c >= n {
+                break;
             }
-        }))
-        .map_err(|_| {
-            // the others stop taking chunks; the caller reports it
-            self.next_chunk.store(n, Relaxed);
-            self.panicked.store(true, Release);
-        })
-        .is_ok()
+            if catch_unwind(AssertUnwindSafe(|| job(c))).is_err() {
+                self.panicked.store(true, Release);
+            }
+            // Release: the chunk's writes are visible to the caller once it sees the count
+            self.done.fetch_add(1, Release);
+        }
     }
 }
 
@@ -76,11 +78,12 @@ impl ThreadPool {
     pub fn with_spin(n_threads: usize, spin: u32) -> ThreadPool {
         let n_workers = n_threads.max(1) - 1;
         let shared = Arc::new(Shared {
-            epoch: AtomicU64::new(0),
+            state: AtomicU64::new(0),
             job: Mutex::new(None),
             n_chunks: AtomicUsize::new(0),
             next_chunk: AtomicUsize::new(0),
-            active: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            inside: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             sleeping: (0..n_workers).map(|_| AtomicBool::new(false)).collect(),
@@ -118,32 +121,28 @@ impl ThreadPool {
         }
         let s = &*self.shared;
         let job: &(dyn Fn(usize) + Sync) = &f;
-        // SAFETY: only the lifetime is changed. The workers use `job` between the epoch bump
-        // below and their decrement of `active`; this function does not return (nor unwind:
-        // the caller's chunks run inside catch_unwind) before `active` is zero, and it clears
-        // the slot before returning, so `f` outlives every use.
+        // SAFETY: only the lifetime is changed. A worker uses `job` only while it is counted in
+        // `inside` and saw this job open; this function closes the job and waits until `inside`
+        // is zero before it returns (it cannot unwind earlier: chunks run inside catch_unwind),
+        // and clears the slot, so `f` outlives every use (see the module docs).
         let job: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(job) };
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         s.n_chunks.store(n_chunks, Release);
         s.next_chunk.store(0, Relaxed);
-        s.active.store(self.workers.len(), Release);
-        s.epoch.fetch_add(1, SeqCst);
+        s.done.store(0, Relaxed);
+        let closed = s.state.load(Relaxed) + 2;
+        s.state.store(closed | 1, SeqCst);
         for (i, (_, t)) in self.workers.iter().enumerate() {
             if s.sleeping[i].swap(false, SeqCst) {
                 t.unpark();
             }
         }
         s.run_chunks(job);
-        let mut polls = 0u32;
-        while s.active.load(Acquire) != 0 {
-            polls += 1;
-            if polls < 1 << 12 {
-                std::hint::spin_loop();
-            } else {
-                // a worker was descheduled (2 cores, shared): give it the core
-                thread::yield_now();
-            }
-        }
+        // chunks the workers took are being computed now: wait for them
+        wait_until(|| s.done.load(Acquire) == n_chunks);
+        s.state.store(closed, SeqCst);
+        // a worker that entered just before the close leaves at once (or finds no chunk)
+        wait_until(|| s.inside.load(SeqCst) == 0);
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if s.panicked.swap(false, AcqRel) {
             resume_unwind(Box::new(
@@ -158,15 +157,28 @@ impl ThreadPool {
     }
 }
 
+/// spins, then yields (on 2 shared cores the thread we wait for may need ours)
+fn wait_until(cond: impl Fn() -> bool) {
+    let mut polls = 0u32;
+    while !cond() {
+        polls += 1;
+        if polls < 1 << 12 {
+            std::hint::spin_loop();
+        } else {
+            thread::yield_now();
+        }
+    }
+}
+
 fn worker(s: &Shared, index: usize) {
     let mut seen = 0u64;
     loop {
-        // wait for the next job: poll, then park
+        // wait for the state to change: poll, then park
         let mut polls = 0u32;
         loop {
-            let e = s.epoch.load(SeqCst);
-            if e != seen {
-                seen = e;
+            let st = s.state.load(SeqCst);
+            if st != seen {
+                seen = st;
                 break;
             }
             if polls < s.spin {
@@ -175,10 +187,10 @@ fn worker(s: &Shared, index: usize) {
                 continue;
             }
             s.sleeping[index].store(true, SeqCst);
-            // the caller bumps the epoch before it looks at `sleeping`: either it sees our flag
-            // and unparks us, or we see its epoch here (park's token covers an unpark that
+            // the caller changes the state before it looks at `sleeping`: either it sees our
+            // flag and unparks us, or we see its state here (park's token covers an unpark that
             // comes first)
-            if s.epoch.load(SeqCst) == seen {
+            if s.state.load(SeqCst) == seen {
                 thread::park();
             }
             s.sleeping[index].store(false, SeqCst);
@@ -186,18 +198,26 @@ fn worker(s: &Shared, index: usize) {
         if s.shutdown.load(Acquire) {
             return;
         }
-        let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(job) = job {
-            s.run_chunks(job);
+        if seen & 1 == 0 {
+            // a job closed: nothing to do
+            continue;
         }
-        s.active.fetch_sub(1, AcqRel);
+        s.inside.fetch_add(1, SeqCst);
+        if s.state.load(SeqCst) == seen {
+            let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(job) = job {
+                s.run_chunks(job);
+            }
+        }
+        s.inside.fetch_sub(1, Release);
     }
 }
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Release);
-        self.shared.epoch.fetch_add(1, SeqCst);
+        // an even state no worker has seen: every worker wakes and finds `shutdown`
+        self.shared.state.fetch_add(2, SeqCst);
         for (h, t) in self.workers.drain(..) {
             t.unpark();
             // a worker that panicked outside a chunk has nothing to report here
@@ -221,6 +241,8 @@ mod tests {
             (2, DEFAULT_SPIN),
             (4, DEFAULT_SPIN),
             (3, 0),
+            // more threads than cores: workers often come late to a job
+            (8, 1 << 8),
         ] {
             let mut pool = ThreadPool::with_spin(threads, spin);
             let counts: Vec<AtomicUsize> = (0..1000).map(|_| AtomicUsize::new(0)).collect();
