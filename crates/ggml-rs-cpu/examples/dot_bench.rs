@@ -5,7 +5,7 @@
 //! their order); the table shows medians.
 //!
 //!     GGML_RS_UPSTREAM_LIB_DIR=.../build-stock/bin \
-//!         cargo run --release --example dot_bench [-- ROUNDS [MiB]]
+//!         cargo run --release --example dot_bench [-- ROUNDS [MiB [TYPE]]]
 //!
 //! The single-thread columns are measured in thread CPU time (the machine is shared: time spent
 //! descheduled would count against whoever was running); the pool column in wall time.
@@ -99,6 +99,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rounds: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(21);
     let mem_mib: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(128);
+    // optional: only the types whose names contain this
+    let only = args.get(3).cloned().unwrap_or_default();
     let upstream = match upstream_lib::Upstream::load() {
         Ok(u) => Some(u),
         Err(why) => {
@@ -118,7 +120,10 @@ fn main() {
         "| type | set | weights MiB | ours GB/s | ours GFLOP/s | ours avx2 GB/s | upstream GB/s | upstream GFLOP/s | ours/upstream | ours 2 threads (pool) GB/s |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for ty in TYPES {
+    for ty in TYPES
+        .into_iter()
+        .filter(|t| t.name().contains(only.as_str()))
+    {
         let vt = ty.vec_dot_type().unwrap();
         let x: Vec<f32> = r.model_like(K);
         let mut a = AlignedBytes::zeroed(vt.row_size(K));

@@ -37,13 +37,6 @@ pub(crate) fn dot_i8x32(x: __m256i, y: __m256i) -> __m256i {
     _mm256_madd_epi16(p, _mm256_set1_epi16(1))
 }
 
-/// f16 bits to f32 with F16C
-#[inline]
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) fn f16_to_f32(h: half::f16) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
-}
-
 /// the product of two f16 values, both converted by one vcvtph2ps from a register built in a
 /// general-purpose register: with a single f16, LLVM turns the conversion into a `vpinsrw` into
 /// whatever vector register is at hand, often an accumulator, and the false dependency
