@@ -1,7 +1,7 @@
 //! A persistent thread pool for the backend's ops: `n - 1` workers started once, the calling
 //! thread as the n-th; a job is a number of chunks and a function of the chunk index, the chunks
 //! handed out through one shared counter. No thread is spawned or joined per op (a fork-join per
-//! op costs 10-34 µs, issue 14); between jobs the workers spin for a while on the job counter
+//! op costs 10-34 µs, issue 14); between jobs the workers spin for a while on the job state
 //! (the next op of a graph usually follows within microseconds), then park until woken.
 //!
 //! Protocol, per job: the caller publishes the job and the chunk count and opens the job
