@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh machine with the Rust toolchain (what .ci/run runs):
 #   1. Rust: formatting, clippy, unit and property tests of every crate (planner on random graphs,
 #      residency, header drift)
-#   2. the pinned upstream tree, built as is (reference) and with our library
+#   2. the pinned upstream tree, built as is (reference) and with our library; the Rust CPU
+#      backend's numeric core (crates/ggml-rs-cpu) against the reference build's libraries
 #   3. the ABI test (symbols, signatures, layouts, our headers on their own)
 #   4. the C tests (CTest) with our library; upstream must fail the scenarios of its bugs
 #   5. upstream's own programs on our library: test-alloc, test-opt, test-backend-ops
@@ -45,6 +46,11 @@ step "2. build"
 check "cargo build --release" build_library
 check "upstream build (reference, and with our library)" build_upstream
 [ -x "$BUILD_OURS/bin/llama-compare" ] || { summary; exit 1; }
+# the Rust CPU backend's numeric core (crates/ggml-rs-cpu): its own tests, and its block formats,
+# activation quantization and dot products against the reference build's libggml-base/-cpu
+# (required here: a missing library fails instead of skipping)
+check "ggml-rs-cpu: kernels, pool, mat-vec; formats and vec_dot against upstream's libraries" bash -o pipefail -c \
+    "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_STOCK/bin' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release --manifest-path crates/ggml-rs-cpu/Cargo.toml 2>&1 | grep -E '^test result|FAILED|panicked'"
 
 step "3. ABI"
 check "ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh"

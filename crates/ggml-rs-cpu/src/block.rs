@@ -1,0 +1,167 @@
+//! ggml's block layouts (`ggml-common.h` at the pin), `#[repr(C)]` so a row of blocks has the
+//! same bytes as upstream's, and the checked byte views the rest of the crate reads rows through.
+
+use half::f16;
+
+pub const QK8_0: usize = 32;
+pub const QK4_0: usize = 32;
+/// super-block size of the K-quants
+pub const QK_K: usize = 256;
+pub const K_SCALE_SIZE: usize = 12;
+
+/// 32 weights: `x[i] = d * qs[i]`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ8_0 {
+    pub d: f16,
+    pub qs: [i8; QK8_0],
+}
+
+/// 32 weights: `x[j] = d * ((qs[j] & 15) - 8)`, `x[j + 16] = d * ((qs[j] >> 4) - 8)`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ4_0 {
+    pub d: f16,
+    pub qs: [u8; QK4_0 / 2],
+}
+
+/// 256 weights in 8 sub-blocks of 32: `x = d * sc[j] * q - dmin * m[j]`, the 6-bit scales and
+/// mins packed into 12 bytes, 4-bit quants (each 32 bytes hold two sub-blocks: low nibbles, then
+/// high nibbles)
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ4K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; K_SCALE_SIZE],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// 256 weights in 16 sub-blocks of 16: `x = d * scales[j] * (q - 32)`, q 6 bits (low 4 in `ql`,
+/// high 2 in `qh`)
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ6K {
+    pub ql: [u8; QK_K / 2],
+    pub qh: [u8; QK_K / 4],
+    pub scales: [i8; QK_K / 16],
+    pub d: f16,
+}
+
+/// 256 activations: `x = d * qs`, with the sums of each 16 quants (for the K-quants' mins)
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    pub bsums: [i16; QK_K / 16],
+}
+
+// upstream's static_asserts (ggml-common.h)
+const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<BlockQ4K>() == 144);
+const _: () = assert!(size_of::<BlockQ6K>() == 210);
+const _: () = assert!(size_of::<BlockQ8K>() == 292);
+
+/// A block type whose every bit pattern is a valid value and that has no padding, so a byte
+/// slice of the right length and alignment can be viewed as blocks and back.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` structs of integer / f16 / f32 fields without padding.
+pub unsafe trait Block: Copy + 'static {}
+
+// SAFETY: repr(C), fields f16/i8/u8/i16/f32 only, sizes asserted above equal the field sums.
+unsafe impl Block for BlockQ8_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ4_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ4K {}
+// SAFETY: as above
+unsafe impl Block for BlockQ6K {}
+// SAFETY: as above
+unsafe impl Block for BlockQ8K {}
+// SAFETY: plain numbers
+unsafe impl Block for f32 {}
+// SAFETY: repr(transparent) over u16
+unsafe impl Block for f16 {}
+// SAFETY: repr(transparent) over u16
+unsafe impl Block for half::bf16 {}
+
+/// `bytes` as blocks; panics (naming `what`) if the length is not whole blocks or the address is
+/// not aligned for `T`
+pub fn as_blocks<'a, T: Block>(bytes: &'a [u8], what: &str) -> &'a [T] {
+    check_view::<T>(bytes.as_ptr() as usize, bytes.len(), what);
+    // SAFETY: length and alignment checked; T: Block accepts any bit pattern; the lifetime and
+    // immutability are those of `bytes`.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / size_of::<T>()) }
+}
+
+/// `bytes` as mutable blocks (see [`as_blocks`])
+pub fn as_blocks_mut<'a, T: Block>(bytes: &'a mut [u8], what: &str) -> &'a mut [T] {
+    check_view::<T>(bytes.as_ptr() as usize, bytes.len(), what);
+    // SAFETY: as in as_blocks; the exclusive borrow of `bytes` moves to the result.
+    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / size_of::<T>()) }
+}
+
+/// blocks as their bytes
+pub fn as_bytes<T: Block>(blocks: &[T]) -> &[u8] {
+    // SAFETY: T: Block has no padding, so every byte is initialised; u8 has alignment 1.
+    unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), size_of_val(blocks)) }
+}
+
+/// blocks as their mutable bytes (any bytes written make valid blocks: T: Block)
+pub fn as_bytes_mut<T: Block>(blocks: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in as_bytes; every bit pattern is a valid T, so writes through the bytes keep
+    // the blocks valid.
+    unsafe { std::slice::from_raw_parts_mut(blocks.as_mut_ptr().cast::<u8>(), size_of_val(blocks)) }
+}
+
+fn check_view<T>(addr: usize, len: usize, what: &str) {
+    assert!(len.is_multiple_of(size_of::<T>()), "{what}: {len} bytes are not whole blocks of {} bytes", size_of::<T>());
+    assert!(addr.is_multiple_of(align_of::<T>()), "{what}: address {addr:#x} is not aligned to {} bytes", align_of::<T>());
+}
+
+// SAFETY: plain number
+unsafe impl Block for u64 {}
+
+/// A byte buffer aligned to 8 bytes, so rows of any block type can be viewed in it (a `Vec<u8>`
+/// promises only 1).
+#[derive(Clone, Default)]
+pub struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    pub fn zeroed(len: usize) -> AlignedBytes {
+        AlignedBytes { words: vec![0; len.div_ceil(8)], len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// grows or shrinks to `len` bytes (new bytes are zero), keeping the allocation when it fits
+    pub fn resize(&mut self, len: usize) {
+        self.words.resize(len.div_ceil(8), 0);
+        self.len = len;
+    }
+}
+
+impl std::ops::Deref for AlignedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &as_bytes(&self.words)[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut as_bytes_mut(&mut self.words)[..self.len]
+    }
+}

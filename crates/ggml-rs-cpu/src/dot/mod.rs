@@ -1,0 +1,109 @@
+//! Dot products of a weight row with an activation row, the kernel of MUL_MAT: one file per
+//! family, each with a scalar reference (what upstream's `*_generic` computes) and run-time
+//! selected SIMD versions, tested against the reference (`tests.rs`).
+//!
+//! | weight | activation | file       | SIMD levels                 | vs reference          |
+//! |--------|------------|------------|-----------------------------|-----------------------|
+//! | F32    | F32        | `float.rs` | AVX2 (also at AVX-512)      | float tolerance       |
+//! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512        | float tolerance       |
+//! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
+//! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
+//! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
+//! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2                        | bit for bit           |
+//! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | bit for bit           |
+//!
+//! [`RowDot`] is the byte-level entry the mat-vec uses: the kernel chosen once for a weight type
+//! and a level, applied to rows given as bytes.
+
+pub mod float;
+pub mod q4_k;
+pub mod q6_k;
+pub mod q8_0;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+#[cfg(test)]
+mod tests;
+
+use crate::GgmlType;
+use crate::block::as_blocks;
+use crate::simd::Level;
+
+/// a dot-product kernel for one weight type, chosen once
+#[derive(Clone, Copy)]
+pub enum RowDot {
+    F32(float::F32Dot),
+    F16(float::F16Dot),
+    Bf16(float::Bf16Dot),
+    Q8_0(q8_0::Q8_0Dot),
+    Q4_0(q8_0::Q4_0Dot),
+    Q4K(q4_k::Q4KDot),
+    Q6K(q6_k::Q6KDot),
+}
+
+impl RowDot {
+    /// the kernel for weights of type `ty` at `level` (activations of `ty.vec_dot_type()`)
+    pub fn new(ty: GgmlType, level: Level) -> RowDot {
+        match ty {
+            GgmlType::F32 => RowDot::F32(float::select_f32(level)),
+            GgmlType::F16 => RowDot::F16(float::select_f16(level)),
+            GgmlType::BF16 => RowDot::Bf16(float::select_bf16(level)),
+            GgmlType::Q8_0 => RowDot::Q8_0(q8_0::select_q8_0(level)),
+            GgmlType::Q4_0 => RowDot::Q4_0(q8_0::select_q4_0(level)),
+            GgmlType::Q4K => RowDot::Q4K(q4_k::select_q4_k(level)),
+            GgmlType::Q6K => RowDot::Q6K(q6_k::select_q6_k(level)),
+            GgmlType::Q8K => panic!("RowDot::new: q8_K is an activation type only, it has no dot product as weights"),
+        }
+    }
+
+    /// the kernel at the level this process runs ([`crate::simd::active`])
+    pub fn active(ty: GgmlType) -> RowDot {
+        RowDot::new(ty, crate::simd::active())
+    }
+
+    /// the dot product of weight row `x` with activation row `y` (bytes of whole blocks; the
+    /// two rows must hold the same number of elements)
+    #[inline]
+    pub fn dot(&self, x: &[u8], y: &[u8]) -> f32 {
+        fn same<A, B>(x: &[A], y: &[B], what: &str) {
+            assert_eq!(x.len(), y.len(), "vec_dot {what}: weight row has {} blocks, activation row {}", x.len(), y.len());
+        }
+        match *self {
+            RowDot::F32(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot f32"), as_blocks(y, "vec_dot f32"));
+                same::<f32, f32>(a, b, "f32");
+                f(a, b)
+            }
+            RowDot::F16(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot f16"), as_blocks(y, "vec_dot f16"));
+                same::<half::f16, half::f16>(a, b, "f16");
+                f(a, b)
+            }
+            RowDot::Bf16(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot bf16"), as_blocks(y, "vec_dot bf16"));
+                same::<half::bf16, half::bf16>(a, b, "bf16");
+                f(a, b)
+            }
+            RowDot::Q8_0(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot q8_0"), as_blocks(y, "vec_dot q8_0 activations"));
+                same(a, b, "q8_0");
+                f(a, b)
+            }
+            RowDot::Q4_0(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot q4_0"), as_blocks(y, "vec_dot q4_0 activations"));
+                same(a, b, "q4_0");
+                f(a, b)
+            }
+            RowDot::Q4K(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot q4_K"), as_blocks(y, "vec_dot q4_K activations"));
+                same(a, b, "q4_K");
+                f(a, b)
+            }
+            RowDot::Q6K(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot q6_K"), as_blocks(y, "vec_dot q6_K activations"));
+                same(a, b, "q6_K");
+                f(a, b)
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Q6_K · Q8_K. Per super-block one exact integer `Σ_e scales[e/16] · (q6[e] − 32) · q8[e]`, then
+//! `sum += (d·dy)·sumi` in f32 in block order. The SIMD version sums the unsigned quants
+//! (0..64) and takes `32 · Σ_j scales[j] · bsums[j]` off, the same integer, so it equals the
+//! reference bit for bit.
+
+use crate::block::{BlockQ6K, BlockQ8K, QK_K};
+use crate::quants::q6_get;
+use crate::simd::Level;
+
+pub type Q6KDot = fn(&[BlockQ6K], &[BlockQ8K]) -> f32;
+
+/// scalar reference (upstream's `ggml_vec_dot_q6_K_q8_K_generic`, integers kept exact)
+pub fn q6_k_q8_k_reference(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let mut sumi = 0i32;
+        for e in 0..QK_K {
+            sumi += a.scales[e / 16] as i32 * (q6_get(a, e) as i32 - 32) * b.qs[e] as i32;
+        }
+        sum += (a.d.to_f32() * b.d) * sumi as f32;
+    }
+    sum
+}
+
+/// the Q6_K · Q8_K kernel of `level`
+pub fn select_q6_k(level: Level) -> Q6KDot {
+    assert!(level <= crate::simd::detected(), "select_q6_k: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q6_k_q8_k_reference,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q6_k_q8_k_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q6_k_q8_k_reference,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::super::x86::{arr32, f16_product, hsum_epi32, load_i8x32, load_u8x32};
+    use crate::block::{BlockQ6K, BlockQ8K};
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q6_k_q8_k_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        let mut sum = 0.0f32;
+        let m4 = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            // SAFETY: reads the 16 scale bytes and the 32 bytes of `bsums` (unaligned loads)
+            let (sc8, bsums) = unsafe { (_mm_loadu_si128(a.scales.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
+            let sc16 = _mm256_cvtepi8_epi16(sc8);
+            // the offset: Σ_j scales[j] · bsums[j] (times 32, taken off below)
+            let bias = _mm256_madd_epi16(sc16, bsums);
+            let mut acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+            for h in 0..2 {
+                // scales 8h..8h+8 as i16 in both halves; a byte shuffle picks one per half
+                let sch = if h == 0 { _mm256_permute2x128_si256(sc16, sc16, 0x00) } else { _mm256_permute2x128_si256(sc16, sc16, 0x11) };
+                let ql0 = load_u8x32(arr32(&a.ql, 64 * h));
+                let ql1 = load_u8x32(arr32(&a.ql, 64 * h + 32));
+                let qh = load_u8x32(arr32(&a.qh, 32 * h));
+                // the four quarters of 32 elements: low/high nibbles of ql0/ql1, 2 bits of qh each
+                let q = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4)),
+                    _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30))),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                        _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0xc0u8 as i8)), 2),
+                    ),
+                ];
+                for (k, qk) in q.into_iter().enumerate() {
+                    // 6-bit (≤ 63) · byte pairs fit i16 without saturating
+                    let p = _mm256_maddubs_epi16(qk, load_i8x32(arr32(&b.qs, 128 * h + 32 * k)));
+                    // elements 0..16 of the quarter use scale 2k of the half, 16..32 scale 2k + 1
+                    let (j0, j1) = (4 * k as i16, 4 * k as i16 + 2);
+                    let pick = _mm256_set_m128i(_mm_set1_epi16(j1 | ((j1 + 1) << 8)), _mm_set1_epi16(j0 | ((j0 + 1) << 8)));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, pick)));
+                }
+            }
+            let sumi = hsum_epi32(acc);
+            // d · 1.0 is d exactly: the pair conversion only avoids a false dependency
+            sum += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
+        }
+        sum
+    }
+}

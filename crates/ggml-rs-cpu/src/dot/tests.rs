@@ -1,0 +1,162 @@
+//! Every SIMD kernel against its scalar reference, at every level this CPU runs.
+
+use half::{bf16, f16};
+
+use super::float::*;
+use super::q4_k::*;
+use super::q6_k::*;
+use super::q8_0::*;
+use super::*;
+use crate::block::*;
+use crate::quants::quantize_row_q8_k;
+use crate::rng::XorShift;
+
+const SIZES: [usize; 9] = [0, 1, 7, 8, 31, 64, 100, 4096, 4099];
+
+fn abs_sum(x: &[f64], y: &[f64]) -> f64 {
+    x.iter().zip(y).map(|(a, b)| (a * b).abs()).sum()
+}
+
+/// float kernels: within 2⁻²⁰ · Σ|x·y| of the f64 reference
+#[test]
+fn float_kernels_match_the_reference() {
+    let mut r = XorShift::new(1);
+    for level in Level::available() {
+        for n in SIZES {
+            let x: Vec<f32> = (0..n).map(|_| r.f32_in(-2.0, 2.0)).collect();
+            let y: Vec<f32> = (0..n).map(|_| r.f32_in(-2.0, 2.0)).collect();
+            let tol = |xs: &[f64], ys: &[f64]| abs_sum(xs, ys) * 2f64.powi(-20) + 1e-30;
+
+            let got = select_f32(level)(&x, &y) as f64;
+            let want = f32_reference(&x, &y) as f64;
+            let (xd, yd): (Vec<f64>, Vec<f64>) = (x.iter().map(|&v| v as f64).collect(), y.iter().map(|&v| v as f64).collect());
+            assert!((got - want).abs() <= tol(&xd, &yd), "f32 {} n={n}: {got} vs {want}", level.name());
+
+            let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            let yh: Vec<f16> = y.iter().map(|&v| f16::from_f32(v)).collect();
+            let got = select_f16(level)(&xh, &yh) as f64;
+            let want = f16_reference(&xh, &yh) as f64;
+            assert!((got - want).abs() <= tol(&xd, &yd) * 1.01, "f16 {} n={n}: {got} vs {want}", level.name());
+
+            let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+            let yb: Vec<bf16> = y.iter().map(|&v| bf16::from_f32(v)).collect();
+            let got = select_bf16(level)(&xb, &yb) as f64;
+            let want = bf16_reference(&xb, &yb) as f64;
+            assert!((got - want).abs() <= tol(&xd, &yd) * 1.02, "bf16 {} n={n}: {got} vs {want}", level.name());
+        }
+    }
+}
+
+fn q8_0_blocks(r: &mut XorShift, nb: usize, qmax: i32, d: impl Fn(&mut XorShift) -> f32) -> Vec<BlockQ8_0> {
+    (0..nb).map(|_| BlockQ8_0 { d: f16::from_f32(d(r)), qs: std::array::from_fn(|_| r.i32_in(-qmax, qmax) as i8) }).collect()
+}
+
+fn q4_0_blocks(r: &mut XorShift, nb: usize, d: impl Fn(&mut XorShift) -> f32) -> Vec<BlockQ4_0> {
+    (0..nb).map(|_| BlockQ4_0 { d: f16::from_f32(d(r)), qs: std::array::from_fn(|_| r.next_u64() as u8) }).collect()
+}
+
+/// scales that are powers of two and activations small enough that every float operation is
+/// exact: then the result depends on the integer sums alone, and those must equal bit for bit
+#[test]
+fn q8_0_and_q4_0_integer_sums_are_exact() {
+    let mut r = XorShift::new(2);
+    let pow2 = |r: &mut XorShift| if r.next_u64() & 1 == 0 { 0.25 } else { 0.125 };
+    for level in Level::available() {
+        for nb in [0, 1, 2, 3, 17, 64] {
+            let x = q8_0_blocks(&mut r, nb, 127, |_| 0.125);
+            let y = q8_0_blocks(&mut r, nb, 15, pow2);
+            assert_eq!(select_q8_0(level)(&x, &y), q8_0_q8_0_reference(&x, &y), "q8_0 {} nb={nb}", level.name());
+            let x4 = q4_0_blocks(&mut r, nb, |_| 0.125);
+            assert_eq!(select_q4_0(level)(&x4, &y), q4_0_q8_0_reference(&x4, &y), "q4_0 {} nb={nb}", level.name());
+        }
+    }
+}
+
+/// any scales, full-range quants: within (n_blocks + 8) · 2⁻²³ · Σ|d·x·y| of the reference (the
+/// SIMD versions scale each of 8 lane sums, then add lanes and blocks)
+#[test]
+fn q8_0_and_q4_0_match_the_reference_within_float_rounding() {
+    let mut r = XorShift::new(3);
+    let any = |r: &mut XorShift| r.f32_in(-0.05, 0.05);
+    for level in Level::available() {
+        for nb in [1, 5, 128, 130] {
+            let x = q8_0_blocks(&mut r, nb, 127, any);
+            let y = q8_0_blocks(&mut r, nb, 127, any);
+            let x4 = q4_0_blocks(&mut r, nb, any);
+            let terms = |sumi: &dyn Fn(usize) -> i32, dx: &dyn Fn(usize) -> f32| -> f64 {
+                (0..nb).map(|i| (sumi(i) as f64 * dx(i) as f64 * y[i].d.to_f64()).abs()).sum()
+            };
+            let tol8 = terms(&|i| x[i].qs.iter().zip(&y[i].qs).map(|(&a, &b)| (a as i32 * b as i32).abs()).sum(), &|i| x[i].d.to_f32())
+                * (nb + 8) as f64
+                * 2f64.powi(-23);
+            let (got, want) = (select_q8_0(level)(&x, &y), q8_0_q8_0_reference(&x, &y));
+            assert!(((got - want) as f64).abs() <= tol8 + 1e-30, "q8_0 {} nb={nb}: {got} vs {want}", level.name());
+            let sumi4 = |i: usize| -> i32 {
+                (0..16)
+                    .map(|j| ((x4[i].qs[j] & 15) as i32 - 8) * y[i].qs[j] as i32 + ((x4[i].qs[j] >> 4) as i32 - 8) * y[i].qs[j + 16] as i32)
+                    .map(i32::abs)
+                    .sum()
+            };
+            let tol4 = terms(&sumi4, &|i| x4[i].d.to_f32()) * (nb + 8) as f64 * 2f64.powi(-23);
+            let (got, want) = (select_q4_0(level)(&x4, &y), q4_0_q8_0_reference(&x4, &y));
+            assert!(((got - want) as f64).abs() <= tol4 + 1e-30, "q4_0 {} nb={nb}: {got} vs {want}", level.name());
+        }
+    }
+}
+
+fn q8_k_row(r: &mut XorShift, nb: usize) -> Vec<BlockQ8K> {
+    let x = r.model_like(nb * QK_K);
+    let mut y = vec![BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; 16] }; nb];
+    quantize_row_q8_k(&x, &mut y);
+    y
+}
+
+/// K-quant kernels keep the reference's integers and float order: bit for bit, on blocks of
+/// random bytes (every scale, min and quant pattern)
+#[test]
+fn k_quant_kernels_equal_the_reference_bit_for_bit() {
+    let mut r = XorShift::new(4);
+    for level in Level::available() {
+        for nb in [0, 1, 2, 16, 17] {
+            let y = q8_k_row(&mut r, nb);
+            let mut x4 = vec![BlockQ4K { d: f16::ZERO, dmin: f16::ZERO, scales: [0; 12], qs: [0; 128] }; nb];
+            r.fill_bytes(as_bytes_mut(&mut x4));
+            for b in &mut x4 {
+                b.d = f16::from_f32(r.f32_in(0.0, 0.01));
+                b.dmin = f16::from_f32(r.f32_in(0.0, 0.01));
+            }
+            let (got, want) = (select_q4_k(level)(&x4, &y), q4_k_q8_k_reference(&x4, &y));
+            assert_eq!(got.to_bits(), want.to_bits(), "q4_K {} nb={nb}: {got} vs {want}", level.name());
+
+            let mut x6 = vec![BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: f16::ZERO }; nb];
+            r.fill_bytes(as_bytes_mut(&mut x6));
+            for b in &mut x6 {
+                b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
+            }
+            let (got, want) = (select_q6_k(level)(&x6, &y), q6_k_q8_k_reference(&x6, &y));
+            assert_eq!(got.to_bits(), want.to_bits(), "q6_K {} nb={nb}: {got} vs {want}", level.name());
+        }
+    }
+}
+
+/// the byte-level entry checks that the two rows match
+#[test]
+#[should_panic(expected = "vec_dot q8_0: weight row has 2 blocks, activation row 1")]
+fn row_dot_names_mismatched_rows() {
+    let (x, y) = (AlignedBytes::zeroed(2 * 34), AlignedBytes::zeroed(34));
+    RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&x, &y);
+}
+
+/// the four-at-a-time unpacking of Q4_K's scales and mins is get_scale_min_k4's
+#[test]
+fn q4_k_scale_unpacking_matches_get_scale_min_k4() {
+    let mut r = XorShift::new(6);
+    for _ in 0..10_000 {
+        let mut q = [0u8; 12];
+        r.fill_bytes(&mut q);
+        let u = super::q4_k::unpack_scales_mins(&q);
+        for j in 0..8 {
+            assert_eq!((u[j], u[8 + j]), crate::quants::get_scale_min_k4(j, &q), "{q:?} sub-block {j}");
+        }
+    }
+}

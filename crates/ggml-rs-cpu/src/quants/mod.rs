@@ -1,0 +1,62 @@
+//! Reference quantization and dequantization, one file per block format, each producing exactly
+//! the bytes of upstream's reference quantizer (`quantize_row_*_ref` in ggml-quants.c at the pin,
+//! which `ggml_quantize_chunk` uses without an importance matrix): the same operations in the
+//! same order, no fused multiply-add (ggml-base is built without it), the same rounding helpers.
+//! The integration test `tests/upstream.rs` checks the bytes against upstream's library.
+
+mod q4_0;
+mod q4_k;
+mod q6_k;
+mod q8_0;
+mod q8_k;
+mod search;
+
+pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0};
+pub use q4_k::{dequantize_row_q4_k, get_scale_min_k4, quantize_row_q4_k};
+pub(crate) use q6_k::q6_get;
+pub use q6_k::{dequantize_row_q6_k, quantize_row_q6_k};
+pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0_x86};
+pub use q8_k::{dequantize_row_q8_k, quantize_row_q8_k};
+
+use crate::GgmlType;
+use crate::block::{as_blocks, as_blocks_mut};
+
+/// Quantizes (or converts) the row `x` into `y`, upstream's `from_float_ref` of `ty`.
+pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
+    let what = ty.name();
+    assert_eq!(y.len(), ty.row_size(x.len()), "quantize_row {what}: destination is not one row of {} elements", x.len());
+    match ty {
+        GgmlType::F32 => as_blocks_mut::<f32>(y, what).copy_from_slice(x),
+        GgmlType::F16 => crate::fp::f32_to_f16_row(x, as_blocks_mut(y, what)),
+        GgmlType::BF16 => crate::fp::f32_to_bf16_row(x, as_blocks_mut(y, what)),
+        GgmlType::Q8_0 => quantize_row_q8_0(x, as_blocks_mut(y, what)),
+        GgmlType::Q4_0 => quantize_row_q4_0(x, as_blocks_mut(y, what)),
+        GgmlType::Q4K => quantize_row_q4_k(x, as_blocks_mut(y, what)),
+        GgmlType::Q6K => quantize_row_q6_k(x, as_blocks_mut(y, what)),
+        GgmlType::Q8K => quantize_row_q8_k(x, as_blocks_mut(y, what)),
+    }
+}
+
+/// Dequantizes (or converts) the row `x` into `y`, upstream's `to_float` of `ty`.
+pub fn dequantize_row(ty: GgmlType, x: &[u8], y: &mut [f32]) {
+    let what = ty.name();
+    assert_eq!(x.len(), ty.row_size(y.len()), "dequantize_row {what}: source is not one row of {} elements", y.len());
+    match ty {
+        GgmlType::F32 => y.copy_from_slice(as_blocks::<f32>(x, what)),
+        GgmlType::F16 => crate::fp::f16_to_f32_row(as_blocks(x, what), y),
+        GgmlType::BF16 => crate::fp::bf16_to_f32_row(as_blocks(x, what), y),
+        GgmlType::Q8_0 => dequantize_row_q8_0(as_blocks(x, what), y),
+        GgmlType::Q4_0 => dequantize_row_q4_0(as_blocks(x, what), y),
+        GgmlType::Q4K => dequantize_row_q4_k(as_blocks(x, what), y),
+        GgmlType::Q6K => dequantize_row_q6_k(as_blocks(x, what), y),
+        GgmlType::Q8K => dequantize_row_q8_k(as_blocks(x, what), y),
+    }
+}
+
+fn check_blocks(what: &str, n: usize, qk: usize, nb: usize) {
+    assert!(n.is_multiple_of(qk), "{what}: {n} elements are not whole blocks of {qk}");
+    assert_eq!(n / qk, nb, "{what}: {n} elements need {} blocks, got {nb}", n / qk);
+}
+
+#[cfg(test)]
+mod tests;

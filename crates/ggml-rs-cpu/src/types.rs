@@ -1,0 +1,79 @@
+//! The ggml types this crate implements, with ggml's numbering (`enum ggml_type` in ggml.h), block
+//! sizes and the activation type each weight type's dot product pairs with (upstream's
+//! `vec_dot_type` in ggml-cpu.c).
+
+use crate::block::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, QK_K, QK4_0, QK8_0};
+
+/// A ggml tensor type; the discriminant is upstream's `enum ggml_type` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum GgmlType {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q8_0 = 8,
+    Q4K = 12,
+    Q6K = 14,
+    Q8K = 15,
+    BF16 = 30,
+}
+
+impl GgmlType {
+    pub const ALL: [GgmlType; 8] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8K];
+
+    /// upstream's `type_name`
+    pub fn name(self) -> &'static str {
+        match self {
+            GgmlType::F32 => "f32",
+            GgmlType::F16 => "f16",
+            GgmlType::BF16 => "bf16",
+            GgmlType::Q8_0 => "q8_0",
+            GgmlType::Q4_0 => "q4_0",
+            GgmlType::Q4K => "q4_K",
+            GgmlType::Q6K => "q6_K",
+            GgmlType::Q8K => "q8_K",
+        }
+    }
+
+    /// elements per block
+    pub fn block_size(self) -> usize {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
+            GgmlType::Q8_0 => QK8_0,
+            GgmlType::Q4_0 => QK4_0,
+            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
+        }
+    }
+
+    /// bytes per block
+    pub fn type_size(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            GgmlType::Q8_0 => size_of::<BlockQ8_0>(),
+            GgmlType::Q4_0 => size_of::<BlockQ4_0>(),
+            GgmlType::Q4K => size_of::<BlockQ4K>(),
+            GgmlType::Q6K => size_of::<BlockQ6K>(),
+            GgmlType::Q8K => size_of::<BlockQ8K>(),
+        }
+    }
+
+    /// bytes of a row of `n` elements (`n` a multiple of the block size)
+    pub fn row_size(self, n: usize) -> usize {
+        assert!(n.is_multiple_of(self.block_size()), "row of {n} {} elements is not whole blocks", self.name());
+        n / self.block_size() * self.type_size()
+    }
+
+    /// the type the activations are converted to for this weight type's dot product, `None` for
+    /// a type that is only ever an activation (Q8_K)
+    pub fn vec_dot_type(self) -> Option<GgmlType> {
+        match self {
+            GgmlType::F32 => Some(GgmlType::F32),
+            GgmlType::F16 => Some(GgmlType::F16),
+            GgmlType::BF16 => Some(GgmlType::BF16),
+            GgmlType::Q8_0 | GgmlType::Q4_0 => Some(GgmlType::Q8_0),
+            GgmlType::Q4K | GgmlType::Q6K => Some(GgmlType::Q8K),
+            GgmlType::Q8K => None,
+        }
+    }
+}

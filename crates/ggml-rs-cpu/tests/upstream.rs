@@ -1,0 +1,293 @@
+//! Against what we did not write: our formats and kernels compared with upstream's stock
+//! libggml-base / libggml-cpu (dlopened from `GGML_RS_UPSTREAM_LIB_DIR`; each test prints why
+//! and passes when they are not there, unless `GGML_RS_UPSTREAM_REQUIRED=1`).
+//!
+//! - quantize: `ggml_quantize_chunk` (upstream's reference quantizers) byte for byte;
+//! - dequantize: the type's `to_float` bit for bit;
+//! - activation quantization: ggml-cpu's `from_float` (Q8_K: the reference; Q8_0: the x86 form);
+//! - dot products: ggml-cpu's `vec_dot` — equal where the sum is exact, within float rounding
+//!   otherwise.
+
+#[path = "support/upstream_lib.rs"]
+mod upstream_lib;
+
+use ggml_rs_cpu::block::AlignedBytes;
+use ggml_rs_cpu::dot::RowDot;
+use ggml_rs_cpu::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86};
+use ggml_rs_cpu::rng::XorShift;
+use ggml_rs_cpu::simd::Level;
+use ggml_rs_cpu::{GgmlType, block};
+use upstream_lib::Upstream;
+
+/// the libraries, or None (the test skips) — unless GGML_RS_UPSTREAM_REQUIRED=1 (the suite sets
+/// it), where a missing library fails the test
+fn upstream() -> Option<Upstream> {
+    match Upstream::load() {
+        Ok(u) => Some(u),
+        Err(why) if std::env::var("GGML_RS_UPSTREAM_REQUIRED").is_ok_and(|v| v == "1") => {
+            panic!("upstream's libraries are required (GGML_RS_UPSTREAM_REQUIRED=1) and not loaded: {why}")
+        }
+        Err(why) => {
+            println!("SKIPPED: upstream's libraries not loaded: {why}");
+            None
+        }
+    }
+}
+
+const WEIGHT_TYPES: [GgmlType; 7] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+
+/// rows that stress the rounding rules: model-like values, zeros, a constant, ties (.5 steps),
+/// tiny and huge magnitudes, one outlier, all negative, exact halves
+fn test_rows(r: &mut XorShift, n: usize) -> Vec<Vec<f32>> {
+    let mut rows = vec![r.model_like(n), r.model_like(n), vec![0.0; n], vec![0.75; n]];
+    rows.push((0..n).map(|i| (i % 17) as f32 * 0.5 - 4.0).collect());
+    rows.push((0..n).map(|_| r.f32_in(-1e-20, 1e-20)).collect());
+    rows.push((0..n).map(|_| r.f32_in(-6e4, 6e4)).collect());
+    let mut outlier = r.model_like(n);
+    outlier[n / 3] = 100.0;
+    rows.push(outlier);
+    rows.push((0..n).map(|_| -r.f32_in(0.0, 1.0)).collect());
+    rows.push((0..n).map(|i| if i % 32 < 16 { 1.0 } else { -1.0 }).collect());
+    // exact halves after scaling (amax 127: d = 1): where round-half-away and ties-to-even part
+    rows.push((0..n).map(|i| if i % 32 == 0 { 127.0 } else { (i % 7) as f32 - 3.5 }).collect());
+    // and bulk: sums of uniforms (bell-shaped, as trained weights), at several scales, so the
+    // rarely taken branches of the scale searches are taken too
+    for k in 0..48 {
+        let scale = [0.02f32, 0.3, 1.0, 7.0][k % 4];
+        rows.push((0..n).map(|_| (r.f32_in(-1.0, 1.0) + r.f32_in(-1.0, 1.0) + r.f32_in(-1.0, 1.0)) * scale).collect());
+    }
+    rows
+}
+
+#[test]
+fn type_sizes_match_upstream() {
+    let Some(u) = upstream() else { return };
+    for ty in GgmlType::ALL {
+        let (blck, size) = u.type_size(ty as u32);
+        assert_eq!((blck as usize, size), (ty.block_size(), ty.type_size()), "{}", ty.name());
+        assert_eq!(u.type_name(ty as u32), ty.name());
+    }
+}
+
+#[test]
+fn quantize_is_byte_for_byte_upstreams() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(11);
+    let mut compared = 0usize;
+    for ty in WEIGHT_TYPES {
+        for n in [256, 4096] {
+            for (k, row) in test_rows(&mut r, n).iter().enumerate() {
+                let mut theirs = AlignedBytes::zeroed(ty.row_size(n));
+                let mut ours = AlignedBytes::zeroed(ty.row_size(n));
+                u.quantize_chunk(ty as u32, row, n, &mut theirs);
+                quantize_row(ty, row, &mut ours);
+                if let Some(at) = theirs.iter().zip(ours.iter()).position(|(a, b)| a != b) {
+                    panic!(
+                        "{} row {k} (n={n}): first different byte {at} (block {}): upstream {:#04x}, ours {:#04x}",
+                        ty.name(),
+                        at / ty.type_size(),
+                        theirs[at],
+                        ours[at]
+                    );
+                }
+                compared += ours.len();
+            }
+        }
+    }
+    println!("quantize: {compared} bytes equal to ggml_quantize_chunk's");
+}
+
+#[test]
+fn dequantize_is_bit_for_bit_upstreams() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(12);
+    let n = 4096;
+    // f32 has no to_float upstream (it is not converted)
+    for ty in WEIGHT_TYPES.into_iter().filter(|&t| t != GgmlType::F32) {
+        for row in test_rows(&mut r, n) {
+            let mut q = AlignedBytes::zeroed(ty.row_size(n));
+            quantize_row(ty, &row, &mut q);
+            let (mut theirs, mut ours) = (vec![0f32; n], vec![0f32; n]);
+            u.to_float(ty as u32, &q, &mut theirs);
+            dequantize_row(ty, &q, &mut ours);
+            for i in 0..n {
+                assert_eq!(theirs[i].to_bits(), ours[i].to_bits(), "{} element {i}: upstream {} ours {}", ty.name(), theirs[i], ours[i]);
+            }
+        }
+    }
+}
+
+#[test]
+fn activation_quantization_is_ggml_cpus() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(13);
+    let n = 4096;
+    let (mut diff_ref, mut total) = (0usize, 0usize);
+    for row in test_rows(&mut r, n) {
+        // Q8_K: ggml-cpu's from_float is the reference quantizer
+        let mut theirs = AlignedBytes::zeroed(GgmlType::Q8K.row_size(n));
+        let mut ours = AlignedBytes::zeroed(GgmlType::Q8K.row_size(n));
+        u.cpu_from_float(GgmlType::Q8K as u32, &row, &mut theirs);
+        quantize_row(GgmlType::Q8K, &row, &mut ours);
+        assert!(*theirs == *ours, "q8_K activations differ from ggml-cpu's from_float");
+        // Q8_0: the x86 form, byte for byte; the reference differs now and then (ties, 127/amax)
+        let mut theirs = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
+        let mut ours = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
+        u.cpu_from_float(GgmlType::Q8_0 as u32, &row, &mut theirs);
+        quantize_row_q8_0_x86(&row, block::as_blocks_mut(&mut ours, "q8_0"));
+        assert!(*theirs == *ours, "q8_0 activations differ from ggml-cpu's from_float");
+        quantize_row(GgmlType::Q8_0, &row, &mut ours);
+        diff_ref += theirs.iter().zip(ours.iter()).filter(|(a, b)| a != b).count();
+        total += ours.len();
+    }
+    println!("q8_0: ggml-cpu's from_float and the reference quantizer differ in {diff_ref} of {total} bytes");
+}
+
+/// activations of the weight type's vec_dot type, quantized our way
+fn activations(ty: GgmlType, x: &[f32]) -> AlignedBytes {
+    let vt = ty.vec_dot_type().unwrap();
+    let mut y = AlignedBytes::zeroed(vt.row_size(x.len()));
+    quantize_row(vt, x, &mut y);
+    y
+}
+
+/// model-like data: every level's kernel within float rounding of ggml-cpu's vec_dot on the same
+/// bytes (bound: 2⁻¹⁸ · Σ|w·a| over the dequantized rows, far above the few-ulp differences
+/// of summation order, far below any wrong block)
+#[test]
+fn vec_dot_matches_ggml_cpus() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(14);
+    for ty in WEIGHT_TYPES {
+        let mut worst = 0f64;
+        for n in [256, 4096, 11008] {
+            for _ in 0..8 {
+                let (w, a) = (r.model_like(n), r.model_like(n));
+                let mut wq = AlignedBytes::zeroed(ty.row_size(n));
+                quantize_row(ty, &w, &mut wq);
+                let aq = activations(ty, &a);
+                let theirs = u.vec_dot(ty as u32, n, &wq, &aq) as f64;
+                let (mut wd, mut ad) = (vec![0f32; n], vec![0f32; n]);
+                dequantize_row(ty, &wq, &mut wd);
+                dequantize_row(ty.vec_dot_type().unwrap(), &aq, &mut ad);
+                let mag: f64 = wd.iter().zip(&ad).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum();
+                for level in Level::available() {
+                    let ours = RowDot::new(ty, level).dot(&wq, &aq) as f64;
+                    let err = (ours - theirs).abs() / mag.max(f64::MIN_POSITIVE);
+                    assert!(err <= 2f64.powi(-18), "{} {} n={n}: upstream {theirs}, ours {ours} (error {err:e} of Σ|w·a|)", ty.name(), level.name());
+                    worst = worst.max(err);
+                }
+            }
+        }
+        println!("vec_dot {}: worst difference from ggml-cpu {worst:.2e} of Σ|w·a|", ty.name());
+    }
+}
+
+/// integer paths exactly: power-of-two scales and small activations make every float operation
+/// exact, so ours and upstream's must agree to the bit
+#[test]
+fn vec_dot_integer_sums_equal_ggml_cpus() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(15);
+    let n = 4096;
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K] {
+        for _ in 0..8 {
+            // random quants, then the scales set to powers of two
+            let mut wq = AlignedBytes::zeroed(ty.row_size(n));
+            r.fill_bytes(&mut wq);
+            let a: Vec<f32> = (0..n).map(|_| r.i32_in(-3, 3) as f32).collect();
+            let mut aq = activations(ty, &a);
+            match ty {
+                GgmlType::Q8_0 | GgmlType::Q4_0 => {
+                    let bs = ty.type_size();
+                    for b in wq.chunks_exact_mut(bs) {
+                        b[..2].copy_from_slice(&half::f16::from_f32(0.125).to_bits().to_le_bytes());
+                        if ty == GgmlType::Q8_0 {
+                            // no -128 in weights: upstream's sign trick needs it too
+                            for q in &mut b[2..] {
+                                if *q == 0x80 {
+                                    *q = 0x81;
+                                }
+                            }
+                        }
+                    }
+                    for b in aq.chunks_exact_mut(34) {
+                        b[..2].copy_from_slice(&half::f16::from_f32(0.25).to_bits().to_le_bytes());
+                    }
+                }
+                GgmlType::Q4K | GgmlType::Q6K => {
+                    // quants of -3..3 and unit scales: every partial sum an integer below 2^24
+                    for b in block::as_blocks_mut::<block::BlockQ8K>(&mut aq, "q8_K") {
+                        b.d = 1.0;
+                        for q in b.qs.iter_mut() {
+                            *q = r.i32_in(-3, 3) as i8;
+                        }
+                        for j in 0..16 {
+                            b.bsums[j] = b.qs[16 * j..16 * j + 16].iter().map(|&q| q as i16).sum();
+                        }
+                    }
+                }
+                _ => unreachable!(),
+            }
+            match ty {
+                GgmlType::Q4K => {
+                    for b in block::as_blocks_mut::<block::BlockQ4K>(&mut wq, "q4_K") {
+                        b.d = half::f16::from_f32(1.0);
+                        b.dmin = half::f16::from_f32(1.0);
+                    }
+                }
+                GgmlType::Q6K => {
+                    for b in block::as_blocks_mut::<block::BlockQ6K>(&mut wq, "q6_K") {
+                        b.d = half::f16::from_f32(1.0);
+                        for s in b.scales.iter_mut() {
+                            *s = (*s).clamp(-16, 16);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
+            for level in Level::available() {
+                let ours = RowDot::new(ty, level).dot(&wq, &aq);
+                assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {}: upstream {theirs}, ours {ours}", ty.name(), level.name());
+            }
+        }
+    }
+}
+
+/// the row-parallel MUL_MAT against upstream's own recipe: ggml-cpu's `from_float` on the
+/// activations, then its `vec_dot` per row; within float rounding (2⁻¹⁸ · Σ|w·a|)
+#[test]
+fn mul_mat_matches_ggml_cpus_recipe() {
+    use ggml_rs_cpu::matmul::{MatMul, Weights};
+    use ggml_rs_cpu::pool::ThreadPool;
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(16);
+    let mut pool = ThreadPool::new(2);
+    let (rows, k, n_vecs) = (40, 4096, 3);
+    for ty in WEIGHT_TYPES {
+        let rs = ty.row_size(k);
+        let mut w = AlignedBytes::zeroed(rows * rs);
+        for i in 0..rows {
+            quantize_row(ty, &r.model_like(k), &mut w[i * rs..(i + 1) * rs]);
+        }
+        let x = r.model_like(k * n_vecs);
+        let mut dst = vec![0f32; rows * n_vecs];
+        MatMul::new(ty).compute(&mut pool, Weights { ty, data: &w, rows, k }, &x, &mut dst);
+        let vt = ty.vec_dot_type().unwrap();
+        for j in 0..n_vecs {
+            let mut a = AlignedBytes::zeroed(vt.row_size(k));
+            u.cpu_from_float(vt as u32, &x[j * k..(j + 1) * k], &mut a);
+            let mut ad = vec![0f32; k];
+            dequantize_row(vt, &a, &mut ad);
+            for i in 0..rows {
+                let theirs = u.vec_dot(ty as u32, k, &w[i * rs..(i + 1) * rs], &a) as f64;
+                let mut wd = vec![0f32; k];
+                dequantize_row(ty, &w[i * rs..(i + 1) * rs], &mut wd);
+                let mag: f64 = wd.iter().zip(&ad).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+                let ours = dst[j * rows + i] as f64;
+                assert!((ours - theirs).abs() <= mag * 2f64.powi(-18), "{} vec {j} row {i}: upstream {theirs}, ours {ours}", ty.name());
+            }
+        }
+    }
+}
