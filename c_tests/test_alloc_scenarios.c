@@ -9,6 +9,7 @@
 // - an input the next graph computes from again keeps its bytes, or (lost) the compute is
 //   refused naming it.
 #include "check.h"
+#include "tensors.h"
 #include "ggml_rs_ext.h"
 
 #include "ggml-alloc.h"
@@ -28,12 +29,6 @@ static struct ggml_context * new_ctx(size_t n_tensors) {
     return ggml_init(p);
 }
 
-static struct ggml_tensor * vec(struct ggml_context * ctx, const char * name, int n) {
-    struct ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
-    ggml_set_name(t, name);
-    return t;
-}
-
 static void fill(struct ggml_tensor * t, float v) {
     int n = (int) ggml_nelements(t);
     float buf[256];
@@ -42,12 +37,6 @@ static void fill(struct ggml_tensor * t, float v) {
         buf[i] = v + (float) i;
     }
     ggml_backend_tensor_set(t, buf, 0, n * sizeof(float));
-}
-
-static float get0(struct ggml_tensor * t) {
-    float v;
-    ggml_backend_tensor_get(t, &v, 0, sizeof(v));
-    return v;
 }
 
 // a graph of explicit nodes, each flagged for compute as ggml_build_forward_expand would

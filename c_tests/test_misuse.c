@@ -13,6 +13,7 @@
 //   upstream does with one backend (upstream, with two: the allocation fails).
 #include "check.h"
 #include "fake_backend.h"
+#include "tensors.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend-impl.h"
@@ -22,27 +23,6 @@
 static struct ggml_context * new_ctx(void) {
     struct ggml_init_params p = { 64 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(), NULL, true };
     return ggml_init(p);
-}
-
-static struct ggml_tensor * vec(struct ggml_context * ctx, const char * name, int n) {
-    struct ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
-    ggml_set_name(t, name);
-    return t;
-}
-
-static void set_all(struct ggml_tensor * t, float v) {
-    float buf[64];
-    int n = (int) ggml_nelements(t);
-    for (int i = 0; i < n; i++) {
-        buf[i] = v;
-    }
-    ggml_backend_tensor_set(t, buf, 0, n * sizeof(float));
-}
-
-static float get0(struct ggml_tensor * t) {
-    float v;
-    ggml_backend_tensor_get(t, &v, 0, sizeof(v));
-    return v;
 }
 
 // Scenario: a context of four 16-float tensors and a view of the first, on a buffer type whose

@@ -17,6 +17,7 @@
 #include "check.h"
 #include "fake_backend.h"
 #include "ggml_rs_ext.h"
+#include "tensors.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -25,27 +26,6 @@
 static struct ggml_context * new_ctx(void) {
     struct ggml_init_params p = { 256 * ggml_tensor_overhead() + 4 * ggml_graph_overhead(), NULL, true };
     return ggml_init(p);
-}
-
-static struct ggml_tensor * vec(struct ggml_context * ctx, const char * name, int n) {
-    struct ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
-    ggml_set_name(t, name);
-    return t;
-}
-
-static void set_all(struct ggml_tensor * t, float v) {
-    float buf[64];
-    int n = (int) ggml_nelements(t);
-    for (int i = 0; i < n; i++) {
-        buf[i] = v;
-    }
-    ggml_backend_tensor_set(t, buf, 0, n * sizeof(float));
-}
-
-static float get0(struct ggml_tensor * t) {
-    float v;
-    ggml_backend_tensor_get(t, &v, 0, sizeof(v));
-    return v;
 }
 
 // what a caller may rely on staying as built
