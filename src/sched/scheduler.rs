@@ -135,7 +135,7 @@ pub struct Sched {
     lost_to: Option<&'static str>,
     /// a reserve or split of the allocated graph itself came in between: its inputs and where
     /// they were, to check that the compute's new allocation puts them in the same places
-    inputs_before_replan: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
+    inputs_before_replan: Option<InputPlaces>,
     prev_buft_ids: (Vec<usize>, Vec<usize>),
     graph_size: (usize, usize),
     dump_dir: Option<String>,
@@ -404,8 +404,7 @@ impl Sched {
             return true;
         }
         self.split_graph(graph);
-        if let Some((node, src)) = self.plan.as_ref().expect("split_graph ran").ix.unlisted {
-            crate::log_error!("{}\n", unlisted::message("ggml_backend_sched_alloc_graph", node, src));
+        if self.refuse_unlisted("ggml_backend_sched_alloc_graph") {
             return false;
         }
         // a new plan may move split inputs: let the backends finish with the old addresses first
@@ -480,17 +479,19 @@ impl Sched {
         let replan = self.before_replan("ggml_backend_sched_reserve", measure);
         self.synchronize();
         self.split_graph(measure);
-        let plan = self.plan.as_ref().expect("split_graph ran");
-        let ok = match plan.ix.unlisted {
-            Some((node, src)) => {
-                crate::log_error!("{}\n", unlisted::message("ggml_backend_sched_reserve", node, src));
-                false
-            }
-            None => Self::with_copies(plan, |g| self.galloc.reserve(g, false)).is_ok(),
-        };
+        let ok = !self.refuse_unlisted("ggml_backend_sched_reserve")
+            && Self::with_copies(self.plan.as_ref().expect("split_graph ran"), |g| self.galloc.reserve(g, false)).is_ok();
         self.reset();
         self.after_replan(replan);
         ok
+    }
+
+    /// Whether the split plan's graph reads a tensor it never computes (see `alloc::unlisted`),
+    /// which `function` then reports, naming both.
+    fn refuse_unlisted(&self, function: &str) -> bool {
+        let Some((node, src)) = self.plan.as_ref().expect("split_graph ran").ix.unlisted else { return false };
+        crate::log_error!("{}\n", unlisted::message(function, node, src));
+        true
     }
 
     /// What a new split plan made by `function` for `measure` does to the graph allocated now:
@@ -501,7 +502,7 @@ impl Sched {
         let lost = self.lost_to.or_else(|| (self.is_alloc && self.allocated != Some(GraphIdentity::of(measure))).then_some(function));
         let inputs = (self.is_alloc && lost.is_none()).then(|| {
             let all = measure.leaf_slice().iter().chain(measure.node_slice());
-            (GraphIdentity::of(measure), all.filter(|t| t.is_input()).map(|&t| (t, t.data() as usize)).collect())
+            InputPlaces { graph: GraphIdentity::of(measure), places: all.filter(|t| t.is_input()).map(|&t| (t, t.data() as usize)).collect() }
         });
         Replan { lost, inputs }
     }
@@ -550,7 +551,7 @@ impl Sched {
             }
             // allocated again after a reserve or split of the same graph: the inputs the caller
             // set must still be where they were (they are, while the plan is the same)
-            let kept = inputs_before_replan.filter(|(id, _)| *id == GraphIdentity::of(graph)).map(|(_, inputs)| inputs);
+            let kept = inputs_before_replan.filter(|p| p.graph == GraphIdentity::of(graph)).map(|p| p.places);
             if let Some(moved) = kept.iter().flatten().find(|(t, data)| t.data() as usize != *data) {
                 crate::log_error!(
                     "ggml_backend_sched_graph_compute: input {} moved when the graph was allocated again after a \
@@ -592,7 +593,14 @@ impl Sched {
 /// See `Sched::before_replan`.
 struct Replan {
     lost: Option<&'static str>,
-    inputs: Option<(GraphIdentity, Vec<(TensorRef, usize)>)>,
+    inputs: Option<InputPlaces>,
+}
+
+/// The inputs of an allocated graph and where their bytes were (`data`), kept across a reserve
+/// or split of that same graph (see `Sched::before_replan`).
+struct InputPlaces {
+    graph: GraphIdentity,
+    places: Vec<(TensorRef, usize)>,
 }
 
 fn describe(e: &AllocError) -> String {
