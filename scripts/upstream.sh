@@ -6,6 +6,7 @@
 #   scripts/upstream.sh fetch         download the sdist with pip, verify sha256, unpack
 #   scripts/upstream.sh build stock   upstream as it is (the reference)
 #   scripts/upstream.sh build ours    ggml-base without ggml-backend.cpp/ggml-alloc.c + this library
+#   scripts/upstream.sh build native  stock with GGML_NATIVE=ON: the opponent for CPU kernels
 #   scripts/upstream.sh paths         print the paths other scripts use (sourceable)
 #
 # GGML_RS_CACHE overrides the cache folder (default: <repo>/.upstream).
@@ -96,7 +97,7 @@ with_progress() {
     wait "$pid"
 }
 
-# build <variant>: variant is `stock` or `ours`
+# build <variant>: variant is `stock`, `ours` or `native` (stock with GGML_NATIVE=ON)
 cmd_build() {
     local variant=$1
     local build=$CACHE/build-$variant
@@ -104,6 +105,8 @@ cmd_build() {
     case "$variant" in
         stock) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF) ;;
         ours)  flags+=(-DGGML_RS_REPLACE=ON  -DGGML_RS_BUILD_RUST=ON) ;;
+        # the fair opponent for a CPU backend: upstream's ggml-cpu built for this machine
+        native) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF -DGGML_NATIVE=ON) ;;
         *) log "unknown variant $variant"; exit 2 ;;
     esac
     cmd_deps
@@ -129,13 +132,14 @@ GGML_RS_PIN=$PIN
 GGML_RS_TREE=$TREE
 GGML_RS_BUILD_STOCK=$CACHE/build-stock
 GGML_RS_BUILD_OURS=$CACHE/build-ours
+GGML_RS_BUILD_NATIVE=$CACHE/build-native
 EOF
 }
 
 case "${1:-}" in
     deps)  cmd_deps ;;
     fetch) cmd_fetch ;;
-    build) cmd_build "${2:?variant: stock or ours}" ;;
+    build) cmd_build "${2:?variant: stock, ours or native}" ;;
     paths) cmd_paths ;;
     *) sed -n '2,12p' "$0"; exit 2 ;;
 esac

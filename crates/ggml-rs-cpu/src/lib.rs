@@ -16,6 +16,7 @@ pub mod block;
 pub mod dot;
 pub mod fp;
 pub mod matmul;
+pub mod ops;
 pub mod pool;
 pub mod quants;
 #[doc(hidden)]

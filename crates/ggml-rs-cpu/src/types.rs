@@ -21,6 +21,11 @@ pub enum GgmlType {
 impl GgmlType {
     pub const ALL: [GgmlType; 8] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8K];
 
+    /// the type upstream numbers `v`, if this crate has its block format
+    pub fn from_raw(v: i32) -> Option<GgmlType> {
+        GgmlType::ALL.into_iter().find(|t| *t as i32 == v)
+    }
+
     /// upstream's `type_name`
     pub fn name(self) -> &'static str {
         match self {
