@@ -8,7 +8,7 @@
 //! not match goes to `gallocr`'s precise check, which decides what still holds.
 
 use crate::alloc::model::{GraphModel, SrcList, Tid};
-use crate::ggml::sys::{self, GGML_MAX_SRC};
+use crate::ggml::sys::{self, GGML_MAX_DIMS, GGML_MAX_SRC};
 use crate::ggml::tensor::TensorRef;
 
 // the check's arrays, kept for the next graph placed on this thread (see `ggml_plan::spare`)
@@ -16,9 +16,10 @@ ggml_plan::spare!(pub(crate) seen_spare: Vec<Seen>);
 ggml_plan::spare!(words_spare: Vec<usize>);
 
 /// One tensor as the check reads it: itself, where it is, what it views, its input and output
-/// flags, and (for a node) how many source slots follow in `PlacedGraph::slots`. Its layout and
-/// op are not read: ggml never changes them in a tensor, and a tensor made anew at the same
-/// address comes without memory, so it fails the check on `data` or `buffer`.
+/// flags, its type, op and layout, and (for a node) how many source slots follow in
+/// `PlacedGraph::slots`. The layout and op are read although ggml's constructors never change
+/// them in a tensor: a caller may (a tensor grown in place, an op swapped), and the plan depends
+/// on them (sizes; whether a node may take its source's memory).
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct Seen {
@@ -29,6 +30,10 @@ pub struct Seen {
     view_offs: usize,
     flags: u32,
     n_slots: u32,
+    /// the type in the low half, the op in the high half
+    type_op: u64,
+    /// shape and strides (`TensorRef::layout_words`)
+    layout: [u64; 2 * GGML_MAX_DIMS],
 }
 
 const FLAGS: i32 = sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT;
@@ -46,6 +51,8 @@ impl Seen {
             view_offs: t.view_offs(),
             flags: flags as u32,
             n_slots: 0,
+            type_op: type_op(t),
+            layout: t.layout_words(),
         }
     }
 
@@ -65,7 +72,38 @@ impl Seen {
             | (t.view_src_ptr() as usize ^ self.view_src)
             | (t.view_offs() ^ self.view_offs)
             | ((t.flags() & FLAGS) as u32 ^ self.flags) as usize
+            | (type_op(t) ^ self.type_op) as usize
+            | layout_diff(&t.layout_words(), &self.layout)
     }
+}
+
+/// Nonzero when the eight layout words differ. SSE2 (every x86-64 has it) compares them 16 bytes
+/// at a time: about half the instructions of the word-by-word form, on every replayed tensor.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn layout_diff(a: &[u64; 2 * GGML_MAX_DIMS], b: &[u64; 2 * GGML_MAX_DIMS]) -> usize {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86-64; the loads read the 64 bytes of each array (unaligned loads).
+    unsafe {
+        let (pa, pb) = (a.as_ptr() as *const __m128i, b.as_ptr() as *const __m128i);
+        let x0 = _mm_or_si128(_mm_xor_si128(_mm_loadu_si128(pa), _mm_loadu_si128(pb)), _mm_xor_si128(_mm_loadu_si128(pa.add(1)), _mm_loadu_si128(pb.add(1))));
+        let x1 = _mm_or_si128(
+            _mm_xor_si128(_mm_loadu_si128(pa.add(2)), _mm_loadu_si128(pb.add(2))),
+            _mm_xor_si128(_mm_loadu_si128(pa.add(3)), _mm_loadu_si128(pb.add(3))),
+        );
+        (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(x0, x1), _mm_setzero_si128())) ^ 0xffff) as usize
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn layout_diff(a: &[u64; 2 * GGML_MAX_DIMS], b: &[u64; 2 * GGML_MAX_DIMS]) -> usize {
+    a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) as usize
+}
+
+#[inline]
+fn type_op(t: TensorRef) -> u64 {
+    t.type_() as u32 as u64 | (t.op() as u32 as u64) << 32
 }
 
 /// A placed graph: what `Seen` reads of every tensor (nodes, then leafs, then tensors in neither

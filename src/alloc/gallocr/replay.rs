@@ -60,10 +60,8 @@ impl Gallocr {
     /// Whether tensor `t` of the last plan still has what the plan was made from: None if not;
     /// else whether it is already where the plan puts it. Only what the plan depends on is
     /// compared: for a view its source and whether it is a keep-alive marker (op NONE); for
-    /// somebody else's memory that it still is; for the allocator's own tensors also flags, and,
-    /// unless the tensor is exactly where the plan put it (then it is the tensor placed there:
-    /// tensors are made without data), op class and layout (sizes and in-place reuse follow
-    /// from them).
+    /// somebody else's memory that it still is; for the allocator's own tensors also flags, op
+    /// class and layout (sizes and in-place reuse follow from them).
     #[inline]
     pub(super) fn as_planned(&self, last: &Planned, t: Tid, g: &GraphInput) -> Option<bool> {
         let desc = &last.built.model.tensors[t];
@@ -92,6 +90,12 @@ impl Gallocr {
         if (flags & sys::GGML_TENSOR_FLAG_INPUT != 0) != desc.input || (flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0) != desc.output {
             return None;
         }
+        // op class and layout even for a tensor exactly where the plan put it: a caller may grow
+        // a tensor or change its op in place (upstream's replay checks the size)
+        let op = tensor.op();
+        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !has_plan_layout(tensor, &last.built.model.layouts[t]) {
+            return None;
+        }
         let placement = match desc.presence {
             Presence::Fresh => last.record.plan.placements[t],
             _ => None,
@@ -100,13 +104,8 @@ impl Gallocr {
             let (chunk, base) = self.chunk_bases[p.alloc][p.addr.chunk];
             if buffer == chunk && data == base + p.addr.offset {
                 // where the plan put it, so the tensor it placed: a tensor made anew has no data
-                // (upstream takes any tensor with data as it is, without looking at its size)
                 return Some(true);
             }
-        }
-        let op = tensor.op();
-        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !has_plan_layout(tensor, &last.built.model.layouts[t]) {
-            return None;
         }
         match desc.presence {
             Presence::Fresh => {
