@@ -87,7 +87,7 @@ impl Gallocr {
                 crate::log_error!("{msg}\n");
                 return Err(AllocError::Backend(msg));
             }
-            seen.push(Seen::new(tensor, desc.input, desc.output, desc.view_of.map(|v| built.tensors[v])));
+            seen.push(Seen::of(tensor));
         }
         Ok(seen)
     }
