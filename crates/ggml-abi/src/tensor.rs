@@ -200,17 +200,6 @@ impl TensorRef {
         read_field!(self, ne) == layout.ne && read_field!(self, nb) == layout.nb && self.type_() == layout.type_
     }
 
-    /// Shape and strides as the eight words they are in the header (`ne` then `nb`), read in one
-    /// go: comparing them word for word tells whether either changed.
-    #[inline]
-    pub fn layout_words(self) -> [u64; 2 * GGML_MAX_DIMS] {
-        const NE: usize = std::mem::offset_of!(ggml_tensor, ne);
-        const _: () = assert!(std::mem::offset_of!(ggml_tensor, nb) == NE + 8 * GGML_MAX_DIMS, "nb follows ne");
-        // SAFETY: as for `read_field!`; `ne` and `nb` are 8 initialised, 8-byte aligned words
-        // one after the other (checked above), read by value without creating a reference.
-        unsafe { std::ptr::read((self.0.as_ptr() as *const u8).add(NE) as *const [u64; 2 * GGML_MAX_DIMS]) }
-    }
-
     /// `ggml_are_same_layout`: same type, shape and strides.
     #[inline]
     pub fn same_layout(self, other: TensorRef) -> bool {

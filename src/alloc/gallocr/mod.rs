@@ -339,8 +339,12 @@ impl Gallocr {
         if let Replay::Same { in_place } = replay
             && self.last_sizes_fit()
         {
-            let seen = self.replay_last(in_place)?;
-            self.keep_placed(g, seen);
+            self.replay_last(in_place)?;
+            if in_place {
+                self.keep_placed(g);
+            } else {
+                self.placed = None;
+            }
             return Ok(Allocated::default());
         }
         let built = self.build(g).inspect_err(log_alloc_error)?;
@@ -357,7 +361,7 @@ impl Gallocr {
             let (plan, from_template) = self.plan_in_buffers(&built)?;
             let resized = self.ensure_buffers(&plan, Some(&built), false)?;
             self.seq += 1;
-            let seen = self.apply(&built, &plan)?;
+            self.apply(&built, &plan)?;
             carry_inputs(carried, &built);
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
@@ -368,7 +372,6 @@ impl Gallocr {
             }
             let last = self.last.as_ref().expect("just remembered");
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
-            self.keep_placed(g, Some(seen));
             return Ok(Allocated { planned: true, grew: resized.grew });
         }
         self.n_replays += 1;
@@ -380,7 +383,7 @@ impl Gallocr {
         }
         let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;
-        let seen = self.apply(&built, &record.plan)?;
+        self.apply(&built, &record.plan)?;
         carry_inputs(carried, &built);
         let addrs: Rc<Vec<usize>> = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         for &t in addrs.iter() {
@@ -389,11 +392,7 @@ impl Gallocr {
         // a structurally equal graph of other tensors, or the plan's own
         let differ = *addrs != *self.last.as_ref().expect("same").addrs;
         record_application(&mut self.residency, self.seq, &record, &built.tensors, addrs, !differ);
-        if !differ {
-            self.keep_placed(g, Some(seen));
-        } else {
-            seen_spare::give(seen);
-        }
+        self.placed = None;
         Ok(Allocated { planned: false, grew })
     }
 }

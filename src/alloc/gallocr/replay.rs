@@ -142,39 +142,33 @@ impl Gallocr {
             && placed.unchanged(g.nodes, g.leafs)
     }
 
-    /// Reads `g`, just placed as the last plan's graph with the last plan's tensors, for
-    /// `placed_unchanged` (unless `may_keep_placed` says no).
-    /// `seen`: what `apply` saw of every tensor, when it placed them (else the headers are read).
-    pub(super) fn keep_placed(&mut self, g: &GraphInput, seen: Option<Vec<Seen>>) {
+    /// Reads `g`, the last plan's graph allocated again with every tensor already in place,
+    /// for `placed_unchanged` (unless `may_keep_placed` says no). Taken only then, not after
+    /// placing: a graph built anew each time (llama.cpp) or a scheduler's graph (its copies are
+    /// placed anew) never comes unchanged, and the copy of its headers would be wasted.
+    pub(super) fn keep_placed(&mut self, g: &GraphInput) {
         if !may_keep_placed(g) {
             self.placed = None;
-            if let Some(seen) = seen {
-                seen_spare::give(seen);
-            }
             return;
         }
         let last = self.last.as_ref().expect("a graph was just placed");
         let (tensors, model) = (&last.built.tensors, &last.built.model);
-        let seen = seen.unwrap_or_else(|| {
-            let mut seen = seen_spare::take(tensors.len());
-            seen.extend(tensors.iter().map(|&t| Seen::of(t)));
-            seen
-        });
+        let mut seen = seen_spare::take(tensors.len());
+        seen.extend(tensors.iter().map(|&t| Seen::of(t)));
         self.placed = Some(PlacedGraph::take(tensors, model, &last.loose, &seen));
         seen_spare::give(seen);
     }
 
     /// Allocates the last planned graph again, its tensors `in_place` already or not.
-    /// Returns what `apply` saw, when it placed the tensors.
-    pub(super) fn replay_last(&mut self, in_place: bool) -> Result<Option<Vec<Seen>>, AllocError> {
+    pub(super) fn replay_last(&mut self, in_place: bool) -> Result<(), AllocError> {
         self.n_replays += 1;
         self.seq += 1;
         let last = self.last.take().expect("a last plan to replay");
         let applied = if in_place {
             self.reset_buffers();
-            Ok(None)
+            Ok(())
         } else {
-            self.apply(&last.built, &last.record.plan).map(Some)
+            self.apply(&last.built, &last.record.plan)
         };
         if !self.residency.is_newest(&last.record, &last.addrs) {
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
