@@ -103,18 +103,14 @@ pub struct PlacedGraph {
 }
 
 impl PlacedGraph {
-    /// The graph of `tensors` (numbered as in `model`) as `seen` (by tensor) right after it was
-    /// placed; `loose`: the tensors neither in the node nor in the leaf list, newest first.
-    pub fn take(tensors: &[TensorRef], model: &GraphModel, loose: &[Tid], seen: &[Seen]) -> PlacedGraph {
+    /// The graph of `tensors` (numbered as in `model`) as their headers read now;
+    /// `loose`: the tensors neither in the node nor in the leaf list, newest first.
+    pub fn take(tensors: &[TensorRef], model: &GraphModel, loose: &[Tid]) -> PlacedGraph {
         // recycled: a graph's worth of fresh pages per allocation would cost more than reading it
-        let mut p = PlacedGraph {
-            n_nodes: model.nodes.len(),
-            n_leafs: model.leafs.len(),
-            loose: loose.iter().map(|&t| tensors[t]).collect(),
-            seen: seen_spare::take(tensors.len()),
-        };
-        p.seen.extend(model.nodes.iter().map(|n| seen[n.tensor]).chain(model.leafs.iter().map(|l| seen[l.0])).chain(loose.iter().map(|&t| seen[t])));
-        p
+        let mut seen = seen_spare::take(tensors.len());
+        let order = model.nodes.iter().map(|n| n.tensor).chain(model.leafs.iter().map(|l| l.0)).chain(loose.iter().copied());
+        seen.extend(order.map(|t| Seen::of(tensors[t])));
+        PlacedGraph { n_nodes: model.nodes.len(), n_leafs: model.leafs.len(), loose: loose.iter().map(|&t| tensors[t]).collect(), seen }
     }
 
     /// Whether `nodes` and `leafs` are the placed graph and every header still reads as it did

@@ -36,7 +36,7 @@ use crate::alloc::addr_index::{AddrIndex, Vacancy};
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
 use crate::alloc::inputs::{self, Carried};
 use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
-use crate::alloc::placed::{PlacedGraph, Seen, seen_spare};
+use crate::alloc::placed::PlacedGraph;
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
 use crate::alloc::{inplace, unlisted};
@@ -372,6 +372,9 @@ impl Gallocr {
             }
             let last = self.last.as_ref().expect("just remembered");
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
+            // a graph just planned is likely to be allocated again as it is (a plan costs ten
+            // times the copy): its headers are kept for the fast check at once
+            self.keep_placed(g);
             return Ok(Allocated { planned: true, grew: resized.grew });
         }
         self.n_replays += 1;

@@ -142,21 +142,18 @@ impl Gallocr {
             && placed.unchanged(g.nodes, g.leafs)
     }
 
-    /// Reads `g`, the last plan's graph allocated again with every tensor already in place,
-    /// for `placed_unchanged` (unless `may_keep_placed` says no). Taken only then, not after
-    /// placing: a graph built anew each time (llama.cpp) or a scheduler's graph (its copies are
-    /// placed anew) never comes unchanged, and the copy of its headers would be wasted.
+    /// Reads `g`, the last plan's graph just planned, or allocated again with every tensor
+    /// already in place, for `placed_unchanged` (unless `may_keep_placed` says no). Not after
+    /// the plan was applied again to tensors placed anew: a graph built anew each time
+    /// (llama.cpp) or a scheduler's graph (its copies are placed anew) does not come unchanged,
+    /// and the copy of its headers would be wasted.
     pub(super) fn keep_placed(&mut self, g: &GraphInput) {
         if !may_keep_placed(g) {
             self.placed = None;
             return;
         }
         let last = self.last.as_ref().expect("a graph was just placed");
-        let (tensors, model) = (&last.built.tensors, &last.built.model);
-        let mut seen = seen_spare::take(tensors.len());
-        seen.extend(tensors.iter().map(|&t| Seen::of(t)));
-        self.placed = Some(PlacedGraph::take(tensors, model, &last.loose, &seen));
-        seen_spare::give(seen);
+        self.placed = Some(PlacedGraph::take(&last.built.tensors, &last.built.model, &last.loose));
     }
 
     /// Allocates the last planned graph again, its tensors `in_place` already or not.
