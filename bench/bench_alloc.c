@@ -83,8 +83,12 @@ struct llama_graph {
     struct ggml_context * wctx, * ctx;
     struct ggml_cgraph * graph;
     ggml_backend_buffer_t wbuf[2];
-    struct ggml_tensor ** layer_weights; // first weight of each layer (to assign backends)
+    struct ggml_tensor ** layer_weights; // the weights of each layer, 12 per layer
+    struct ggml_tensor * tok_embd, * out_norm, * output;
+    struct llama_shape shape;
 };
+
+static void build_llama_graph(struct llama_graph * g);
 
 static struct ggml_tensor * weight(struct ggml_context * ctx, int64_t a, int64_t b) {
     return b > 1 ? ggml_new_tensor_2d(ctx, GGML_TYPE_F16, a, b) : ggml_new_tensor_1d(ctx, GGML_TYPE_F32, a);
@@ -92,16 +96,14 @@ static struct ggml_tensor * weight(struct ggml_context * ctx, int64_t a, int64_t
 
 // A decoder stack as llama.cpp builds it (attention with a KV cache, SwiGLU FFN), with the
 // weights and the KV cache in virtual buffers. `split` >= 0 puts layers >= split in the second
-// weight buffer (the second backend's).
-static struct llama_graph build_llama(const struct llama_shape * s, ggml_backend_buffer_type_t wbuft0, ggml_backend_buffer_type_t wbuft1, int split) {
+// weight buffer (the second backend's); `cpu_embd` puts the token embeddings there too.
+static struct llama_graph build_llama_on(const struct llama_shape * s, ggml_backend_buffer_type_t wbuft0, ggml_backend_buffer_type_t wbuft1, int split, int cpu_embd) {
     struct llama_graph g;
     memset(&g, 0, sizeof(g));
     int n_w = 16 + s->n_layer * 14;
     struct ggml_init_params wp = { (size_t) n_w * ggml_tensor_overhead(), NULL, true };
     g.wctx = ggml_init(wp);
-    struct ggml_init_params cp = { (size_t) (s->n_layer * 80 + 64) * ggml_tensor_overhead() + ggml_graph_overhead_custom(8192, false), NULL, true };
-    g.ctx = ggml_init(cp);
-    struct ggml_context * w = g.wctx, * c = g.ctx;
+    struct ggml_context * w = g.wctx;
     const int hd = s->n_embd / s->n_head;
 
     struct ggml_tensor * tok_embd = weight(w, s->n_embd, s->n_vocab);
@@ -128,7 +130,9 @@ static struct llama_graph build_llama(const struct llama_shape * s, ggml_backend
     g.wbuf[1] = virtual_buffer(wbuft1 ? wbuft1 : wbuft0, (size_t) 1 << 46);
     for (struct ggml_tensor * t = ggml_get_first_tensor(w); t; t = ggml_get_next_tensor(w, t)) {
         int part = 0;
-        if (split >= 0) {
+        if (split >= 0 && t == tok_embd) {
+            part = cpu_embd; // llama.cpp keeps the token embeddings in host memory
+        } else if (split >= 0) {
             for (int l = split; l < s->n_layer; l++) {
                 for (int k = 0; k < 11; k++) {
                     part |= lw[l * 12 + k] == t;
@@ -139,14 +143,33 @@ static struct llama_graph build_llama(const struct llama_shape * s, ggml_backend
         ggml_backend_tensor_alloc(g.wbuf[part], t, VIRTUAL_BASE + off[part]);
         off[part] += (ggml_nbytes(t) + 31) / 32 * 32;
     }
+    g.layer_weights = lw;
+    g.tok_embd = tok_embd;
+    g.out_norm = out_norm;
+    g.output = output;
+    g.shape = *s;
+    struct ggml_init_params cp = { (size_t) (s->n_layer * 80 + 64) * ggml_tensor_overhead() + ggml_graph_overhead_custom(8192, false), NULL, true };
+    g.ctx = ggml_init(cp);
+    build_llama_graph(&g);
+    return g;
+}
 
+// (Re)builds the graph of `g` over its weights, in its context emptied first: a new graph at the
+// same addresses, as llama.cpp builds each of its graphs in the same memory
+static void build_llama_graph(struct llama_graph * g) {
+    const struct llama_shape * s = &g->shape;
+    struct ggml_context * c = g->ctx;
+    ggml_reset(c);
+    const int hd = s->n_embd / s->n_head;
+    struct ggml_tensor ** lw = g->layer_weights;
+    struct ggml_tensor * tok_embd = g->tok_embd, * out_norm = g->out_norm, * output = g->output;
     struct ggml_tensor * tokens = ggml_new_tensor_1d(c, GGML_TYPE_I32, s->n_tokens);
     ggml_set_input(tokens);
     struct ggml_tensor * pos = ggml_new_tensor_1d(c, GGML_TYPE_I32, s->n_tokens);
     ggml_set_input(pos);
     struct ggml_tensor * mask = ggml_new_tensor_2d(c, GGML_TYPE_F16, s->n_kv, s->n_tokens);
     ggml_set_input(mask);
-    g.graph = ggml_new_graph_custom(c, 8192, false);
+    g->graph = ggml_new_graph_custom(c, 8192, false);
     struct ggml_tensor * cur = ggml_get_rows(c, tok_embd, tokens);
     for (int l = 0; l < s->n_layer; l++) {
         struct ggml_tensor ** x = lw + l * 12;
@@ -163,8 +186,8 @@ static struct llama_graph build_llama(const struct llama_shape * s, ggml_backend
         struct ggml_tensor * kst = ggml_cpy(c, ggml_permute(c, k, 0, 2, 1, 3), kc);
         struct ggml_tensor * vst = ggml_cpy(c, ggml_permute(c, ggml_reshape_3d(c, v, hd, s->n_head_kv, s->n_tokens), 0, 2, 1, 3), vc);
         // the cache stores come before the attention in the graph, as llama orders them
-        ggml_build_forward_expand(g.graph, kst);
-        ggml_build_forward_expand(g.graph, vst);
+        ggml_build_forward_expand(g->graph, kst);
+        ggml_build_forward_expand(g->graph, vst);
         struct ggml_tensor * K = x[9];
         struct ggml_tensor * V = x[10];
         struct ggml_tensor * qp = ggml_permute(c, q, 0, 2, 1, 3);
@@ -190,9 +213,11 @@ static struct llama_graph build_llama(const struct llama_shape * s, ggml_backend
     cur = ggml_mul(c, ggml_rms_norm(c, cur, 1e-5f), out_norm);
     cur = ggml_mul_mat(c, output, cur);
     ggml_set_output(cur);
-    ggml_build_forward_expand(g.graph, cur);
-    g.layer_weights = lw;
-    return g;
+    ggml_build_forward_expand(g->graph, cur);
+}
+
+static struct llama_graph build_llama(const struct llama_shape * s, ggml_backend_buffer_type_t wbuft0, ggml_backend_buffer_type_t wbuft1, int split) {
+    return build_llama_on(s, wbuft0, wbuft1, split, 0);
 }
 
 static void free_llama(struct llama_graph * g) {
@@ -319,6 +344,56 @@ static void forget_placement(struct llama_graph * g) {
     }
 }
 
+// The scheduler over two backends on a 60-layer llama-shaped graph in three splits (token
+// embeddings in host memory, the first half of the layers on the fake device, the rest on the
+// CPU), as llama.cpp runs a partly offloaded model: reset + alloc_graph `reps` times, of the same
+// graph (`new_graph` false) or of a graph built anew each time at the same addresses (true, the
+// build itself not timed). Times (seconds) go to `t` when given. Returns the number of splits, or
+// -1 when an allocation failed.
+static const struct llama_shape SPLIT3 = { "llama-60l-split3", 60, 64, 256, 512, 8, 8, 1536, 32000, false };
+
+static int sched_split3(int reps, bool new_graph, double * t, int * n_nodes) {
+    ggml_backend_t fake = fake_backend_new(NULL);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 8192, false, false);
+    struct llama_graph g = build_llama_on(&SPLIT3, fake_backend_buft(fake), ggml_backend_cpu_buffer_type(), SPLIT3.n_layer / 2, 1);
+    int n_splits = -1;
+    if (ggml_backend_sched_reserve(sched, g.graph)) {
+        n_splits = 0;
+        for (int r = 0; r < reps; r++) {
+            if (new_graph) {
+                build_llama_graph(&g);
+            }
+            double t0 = now();
+            ggml_backend_sched_reset(sched);
+            if (!ggml_backend_sched_alloc_graph(sched, g.graph)) {
+                n_splits = -1;
+                break;
+            }
+            if (t) {
+                t[r] = now() - t0;
+            }
+        }
+    }
+    if (n_splits == 0) {
+        n_splits = ggml_backend_sched_get_n_splits(sched);
+    }
+    if (n_nodes) {
+        *n_nodes = ggml_graph_n_nodes(g.graph);
+    }
+    if (ggml_rs_sched_counters && getenv("GGML_RS_BENCH_VERBOSE")) {
+        uint64_t n_split_graphs = 0, n_repeats = 0;
+        ggml_rs_sched_counters(sched, &n_split_graphs, &n_repeats);
+        fprintf(stderr, "sched_split3 new_graph=%d: %llu graphs split, %llu allocations repeated\n", new_graph, (unsigned long long) n_split_graphs, (unsigned long long) n_repeats);
+    }
+    ggml_backend_sched_free(sched);
+    free_llama(&g);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+    return n_splits;
+}
+
 static int REPS_ENV(void) { const char * r = getenv("GGML_RS_BENCH_REPS"); return r ? atoi(r) : 41; }
 #define REPS_MAX 41
 
@@ -381,6 +456,17 @@ static int timing(void) {
     ggml_backend_sched_free(sched);
     free_llama(&gs);
 
+    int n3 = 0, splits3 = sched_split3(REPS, false, t_sched, &n3);
+    if (splits3 < 0) {
+        return 1;
+    }
+    printf("split3 %d %d\n", n3, splits3);
+    printf("time sched3_same_us %.1f\n", 1e6 * median(t_sched, REPS));
+    if (sched_split3(REPS, true, t_sched, NULL) < 0) {
+        return 1;
+    }
+    printf("time sched3_new_us %.1f\n", 1e6 * median(t_sched, REPS));
+
     // graph_compute overhead: 2000 tiny ops on the CPU backend through the scheduler
     ggml_backend_sched_t sched1 = ggml_backend_sched_new(&cpu, NULL, 1, 8192, false, false);
     struct ggml_init_params p = { 2100 * ggml_tensor_overhead() + ggml_graph_overhead_custom(4096, false), NULL, true };
@@ -412,12 +498,17 @@ static int timing(void) {
 }
 
 // one operation in a loop, for a profiler: reserve, first (alloc_graph with a new plan), replay
-// (alloc_graph of the same graph again), sched (reset + alloc_graph over two backends);
+// (alloc_graph of the same graph again), sched (reset + alloc_graph over two backends), sched3 /
+// sched3new (the same / a new 60-layer graph in three splits, see `sched_split3`);
 // GGML_RS_BENCH_SHAPE picks another graph
 static int profile(const char * what, int n) {
     const char * shape = getenv("GGML_RS_BENCH_SHAPE"); // index into SHAPES, default the ~2800-node graph
     const struct llama_shape * s = &SHAPES[shape ? atoi(shape) % (int) (sizeof(SHAPES) / sizeof(SHAPES[0])) : 6];
     struct llama_graph g = build_llama(s, &virtual_buft, NULL, -1);
+    if (strcmp(what, "sched3") == 0 || strcmp(what, "sched3new") == 0) {
+        free_llama(&g);
+        return sched_split3(n, strcmp(what, "sched3new") == 0, NULL, NULL) < 0;
+    }
     if (strcmp(what, "sched") == 0) {
         ggml_backend_t fake = fake_backend_new(NULL);
         ggml_backend_t cpu = ggml_backend_cpu_init();
@@ -468,6 +559,6 @@ int main(int argc, char ** argv) {
     if (strcmp(mode, "profile") == 0 && argc > 2) {
         return profile(argv[2], argc > 3 ? atoi(argv[3]) : 1000);
     }
-    fprintf(stderr, "usage: %s quality|time|profile reserve|first|replay|sched [N]\n", argv[0]);
+    fprintf(stderr, "usage: %s quality|time|profile reserve|first|replay|sched|sched3|sched3new [N]\n", argv[0]);
     return 2;
 }

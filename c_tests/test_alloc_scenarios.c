@@ -5,7 +5,8 @@
 // - a result carried over from one graph to the next keeps its bytes, or allocation fails with
 //   a message naming it; a buffer that grows takes the carried result along, and a result whose
 //   buffer was freed is not mistaken for one of the new buffer, even at the same address;
-// - a graph allocated again notices every change the plan depends on;
+// - a graph allocated again notices every change the plan depends on, a tensor's shape or op
+//   changed in place included;
 // - an input the next graph computes from again keeps its bytes, or (lost) the compute is
 //   refused naming it.
 #include "check.h"
@@ -501,6 +502,72 @@ static void test_replay_notices_every_change(void) {
     ggml_free(ctx);
 }
 
+// whether t lies inside the buffer it points at
+static bool inside_buffer(const struct ggml_tensor * t) {
+    uintptr_t base = (uintptr_t) ggml_backend_buffer_get_base(t->buffer);
+    uintptr_t d = (uintptr_t) t->data;
+    return t->buffer != NULL && d >= base && d + ggml_nbytes(t) <= base + ggml_backend_buffer_get_size(t->buffer);
+}
+
+static void resize(struct ggml_tensor * t, int64_t n) {
+    t->ne[0] = n;
+    t->nb[1] = t->nb[2] = t->nb[3] = (size_t) n * t->nb[0];
+}
+
+// the same tensors, sources and places, but a tensor's shape or op changed after it was placed:
+// not the graph the plan was made for (its size; whether it may take its source's memory), so
+// the allocation is planned anew (upstream re-plans the grown shape too, by its size check)
+static void test_replay_notices_a_changed_shape_or_op(void) {
+    struct ggml_context * ctx = new_ctx(16);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    struct ggml_tensor * a = vec(ctx, "a", 8);
+    ggml_set_input(a);
+    struct ggml_tensor * s = ggml_scale(ctx, a, 2.0f);
+    struct ggml_tensor * u = ggml_sqr(ctx, s);
+    struct ggml_tensor * out = ggml_scale(ctx, u, 10.0f);
+    ggml_set_output(out);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    struct ggml_tensor * all[] = { a, s, u, out };
+    const bool counted = ggml_rs_gallocr_counters != NULL;
+    // twice: the second allocation is the replay of the first, the third would be too
+    CHECK(ggml_gallocr_alloc_graph(ga, g) && ggml_gallocr_alloc_graph(ga, g), "alloc");
+
+    // every tensor grows from 8 to 64 elements, pointers and places unchanged
+    uint64_t plans = n_plans(ga);
+    for (int i = 0; i < 4; i++) {
+        resize(all[i], 64);
+    }
+    CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc after the tensors grew");
+    CHECK(!counted || n_plans(ga) == plans + 1, "grown tensors were not planned for");
+    for (int i = 0; i < 4; i++) {
+        CHECK(inside_buffer(all[i]), "%s (%zu bytes now) is not inside the compute buffer (%zu bytes)", all[i]->name, ggml_nbytes(all[i]),
+              ggml_gallocr_get_buffer_size(ga, 0));
+    }
+    fill(a, 1.0f);
+    ggml_backend_graph_compute(g_cpu, g);
+    float got[64];
+    ggml_backend_tensor_get(out, got, 0, sizeof(got));
+    for (int i = 0; i < 64; i++) {
+        CHECK_FLOAT(got[i], 10.0 * (2.0 * (1.0 + i)) * (2.0 * (1.0 + i)));
+    }
+
+    // u (sqr, which may take s's memory) becomes a dup, which may not: it leaves s's memory
+    CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc again");
+    bool was_in_place = overlap(u, s);
+    plans = n_plans(ga);
+    u->op = GGML_OP_DUP;
+    CHECK(ggml_gallocr_alloc_graph(ga, g), "alloc after u's op changed");
+    CHECK(!counted || !was_in_place || n_plans(ga) == plans + 1, "an op that cannot run in place was not planned for");
+    CHECK(!overlap(u, s), "u, a dup, placed over its source s");
+    fill(a, 1.0f);
+    ggml_backend_graph_compute(g_cpu, g);
+    CHECK_FLOAT(get0(out), 10.0 * 2.0);
+    CHECK(!counted || was_in_place, "the plan did not put u in place of s: the op change above tested nothing");
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+}
+
 // issue 11, through a bare gallocr: graph 2 recomputes h from x, which the caller does not set
 // again (upstream: y, t and o are placed over x, 40; ggml-rs before: x placed anew without its
 // bytes, 10). When graph 1 computed h in place of x, its bytes are gone: the compute is refused,
@@ -567,6 +634,7 @@ int main(int argc, char ** argv) {
     RUN(test_result_lost_to_reallocation_is_a_named_error);
     RUN(test_result_lost_to_reallocation_at_the_same_address_is_a_named_error);
     RUN(test_replay_notices_every_change);
+    RUN(test_replay_notices_a_changed_shape_or_op);
     RUN(test_input_carried_into_the_next_graph);
     ggml_backend_free(g_cpu);
     printf("%d tests passed\n", g_tests_run);

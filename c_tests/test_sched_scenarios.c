@@ -524,6 +524,63 @@ static void test_repeat_only_what_did_not_change(void) {
     ggml_backend_free(fake);
 }
 
+// x (input) -> scale(x, 2) -> mul(., w) -> sqr, built anew in `ctx` emptied first: the same
+// addresses, new tensors (llama.cpp builds each graph in the same memory)
+static struct ggml_cgraph * build_xw(struct ggml_context * ctx, struct ggml_tensor * w, struct ggml_tensor ** x, struct ggml_tensor ** out) {
+    ggml_reset(ctx);
+    *x = vec(ctx, "x", 4);
+    ggml_set_input(*x);
+    *out = ggml_sqr(ctx, ggml_mul(ctx, ggml_scale(ctx, *x, 2.0f), w));
+    ggml_set_output(*out);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, *out);
+    return g;
+}
+
+// a program whose graphs were all built anew (the memo never held, so memos are taken less and
+// less often) and that then allocates one graph again and again: from its second allocation on,
+// each is repeated (ggml-rs before: up to 32 allocations went the whole way first)
+static void test_repeat_after_graphs_built_anew(void) {
+    ggml_backend_t fake = fake_backend_new(NULL);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_context * wctx = new_ctx();
+    struct ggml_tensor * w = vec(wctx, "w", 4);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, fake_backend_buft(fake));
+    ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    set_all(w, 3.0f);
+    struct ggml_context * ctx = new_ctx();
+    struct ggml_tensor * x, * out;
+    struct ggml_cgraph * g = NULL;
+    for (int round = 1; round <= 48; round++) {
+        bool anew = round <= 40;
+        if (anew) {
+            g = build_xw(ctx, w, &x, &out);
+        }
+        uint64_t splits0, repeats0, n_splits, n_repeats;
+        counters(sched, &splits0, &repeats0);
+        ggml_backend_sched_reset(sched);
+        CHECK(ggml_backend_sched_alloc_graph(sched, g), "alloc round %d", round);
+        counters(sched, &n_splits, &n_repeats);
+        set_all(x, (float) round);
+        CHECK(ggml_backend_sched_graph_compute(sched, g) == GGML_STATUS_SUCCESS, "compute round %d", round);
+        CHECK_FLOAT(get0(out), (6.0 * round) * (6.0 * round));
+        if (ggml_rs_sched_counters) {
+            bool repeat = round > 41;
+            CHECK(n_splits - splits0 == (repeat ? 0u : 1u) && n_repeats - repeats0 == (repeat ? 1u : 0u),
+                  "round %d (%s): %s expected, split %llu, repeated %llu", round, anew ? "built anew" : "the same graph", repeat ? "a repeat" : "a new split",
+                  (unsigned long long) (n_splits - splits0), (unsigned long long) (n_repeats - repeats0));
+        }
+    }
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
 // graph 2 of the carried-input scenarios: o = scale(y, 10) + h, h pulled in again with its sources
 static struct ggml_cgraph * reads_h(struct ggml_context * ctx, struct ggml_tensor * h, struct ggml_tensor ** y, struct ggml_tensor ** o) {
     *y = vec(ctx, "y", 4);
@@ -1127,6 +1184,7 @@ int main(int argc, char ** argv) {
     RUN(test_reset_alloc_loop_four_copies_without_events);
     RUN(test_recompute_allocated_graph);
     RUN(test_repeat_only_what_did_not_change);
+    RUN(test_repeat_after_graphs_built_anew);
     RUN(test_compute_honours_its_graph_argument);
     RUN(test_result_read_by_the_next_graph);
     RUN(test_op_offload_on);

@@ -3,7 +3,8 @@
 #   1. plan quality: compute-buffer bytes of upstream's gallocr, ours, and the live-bytes lower
 #      bound, for llama-shaped graphs and 120 seeded random DAGs
 #   2. allocator and scheduler time (reserve, first alloc, replayed alloc of a ~2000-node graph;
-#      scheduler reset + alloc over two backends; compute overhead with 2000 tiny ops) over ROUNDS
+#      scheduler reset + alloc over two backends; the same and a new 60-layer graph in three
+#      splits, reset + alloc each time; compute overhead with 2000 tiny ops) over ROUNDS
 #      interleaved runs of each build (each run already reports medians): medians, the median of
 #      the paired ratios, and the best runs; and
 #      with valgrind, the instructions each operation executes (exact where times are noisy)
@@ -71,6 +72,8 @@ def load(p):
             d.setdefault(k, []).append(v)
         if l.startswith(("nodes ", "splits ")):
             d.setdefault("_" + l.split()[0], []).append(int(l.split()[1]))
+        if l.startswith("split3 "):
+            d["_split3"] = [int(x) for x in l.split()[1:3]]
     return d
 up, ours = load(sys.argv[1]), load(sys.argv[2])
 labels = {
@@ -78,9 +81,11 @@ labels = {
     "gallocr_alloc_first_us": "gallocr alloc_graph, first (plan)",
     "gallocr_alloc_replay_us": "gallocr alloc_graph, same graph again",
     "sched_reset_alloc_us": "sched reset + alloc_graph, 2 backends",
+    "sched3_same_us": "sched reset + alloc_graph, 60 layers / 3 splits, same graph (goal <= 0.3)",
+    "sched3_new_us": "sched reset + alloc_graph, 60 layers / 3 splits, new graph (goal <= 0.5)",
     "sched_compute_2000_tiny_ops_us": "sched graph_compute, 2000 tiny ops",
 }
-print(f"graph: {up['_nodes'][0]} nodes; scheduler graph: {ours['_splits'][0]} splits")
+print(f"graph: {up['_nodes'][0]} nodes; scheduler graph: {ours['_splits'][0]} splits; 60-layer graph: {ours['_split3'][0]} nodes, {ours['_split3'][1]} splits")
 print()
 print("| measurement | upstream (us) | ggml-rs (us) | ggml-rs/upstream, paired | upstream, best run | ggml-rs, best run | best/best |")
 print("|---|---:|---:|---:|---:|---:|---:|")
@@ -99,19 +104,27 @@ EOF
 if command -v valgrind > /dev/null; then
     echo
     echo "## 2b. Instructions per operation (callgrind: exact, unlike the times on a shared machine;"
-    echo "replay and sched include their first plan, spread over the repetitions)"
+    echo "replay, sched and sched3 include their first plan, spread over the repetitions; the sched3 rows count reset too)"
     echo
     echo "| operation | upstream | ggml-rs | ggml-rs/upstream |"
     echo "|---|---:|---:|---:|"
-    # operation, repetitions, the exported function whose inclusive count is taken
+    # operation, repetitions, the exported functions whose inclusive counts are taken (summed);
+    # sched3 / sched3new: the 60-layer graph in three splits, the same graph / a new one each time
     for spec in "reserve 20 ggml_gallocr_reserve" "first 20 ggml_gallocr_alloc_graph" "replay 200 ggml_gallocr_alloc_graph" \
-                "sched 50 ggml_backend_sched_alloc_graph"; do
+                "sched 50 ggml_backend_sched_alloc_graph" "sched3 50 ggml_backend_sched_alloc_graph ggml_backend_sched_reset" \
+                "sched3new 20 ggml_backend_sched_alloc_graph ggml_backend_sched_reset"; do
         set -- $spec
-        row="| $1 |"
+        op=$1 reps=$2
+        shift 2
+        row="| $op |"
         for b in "$STOCK_BENCH" "$OURS_BENCH"; do
-            valgrind --tool=callgrind --callgrind-out-file="$T/cg.out" "$b" profile "$1" "$2" > /dev/null 2>&1
-            ir=$(callgrind_annotate --inclusive=yes "$T/cg.out" 2>/dev/null | grep -E "[: ]$3( \[|$)" | head -n1 | awk '{gsub(",", "", $1); print $1}')
-            row="$row $(( ${ir:-0} / $2 )) |"
+            valgrind --tool=callgrind --callgrind-out-file="$T/cg.out" "$b" profile "$op" "$reps" > /dev/null 2>&1
+            total=0
+            for f in "$@"; do
+                ir=$(callgrind_annotate --inclusive=yes "$T/cg.out" 2>/dev/null | grep -E "[: ]$f( \[|$)" | head -n1 | awk '{gsub(",", "", $1); print $1}')
+                total=$(( total + ${ir:-0} ))
+            done
+            row="$row $(( total / reps )) |"
         done
         python3 -c "import sys; a, b = (int(x.strip().replace(',', '')) for x in sys.argv[1].split('|')[2:4]); print(sys.argv[1], f'{b / a:.2f} |' if a else '- |')" "$row"
     done

@@ -80,7 +80,7 @@ check "upstream fails the allocator scenarios of its bugs" upstream_fails test_a
     test_tensor_from_an_earlier_allocation_is_not_external test_forward_backward_graphs_sharing_tensors \
     test_same_counts_different_topology_is_planned_anew test_result_carried_over_to_the_next_graph \
     test_lost_result_is_a_named_error test_carried_result_survives_buffer_growth test_result_lost_to_reallocation_is_a_named_error \
-    test_replay_notices_every_change \
+    test_replay_notices_every_change test_replay_notices_a_changed_shape_or_op \
     test_result_lost_to_reallocation_at_the_same_address_is_a_named_error test_input_carried_into_the_next_graph
 check "upstream fails the allocator fuzz (changed graphs replayed by position)" upstream_fails test_alloc_fuzz random_graphs
 check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \

@@ -7,101 +7,114 @@
 //! fields once and compares them with arrays laid out in the order they are read. Whatever does
 //! not match goes to `gallocr`'s precise check, which decides what still holds.
 
-use crate::alloc::model::{GraphModel, SrcList, Tid};
-use crate::ggml::sys::{self, GGML_MAX_SRC};
+use crate::alloc::model::{GraphModel, Tid};
+use crate::ggml::sys::ggml_tensor;
 use crate::ggml::tensor::TensorRef;
+use std::mem::offset_of;
 
-// the check's arrays, kept for the next graph placed on this thread (see `ggml_plan::spare`)
+// the check's array, kept for the next graph placed on this thread (see `ggml_plan::spare`)
 ggml_plan::spare!(pub(crate) seen_spare: Vec<Seen>);
-ggml_plan::spare!(words_spare: Vec<usize>);
 
-/// One tensor as the check reads it: itself, where it is, what it views, its input and output
-/// flags, and (for a node) how many source slots follow in `PlacedGraph::slots`. Its layout and
-/// op are not read: ggml never changes them in a tensor, and a tensor made anew at the same
-/// address comes without memory, so it fails the check on `data` or `buffer`.
+/// The header bytes the check compares, as two windows: `[0, HEAD)`, the type, buffer, shape,
+/// strides and op (and the first op parameters, which only make the check stricter), and
+/// `[TAIL, END)`, flags, every source slot, view source and offset, and data (and the last op
+/// parameter). Not the name, nor `extra`. Read as 16-byte chunks, compared without branches.
+const HEAD: usize = 96;
+const TAIL: usize = 144;
+const END: usize = offset_of!(ggml_tensor, data) + 8;
+const CHUNKS: usize = (HEAD + END - TAIL) / 16;
+const _: () = {
+    assert!(offset_of!(ggml_tensor, type_) == 0 && offset_of!(ggml_tensor, buffer) < HEAD);
+    assert!(offset_of!(ggml_tensor, nb) + 8 * crate::ggml::sys::GGML_MAX_DIMS <= HEAD && offset_of!(ggml_tensor, op) + 4 <= HEAD);
+    assert!(TAIL <= offset_of!(ggml_tensor, flags) && TAIL <= offset_of!(ggml_tensor, src) && TAIL <= offset_of!(ggml_tensor, view_src));
+    assert!(offset_of!(ggml_tensor, view_offs) < END && END <= std::mem::size_of::<ggml_tensor>());
+    assert!(HEAD % 16 == 0 && (END - TAIL) % 16 == 0 && TAIL >= HEAD);
+};
+
+/// One tensor as the check reads it: its address and the two windows of its header (see `HEAD`):
+/// where it is, what it views and reads, its flags, type, op and layout. The layout and op are
+/// read although ggml's constructors never change them in a tensor: a caller may (a tensor
+/// grown in place, an op swapped), and the plan depends on them (sizes; whether a node may take
+/// its source's memory).
 #[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(C)]
+#[repr(C, align(16))]
 pub struct Seen {
+    words: [u64; 2 * CHUNKS],
     tensor: usize,
-    data: usize,
-    buffer: usize,
-    view_src: usize,
-    view_offs: usize,
-    flags: u32,
-    n_slots: u32,
 }
 
-const FLAGS: i32 = sys::GGML_TENSOR_FLAG_INPUT | sys::GGML_TENSOR_FLAG_OUTPUT;
-
 impl Seen {
-    /// From what is known of `t`: its place, its flags as the plan took them, its view source.
-    #[inline]
-    pub fn new(t: TensorRef, input: bool, output: bool, view_src: Option<TensorRef>) -> Seen {
-        let flags = if input { sys::GGML_TENSOR_FLAG_INPUT } else { 0 } | if output { sys::GGML_TENSOR_FLAG_OUTPUT } else { 0 };
-        Seen {
-            tensor: t.addr(),
-            data: t.data() as usize,
-            buffer: t.buffer_ptr() as usize,
-            view_src: view_src.map_or(0, |v| v.addr()),
-            view_offs: t.view_offs(),
-            flags: flags as u32,
-            n_slots: 0,
-        }
-    }
-
     /// As the header of `t` reads now.
     #[inline]
     pub fn of(t: TensorRef) -> Seen {
-        let flags = t.flags();
-        Seen::new(t, flags & sys::GGML_TENSOR_FLAG_INPUT != 0, flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0, t.view_src())
+        let mut words = [0u64; 2 * CHUNKS];
+        let p = t.as_ptr() as *const u8;
+        // SAFETY: `t` is a valid tensor (TensorRef's contract); both windows lie inside its
+        // struct (checked at compile time above) and are read by value, unaligned, as plain bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(p, words.as_mut_ptr() as *mut u8, HEAD);
+            std::ptr::copy_nonoverlapping(p.add(TAIL), (words.as_mut_ptr() as *mut u8).add(HEAD), END - TAIL);
+        }
+        Seen { words, tensor: t.addr() }
     }
 
-    /// Zero when `t` is this tensor and reads as it did; gathered, not branched on.
+    /// Whether `t` is this tensor and its header reads as it did.
     #[inline]
-    fn diff(&self, t: TensorRef) -> usize {
-        (t.addr() ^ self.tensor)
-            | (t.data() as usize ^ self.data)
-            | (t.buffer_ptr() as usize ^ self.buffer)
-            | (t.view_src_ptr() as usize ^ self.view_src)
-            | (t.view_offs() ^ self.view_offs)
-            | ((t.flags() & FLAGS) as u32 ^ self.flags) as usize
+    fn holds(&self, t: TensorRef) -> bool {
+        t.addr() == self.tensor && windows_equal(t, &self.words)
     }
 }
 
+/// SSE2 (every x86-64 has it): 13 chunks of 16 bytes, xor-ed and or-ed together, one test.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn windows_equal(t: TensorRef, words: &[u64; 2 * CHUNKS]) -> bool {
+    use std::arch::x86_64::*;
+    let p = t.as_ptr() as *const u8;
+    let w = words.as_ptr() as *const __m128i;
+    // SAFETY: SSE2 is part of x86-64; the tensor's windows lie inside its struct (see `HEAD`),
+    // read with unaligned loads; `words` is 16-byte aligned (Seen is align(16), words first).
+    unsafe {
+        let mut acc = _mm_setzero_si128();
+        for i in 0..HEAD / 16 {
+            acc = _mm_or_si128(acc, _mm_xor_si128(_mm_loadu_si128(p.add(16 * i) as *const __m128i), _mm_load_si128(w.add(i))));
+        }
+        for i in 0..(END - TAIL) / 16 {
+            acc = _mm_or_si128(acc, _mm_xor_si128(_mm_loadu_si128(p.add(TAIL + 16 * i) as *const __m128i), _mm_load_si128(w.add(HEAD / 16 + i))));
+        }
+        _mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) == 0xffff
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn windows_equal(t: TensorRef, words: &[u64; 2 * CHUNKS]) -> bool {
+    Seen::of(t).words == *words
+}
+
 /// A placed graph: what `Seen` reads of every tensor (nodes, then leafs, then tensors in neither
-/// list), and the source slots of every node, in reading order.
+/// list), in reading order.
 pub struct PlacedGraph {
     n_nodes: usize,
     n_leafs: usize,
     /// the tensors in neither list (view sources, sources outside the lists), newest first
     loose: Vec<TensorRef>,
     seen: Vec<Seen>,
-    /// the slots of every node, up to the last one in use, one node after the other (NULL: 0)
-    slots: Vec<usize>,
 }
 
 impl PlacedGraph {
-    /// The graph of `tensors` (numbered as in `model`) as `seen` (by tensor) right after it was
-    /// placed; `loose`: the tensors neither in the node nor in the leaf list, newest first.
-    pub fn take(tensors: &[TensorRef], model: &GraphModel, loose: &[Tid], seen: &[Seen]) -> PlacedGraph {
+    /// The graph of `tensors` (numbered as in `model`) as their headers read now;
+    /// `loose`: the tensors neither in the node nor in the leaf list, newest first.
+    pub fn take(tensors: &[TensorRef], model: &GraphModel, loose: &[Tid]) -> PlacedGraph {
         // recycled: a graph's worth of fresh pages per allocation would cost more than reading it
-        let mut p = PlacedGraph {
-            n_nodes: model.nodes.len(),
-            n_leafs: model.leafs.len(),
-            loose: loose.iter().map(|&t| tensors[t]).collect(),
-            seen: seen_spare::take(tensors.len()),
-            slots: words_spare::take(model.nodes.len() * 3),
-        };
-        for n in &model.nodes {
-            let slots = n.srcs.used_slots();
-            p.slots.extend(slots.iter().map(|&s| if s == SrcList::NONE { 0 } else { tensors[s as usize].addr() }));
-            p.seen.push(Seen { n_slots: slots.len() as u32, ..seen[n.tensor] });
-        }
-        p.seen.extend(model.leafs.iter().map(|l| seen[l.0]).chain(loose.iter().map(|&t| seen[t])));
-        p
+        let mut seen = seen_spare::take(tensors.len());
+        let order = model.nodes.iter().map(|n| n.tensor).chain(model.leafs.iter().map(|l| l.0)).chain(loose.iter().copied());
+        seen.extend(order.map(|t| Seen::of(tensors[t])));
+        PlacedGraph { n_nodes: model.nodes.len(), n_leafs: model.leafs.len(), loose: loose.iter().map(|&t| tensors[t]).collect(), seen }
     }
 
-    /// Whether `nodes` and `leafs` are the placed graph and every header still reads as it did.
+    /// Whether `nodes` and `leafs` are the placed graph and every header still reads as it did
+    /// (every source slot included, as upstream's replay reads them).
     // Not inlined into its one caller: the loop keeps its registers to itself (inlined into
     // `Gallocr::alloc_graph` it costs 1.7% more instructions per replay, bench_alloc under callgrind).
     #[inline(never)]
@@ -110,30 +123,16 @@ impl PlacedGraph {
             return false;
         }
         let (node_seen, rest) = self.seen.split_at(self.n_nodes);
-        let mut slots = self.slots.as_slice();
-        for (&n, seen) in nodes.iter().zip(node_seen) {
-            let used = seen.n_slots as usize;
-            let (want, tail) = slots.split_at(used);
-            slots = tail;
-            // every slot is read (as upstream does)
-            let mut diff = seen.diff(n);
-            for (j, want) in want.iter().copied().chain(std::iter::repeat(0)).take(GGML_MAX_SRC).enumerate() {
-                diff |= n.src_ptr(j) as usize ^ want;
-            }
-            if diff != 0 {
-                return false;
-            }
-        }
         let (leaf_seen, loose_seen) = rest.split_at(self.n_leafs);
-        leafs.iter().zip(leaf_seen).all(|(&l, seen)| seen.diff(l) == 0)
+        nodes.iter().zip(node_seen).all(|(&n, seen)| seen.holds(n))
+            && leafs.iter().zip(leaf_seen).all(|(&l, seen)| seen.holds(l))
             // each named by a node, leaf or loose tensor checked before it (a view before its source)
-            && self.loose.iter().zip(loose_seen).all(|(&t, seen)| seen.diff(t) == 0)
+            && self.loose.iter().zip(loose_seen).all(|(&t, seen)| seen.holds(t))
     }
 }
 
 impl Drop for PlacedGraph {
     fn drop(&mut self) {
-        words_spare::give(std::mem::take(&mut self.slots));
         seen_spare::give(std::mem::take(&mut self.seen));
     }
 }

@@ -146,6 +146,8 @@ pub struct Sched {
     /// a program whose graphs always change (new views, new offsets) stops paying for memos
     memo_misses: u32,
     memo_skip: u32,
+    /// the graph of the last allocation that went the whole way (not cleared by reset)
+    last_allocated: Option<GraphIdentity>,
     /// graphs assigned and split, and allocations repeated from the memo (tests, benchmarks)
     pub n_split_graphs: u64,
     pub n_repeats: u64,
@@ -227,6 +229,7 @@ impl Sched {
             memo_on,
             memo_misses: 0,
             memo_skip: 0,
+            last_allocated: None,
             n_split_graphs: 0,
             n_repeats: 0,
         }
@@ -403,6 +406,8 @@ impl Sched {
             self.allocated = Some(GraphIdentity::of(graph));
             return true;
         }
+        // read before anything is placed: a graph built anew has nodes without data
+        let placed_before = self.memo_on && self.memo_skip > 0 && graph.node_slice().iter().all(|n| !n.data().is_null());
         self.split_graph(graph);
         if self.refuse_unlisted("ggml_backend_sched_alloc_graph") {
             return false;
@@ -416,8 +421,16 @@ impl Sched {
             return false;
         }
         self.is_alloc = true;
-        self.allocated = Some(GraphIdentity::of(graph));
-        if self.memo_on && self.memo_skip > 0 {
+        let identity = GraphIdentity::of(graph);
+        self.allocated = Some(identity);
+        // after misses, memos are taken less often; but the graph allocated last handed again
+        // with its nodes still placed (not built anew: new tensors come without data) is likely
+        // to come again unchanged, so its memo is taken at once: a program that settles on one
+        // graph pays the whole way once, not up to 32 times. (Only whether to take a memo; the
+        // memo itself is exact.)
+        let repeating = placed_before && self.last_allocated == Some(identity);
+        self.last_allocated = Some(identity);
+        if self.memo_on && self.memo_skip > 0 && !repeating {
             self.memo_skip -= 1;
         } else if self.memo_on {
             self.memo = Some(self.memo_of(graph));

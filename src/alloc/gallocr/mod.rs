@@ -36,7 +36,7 @@ use crate::alloc::addr_index::{AddrIndex, Vacancy};
 use crate::alloc::dyn_tallocr::{Addr, DynAllocator};
 use crate::alloc::inputs::{self, Carried};
 use crate::alloc::model::{GraphModel, NodeDesc, Pin, Presence, SrcList, TensorDesc, Tid};
-use crate::alloc::placed::{PlacedGraph, Seen, seen_spare};
+use crate::alloc::placed::PlacedGraph;
 use crate::alloc::plan::{self, Plan, PlanError, Planner};
 use crate::alloc::residency::{Contents, Names, PlanRecord, Residency};
 use crate::alloc::{inplace, unlisted};
@@ -348,8 +348,12 @@ impl Gallocr {
         if let Replay::Same { in_place } = replay
             && self.last_sizes_fit()
         {
-            let seen = self.replay_last(in_place)?;
-            self.keep_placed(g, seen);
+            self.replay_last(in_place)?;
+            if in_place {
+                self.keep_placed(g);
+            } else {
+                self.placed = None;
+            }
             return Ok(Allocated::default());
         }
         let built = self.build(g).inspect_err(log_alloc_error)?;
@@ -366,7 +370,7 @@ impl Gallocr {
             let (plan, from_template) = self.plan_in_buffers(&built)?;
             let resized = self.ensure_buffers(&plan, Some(&built), false)?;
             self.seq += 1;
-            let seen = self.apply(&built, &plan)?;
+            self.apply(&built, &plan)?;
             carry_inputs(carried, &built);
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
@@ -377,7 +381,9 @@ impl Gallocr {
             }
             let last = self.last.as_ref().expect("just remembered");
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
-            self.keep_placed(g, Some(seen));
+            // a graph just planned is likely to be allocated again as it is (a plan costs ten
+            // times the copy): its headers are kept for the fast check at once
+            self.keep_placed(g);
             return Ok(Allocated { planned: true, grew: resized.grew });
         }
         self.n_replays += 1;
@@ -389,7 +395,7 @@ impl Gallocr {
         }
         let record = self.last.as_ref().expect("same").record.clone();
         self.seq += 1;
-        let seen = self.apply(&built, &record.plan)?;
+        self.apply(&built, &record.plan)?;
         carry_inputs(carried, &built);
         let addrs: Rc<Vec<usize>> = Rc::new(built.tensors.iter().map(|t| t.addr()).collect());
         for &t in addrs.iter() {
@@ -398,11 +404,7 @@ impl Gallocr {
         // a structurally equal graph of other tensors, or the plan's own
         let differ = *addrs != *self.last.as_ref().expect("same").addrs;
         record_application(&mut self.residency, self.seq, &record, &built.tensors, addrs, !differ);
-        if !differ {
-            self.keep_placed(g, Some(seen));
-        } else {
-            seen_spare::give(seen);
-        }
+        self.placed = None;
         Ok(Allocated { planned: false, grew })
     }
 }

@@ -50,16 +50,13 @@ pub(super) fn view_is_current(view: TensorRef, src: TensorRef) -> bool {
 impl Gallocr {
     /// Places every tensor of `built` where `plan` says (tensors already there are left alone,
     /// unless poisoning), and points views at their sources.
-    pub(super) fn apply(&mut self, built: &Built, plan: &Plan) -> Result<Vec<Seen>, AllocError> {
+    pub(super) fn apply(&mut self, built: &Built, plan: &Plan) -> Result<(), AllocError> {
         self.placed = None;
         self.reset_buffers();
         let bases: Vec<Vec<(Buffer, usize)>> =
             self.allocs.iter().map(|st| st.chunks.iter().flatten().map(|b| (**b, buffer_base(**b) as usize)).collect()).collect();
         let mut moved = vec![false; built.tensors.len()];
         let poisoning = poison::enabled();
-        // what each header reads once placed, for `keep_placed`: what this loop touches anyway,
-        // the rest from the model (read from the same headers by `build`)
-        let mut seen = seen_spare::take(built.tensors.len());
         for (t, &tensor) in built.tensors.iter().enumerate() {
             let desc = &built.model.tensors[t];
             let status = if let Some(v) = desc.view_of {
@@ -82,13 +79,11 @@ impl Gallocr {
                 GGML_STATUS_SUCCESS
             };
             if status != GGML_STATUS_SUCCESS {
-                seen_spare::give(seen);
                 let msg = format!("ggml_gallocr: the buffer refused tensor {tensor} (init_tensor returned {status})");
                 crate::log_error!("{msg}\n");
                 return Err(AllocError::Backend(msg));
             }
-            seen.push(Seen::new(tensor, desc.input, desc.output, desc.view_of.map(|v| built.tensors[v])));
         }
-        Ok(seen)
+        Ok(())
     }
 }

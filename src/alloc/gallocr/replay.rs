@@ -60,10 +60,8 @@ impl Gallocr {
     /// Whether tensor `t` of the last plan still has what the plan was made from: None if not;
     /// else whether it is already where the plan puts it. Only what the plan depends on is
     /// compared: for a view its source and whether it is a keep-alive marker (op NONE); for
-    /// somebody else's memory that it still is; for the allocator's own tensors also flags, and,
-    /// unless the tensor is exactly where the plan put it (then it is the tensor placed there:
-    /// tensors are made without data), op class and layout (sizes and in-place reuse follow
-    /// from them).
+    /// somebody else's memory that it still is; for the allocator's own tensors also flags, op
+    /// class and layout (sizes and in-place reuse follow from them).
     #[inline]
     pub(super) fn as_planned(&self, last: &Planned, t: Tid, g: &GraphInput) -> Option<bool> {
         let desc = &last.built.model.tensors[t];
@@ -92,6 +90,12 @@ impl Gallocr {
         if (flags & sys::GGML_TENSOR_FLAG_INPUT != 0) != desc.input || (flags & sys::GGML_TENSOR_FLAG_OUTPUT != 0) != desc.output {
             return None;
         }
+        // op class and layout even for a tensor exactly where the plan put it: a caller may grow
+        // a tensor or change its op in place (upstream's replay checks the size)
+        let op = tensor.op();
+        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !has_plan_layout(tensor, &last.built.model.layouts[t]) {
+            return None;
+        }
         let placement = match desc.presence {
             Presence::Fresh => last.record.plan.placements[t],
             _ => None,
@@ -100,13 +104,8 @@ impl Gallocr {
             let (chunk, base) = self.chunk_bases[p.alloc][p.addr.chunk];
             if buffer == chunk && data == base + p.addr.offset {
                 // where the plan put it, so the tensor it placed: a tensor made anew has no data
-                // (upstream takes any tensor with data as it is, without looking at its size)
                 return Some(true);
             }
-        }
-        let op = tensor.op();
-        if inplace::op_can_inplace(op) != desc.inplace_op || (op == sys::op::NONE) != desc.op_none || !has_plan_layout(tensor, &last.built.model.layouts[t]) {
-            return None;
         }
         match desc.presence {
             Presence::Fresh => {
@@ -143,39 +142,30 @@ impl Gallocr {
             && placed.unchanged(g.nodes, g.leafs)
     }
 
-    /// Reads `g`, just placed as the last plan's graph with the last plan's tensors, for
-    /// `placed_unchanged` (unless `may_keep_placed` says no).
-    /// `seen`: what `apply` saw of every tensor, when it placed them (else the headers are read).
-    pub(super) fn keep_placed(&mut self, g: &GraphInput, seen: Option<Vec<Seen>>) {
+    /// Reads `g`, the last plan's graph just planned, or allocated again with every tensor
+    /// already in place, for `placed_unchanged` (unless `may_keep_placed` says no). Not after
+    /// the plan was applied again to tensors placed anew: a graph built anew each time
+    /// (llama.cpp) or a scheduler's graph (its copies are placed anew) does not come unchanged,
+    /// and the copy of its headers would be wasted.
+    pub(super) fn keep_placed(&mut self, g: &GraphInput) {
         if !may_keep_placed(g) {
             self.placed = None;
-            if let Some(seen) = seen {
-                seen_spare::give(seen);
-            }
             return;
         }
         let last = self.last.as_ref().expect("a graph was just placed");
-        let (tensors, model) = (&last.built.tensors, &last.built.model);
-        let seen = seen.unwrap_or_else(|| {
-            let mut seen = seen_spare::take(tensors.len());
-            seen.extend(tensors.iter().map(|&t| Seen::of(t)));
-            seen
-        });
-        self.placed = Some(PlacedGraph::take(tensors, model, &last.loose, &seen));
-        seen_spare::give(seen);
+        self.placed = Some(PlacedGraph::take(&last.built.tensors, &last.built.model, &last.loose));
     }
 
     /// Allocates the last planned graph again, its tensors `in_place` already or not.
-    /// Returns what `apply` saw, when it placed the tensors.
-    pub(super) fn replay_last(&mut self, in_place: bool) -> Result<Option<Vec<Seen>>, AllocError> {
+    pub(super) fn replay_last(&mut self, in_place: bool) -> Result<(), AllocError> {
         self.n_replays += 1;
         self.seq += 1;
         let last = self.last.take().expect("a last plan to replay");
         let applied = if in_place {
             self.reset_buffers();
-            Ok(None)
+            Ok(())
         } else {
-            self.apply(&last.built, &last.record.plan).map(Some)
+            self.apply(&last.built, &last.record.plan)
         };
         if !self.residency.is_newest(&last.record, &last.addrs) {
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
