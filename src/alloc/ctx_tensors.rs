@@ -11,8 +11,15 @@ use crate::ggml::handles::{Buffer, BufferType};
 use crate::ggml::sys::GGML_STATUS_SUCCESS;
 use crate::ggml::tensor::TensorRef;
 
-/// Consecutive tensors of the context that share one buffer, and that buffer's size.
-fn ranges(tensors: &[TensorRef], buft: BufferType) -> Vec<(usize, usize, usize)> {
+/// Consecutive tensors of the context that share one buffer (`first..end`), and its size.
+struct BufferRange {
+    first: usize,
+    end: usize,
+    size: usize,
+}
+
+/// The buffers a context's tensors need, each within the buffer type's largest size.
+fn ranges(tensors: &[TensorRef], buft: BufferType) -> Vec<BufferRange> {
     let alignment = buft.alignment().max(1);
     let max_size = buft_max_size(buft);
     let mut out = Vec::new();
@@ -20,7 +27,7 @@ fn ranges(tensors: &[TensorRef], buft: BufferType) -> Vec<(usize, usize, usize)>
     for (i, &t) in tensors.iter().enumerate() {
         let this = if t.data().is_null() && !t.is_view() { buft_alloc_size(buft, t).next_multiple_of(alignment) } else { 0 };
         if cur > 0 && cur + this > max_size {
-            out.push((first, i, cur));
+            out.push(BufferRange { first, end: i, size: cur });
             first = i;
             cur = this;
         } else {
@@ -28,14 +35,14 @@ fn ranges(tensors: &[TensorRef], buft: BufferType) -> Vec<(usize, usize, usize)>
         }
     }
     if cur > 0 {
-        out.push((first, tensors.len(), cur));
+        out.push(BufferRange { first, end: tensors.len(), size: cur });
     }
     out
 }
 
 pub fn ctx_tensors_size(ctx: ContextRef, buft: BufferType) -> usize {
     crate::ensure!(ctx.no_alloc(), "ggml_backend_alloc_ctx_tensors_from_buft_size: the context must be no_alloc");
-    ranges(&ctx.tensors(), buft).iter().map(|r| r.2).sum()
+    ranges(&ctx.tensors(), buft).iter().map(|r| r.size).sum()
 }
 
 /// A tensor this call gave memory (or pointed at memory, for views), and the fields it had
@@ -68,7 +75,7 @@ pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
     let tensors = ctx.tensors();
     let mut buffers = Vec::new();
     let mut placed = Vec::new();
-    for (first, last, size) in ranges(&tensors, buft) {
+    for BufferRange { first, end: last, size } in ranges(&tensors, buft) {
         let Some(owned) = buft_alloc_owned(buft, size) else {
             crate::log_error!(
                 "ggml_backend_alloc_ctx_tensors_from_buft: failed to allocate {} buffer {} of size {size} (tensors {} to {}); \

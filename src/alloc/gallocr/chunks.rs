@@ -4,8 +4,8 @@
 use super::*;
 
 impl Gallocr {
-    pub(super) fn find_chunk(&self, buffer: usize) -> Option<(usize, usize, usize, usize)> {
-        self.chunk_index.iter().find(|e| e.0 == buffer).map(|&(_, a, c, base, size)| (a, c, base, size))
+    pub(super) fn find_chunk(&self, buffer: usize) -> Option<ChunkEntry> {
+        self.chunk_index.iter().find(|e| e.buffer == buffer).copied()
     }
 
     pub(super) fn rebuild_chunk_index(&mut self) {
@@ -16,7 +16,7 @@ impl Gallocr {
         }
         for (a, st) in self.allocs.iter().enumerate() {
             for (c, b) in st.chunks.iter().flatten().enumerate() {
-                self.chunk_index.push((b.as_ptr() as usize, a, c, buffer_base(**b) as usize, b.size()));
+                self.chunk_index.push(ChunkEntry { buffer: b.as_ptr() as usize, alloc: a, chunk: c, base: buffer_base(**b) as usize, size: b.size() });
             }
         }
     }

@@ -145,6 +145,17 @@ impl std::fmt::Display for AllocError {
     }
 }
 
+/// Where a compute-buffer chunk is: the buffer struct's address (what a tensor's `buffer` holds),
+/// its allocator and chunk, and the memory it spans.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ChunkEntry {
+    pub(super) buffer: usize,
+    pub(super) alloc: usize,
+    pub(super) chunk: usize,
+    pub(super) base: usize,
+    pub(super) size: usize,
+}
+
 struct AllocState {
     buft: BufferType,
     dyn_alloc: DynAllocator,
@@ -186,8 +197,8 @@ pub struct Gallocr {
     placed: Option<PlacedGraph>,
     residency: Residency,
     seq: u64,
-    /// (chunk buffer address, allocator, chunk, base, size) of all live chunks
-    chunk_index: Vec<(usize, usize, usize, usize, usize)>,
+    /// every live chunk, found by its buffer's address
+    chunk_index: Vec<ChunkEntry>,
     /// per allocator, per chunk: (buffer address, base address)
     chunk_bases: Vec<Vec<(usize, usize)>>,
     /// plans that sized the buffers or were reserved, newest first (see `Template`)

@@ -159,7 +159,7 @@ impl Gallocr {
                 stone.lost_at
             )));
         }
-        let Some((a, c, base, size)) = self.find_chunk(buf) else {
+        let Some(ChunkEntry { alloc: a, chunk: c, base, size, .. }) = self.find_chunk(buf) else {
             return Ok(Presence::External); // somebody else's buffer, or allocated without ggml-backend
         };
         if is_node {
