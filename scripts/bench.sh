@@ -98,6 +98,7 @@ labels = {
     "gallocr_reserve_us": "gallocr reserve (plan + buffer)",
     "gallocr_alloc_first_us": "gallocr alloc_graph, first (plan)",
     "gallocr_alloc_replay_us": "gallocr alloc_graph, same graph again",
+    "gallocr_reserve_mixed20_us": "gallocr reserve, 20 mixed graphs (offline placement)",
     "sched_reset_alloc_us": "sched reset + alloc_graph, 2 backends",
     "sched_compute_2000_tiny_ops_us": "sched graph_compute, 2000 tiny ops",
 }
