@@ -39,12 +39,12 @@ pub fn best_placement(intervals: &[Interval], lower_bound: usize) -> (Vec<usize>
             break;
         }
         let c = match candidate {
-            0 => placer.greedy(by_area, Fit::Best),
-            1 => placer.greedy(by_duration, Fit::Best),
-            _ => placer.greedy(largest_first, Fit::First),
+            0 => placer.greedy_below(by_area, Fit::Best, best.1),
+            1 => placer.greedy_below(by_duration, Fit::Best, best.1),
+            _ => placer.greedy_below(largest_first, Fit::First, best.1),
         };
-        if c.1 < best.1 {
-            best = c;
+        if let Some(c) = c {
+            best = c; // below the best so far, or it would have given up
         }
     }
     best
@@ -109,6 +109,12 @@ impl<'a> Placer<'a> {
     /// placed intervals it overlaps in time (or above them all); the order is that of `key`, then
     /// of the index. Intervals that overlap in time never overlap in memory.
     fn greedy<K: Ord>(&mut self, key: impl Fn(&Interval) -> K, fit: Fit) -> (Vec<usize>, usize) {
+        self.greedy_below(key, fit, usize::MAX).expect("no arena reaches usize::MAX")
+    }
+
+    /// `greedy`, given up (None) as soon as the arena reaches `bound`: a pass that cannot beat
+    /// the best one so far stops early (the large intervals come first, so it mostly does).
+    fn greedy_below<K: Ord>(&mut self, key: impl Fn(&Interval) -> K, fit: Fit, bound: usize) -> Option<(Vec<usize>, usize)> {
         let intervals = self.intervals;
         // an interval of no bytes or no steps overlaps nothing: it stays at 0
         let mut keyed: Vec<(K, u32)> = (0..intervals.len() as u32)
@@ -133,8 +139,7 @@ impl<'a> Placer<'a> {
                     gap(self.near.iter().copied(), cur.size, fit)
                 }
                 None => {
-                    let overlapping = self.placed.iter().filter(|p| p.start < cur.end && cur.start < p.end);
-                    let offset = gap(overlapping.map(|p| (p.offset, p.end_offset)), cur.size, fit);
+                    let offset = gap_scan(&self.placed, cur, fit);
                     let pos = self.placed.partition_point(|p| p.offset < offset);
                     self.placed.insert(pos, Placed { offset, end_offset: offset + cur.size, start: cur.start, end: cur.end });
                     offset
@@ -143,8 +148,11 @@ impl<'a> Placer<'a> {
             offsets[i as usize] = offset;
             is_placed[i as usize] = true;
             arena = arena.max(offset + cur.size);
+            if arena >= bound {
+                return None;
+            }
         }
-        (offsets, arena)
+        Some((offsets, arena))
     }
 }
 
@@ -167,6 +175,29 @@ fn gap(busy: impl Iterator<Item = (usize, usize)>, size: usize, fit: Fit) -> usi
         prev_end = prev_end.max(end);
     }
     best.map_or(prev_end, |(_, off)| off)
+}
+
+/// `gap` over the placed intervals (sorted by offset) that overlap `cur` in time, written so that
+/// the test for overlap is no branch: on a dense graph it goes either way at random, and a
+/// mispredicted branch per placed interval would cost more than the rest of the scan.
+#[inline]
+fn gap_scan(placed: &[Placed], cur: Interval, fit: Fit) -> usize {
+    let (mut best_gap, mut best_offset) = (usize::MAX, usize::MAX);
+    let mut prev_end = 0usize;
+    for p in placed {
+        let live = (p.start < cur.end) & (cur.start < p.end);
+        if live & (p.offset >= prev_end + cur.size) {
+            if fit == Fit::First {
+                return prev_end;
+            }
+            let gap = p.offset - prev_end;
+            if gap < best_gap {
+                (best_gap, best_offset) = (gap, prev_end);
+            }
+        }
+        prev_end = prev_end.max(if live { p.end_offset } else { 0 });
+    }
+    if best_offset != usize::MAX { best_offset } else { prev_end }
 }
 
 /// For each interval of non-zero size, the others that overlap it in time (compressed rows).
