@@ -2,8 +2,10 @@
 // upstream's ggml-base (reference) and against ggml-rs. scripts/bench.sh runs both, interleaved,
 // and prints the tables with ratios. Output: one "key value" line per measurement.
 //
-//   bench_alloc quality   compute-buffer bytes for llama-shaped graphs and a seeded corpus of
-//                         random DAGs (and, with ggml-rs, the live-bytes lower bound)
+//   bench_alloc quality   compute-buffer bytes for llama-shaped graphs and two seeded corpora of
+//                         random DAGs, the first family and the "mixed" one (mixed_dag.h); with
+//                         ggml-rs also the live-bytes lower bound (GGML_RS_ALLOC_PLANNER picks the
+//                         placement: greedy-by-size gives the benchmark's reference column)
 //   bench_alloc time      gallocr reserve / first alloc_graph / replayed alloc_graph of a
 //                         ~2000-node llama-shaped graph, and the scheduler's reset + alloc_graph
 //                         over two backends, and graph_compute overhead with tiny ops (medians)
@@ -323,7 +325,7 @@ static int quality(void) {
             ggml_free(ctx);
         }
     }
-    // the second family: 100 seeded graphs of 200-600 nodes
+    // the second family (mixed_dag.h): 100 seeded graphs of about 250-650 nodes
     for (int seed = 0; seed < 100; seed++) {
         struct ggml_context * ctx;
         ggml_backend_buffer_t ext;
