@@ -2,8 +2,10 @@
 // upstream's ggml-base (reference) and against ggml-rs. scripts/bench.sh runs both, interleaved,
 // and prints the tables with ratios. Output: one "key value" line per measurement.
 //
-//   bench_alloc quality   compute-buffer bytes for llama-shaped graphs and a seeded corpus of
-//                         random DAGs (and, with ggml-rs, the live-bytes lower bound)
+//   bench_alloc quality   compute-buffer bytes for llama-shaped graphs and two seeded corpora of
+//                         random DAGs, the first family and the "mixed" one (mixed_dag.h); with
+//                         ggml-rs also the live-bytes lower bound (GGML_RS_ALLOC_PLANNER picks the
+//                         placement: greedy-by-size gives the benchmark's reference column)
 //   bench_alloc time      gallocr reserve / first alloc_graph / replayed alloc_graph of a
 //                         ~2000-node llama-shaped graph, and the scheduler's reset + alloc_graph
 //                         over two backends, and graph_compute overhead with tiny ops (medians)
@@ -13,6 +15,7 @@
 #include "fake_backend.h"
 #include "ggml_rs_ext.h"
 #include "rng.h"
+#include "mixed_dag.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend-impl.h"
@@ -279,6 +282,29 @@ static struct ggml_cgraph * random_dag(struct ggml_context * ctx, uint64_t seed,
     return g;
 }
 
+// the external leafs of a mixed graph: weights at fake addresses in a virtual buffer
+struct external_place {
+    ggml_backend_buffer_t buffer;
+    size_t used;
+};
+
+static void place_external(struct ggml_tensor * t, void * user) {
+    struct external_place * e = user;
+    ggml_backend_tensor_alloc(e->buffer, t, VIRTUAL_BASE + e->used);
+    e->used += (ggml_nbytes(t) + 31) / 32 * 32;
+}
+
+// graph `seed` of the mixed corpus, in a new context, its external leafs in a new virtual buffer
+static struct ggml_cgraph * mixed_corpus_graph(int seed, struct ggml_context ** ctx, ggml_backend_buffer_t * ext) {
+    struct ggml_init_params p = { 4096 * ggml_tensor_overhead() + ggml_graph_overhead_custom(8192, false), NULL, true };
+    *ctx = ggml_init(p);
+    *ext = virtual_buffer(&virtual_buft, (size_t) 1 << 40);
+    rng_seed(7777 + (uint64_t) seed); // the size and window of the graph, then the graph
+    int n_ops = 800 + below(700), window = 4 + below(28);
+    struct external_place e = { *ext, 0 };
+    return mixed_dag(*ctx, 1000 + (uint64_t) seed, n_ops, window, place_external, &e);
+}
+
 static void report_plan(const char * name, ggml_gallocr_t ga) {
     size_t planned = ggml_gallocr_get_buffer_size(ga, 0), lb = 0;
     if (ggml_rs_gallocr_plan_stats) {
@@ -323,6 +349,22 @@ static int quality(void) {
             ggml_gallocr_free(ga);
             ggml_free(ctx);
         }
+    }
+    // the second family (mixed_dag.h): 100 seeded graphs of about 250-650 nodes
+    for (int seed = 0; seed < 100; seed++) {
+        struct ggml_context * ctx;
+        ggml_backend_buffer_t ext;
+        struct ggml_cgraph * g = mixed_corpus_graph(seed, &ctx, &ext);
+        ggml_gallocr_t ga = ggml_gallocr_new(&virtual_buft);
+        if (!ggml_gallocr_reserve(ga, g)) {
+            return 1;
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "mixed-s%d-n%d", seed, ggml_graph_n_nodes(g));
+        report_plan(name, ga);
+        ggml_gallocr_free(ga);
+        ggml_backend_buffer_free(ext);
+        ggml_free(ctx);
     }
     return 0;
 }
@@ -425,6 +467,27 @@ static int timing(void) {
     printf("time gallocr_alloc_replay_us %.1f\n", 1e6 * median(t_replay, REPS));
     free_llama(&g);
 
+    // gallocr reserve of the first 20 graphs of the mixed corpus (irregular graphs, where the
+    // offline placement runs): the sum of the medians
+    double t_mixed = 0;
+    for (int seed = 0; seed < 20; seed++) {
+        struct ggml_context * mctx;
+        ggml_backend_buffer_t ext;
+        struct ggml_cgraph * mg = mixed_corpus_graph(seed, &mctx, &ext);
+        double t[REPS_MAX];
+        for (int r = 0; r < REPS; r++) {
+            ggml_gallocr_t ga = ggml_gallocr_new(&virtual_buft);
+            double t0 = now();
+            ggml_gallocr_reserve(ga, mg);
+            t[r] = now() - t0;
+            ggml_gallocr_free(ga);
+        }
+        t_mixed += median(t, REPS);
+        ggml_backend_buffer_free(ext);
+        ggml_free(mctx);
+    }
+    printf("time gallocr_reserve_mixed20_us %.1f\n", 1e6 * t_mixed);
+
     // scheduler: reset + alloc_graph of the same ~2000-node graph over two backends
     ggml_backend_t fake = fake_backend_new(NULL);
     ggml_backend_t cpu = ggml_backend_cpu_init();
@@ -499,11 +562,28 @@ static int timing(void) {
 
 // one operation in a loop, for a profiler: reserve, first (alloc_graph with a new plan), replay
 // (alloc_graph of the same graph again), sched (reset + alloc_graph over two backends), sched3 /
-// sched3new (the same / a new 60-layer graph in three splits, see `sched_split3`);
+// sched3new (the same / a new 60-layer graph in three splits, see `sched_split3`), reserve-mixed
+// (reserve of 20 graphs of the mixed corpus);
 // GGML_RS_BENCH_SHAPE picks another graph
 static int profile(const char * what, int n) {
     const char * shape = getenv("GGML_RS_BENCH_SHAPE"); // index into SHAPES, default the ~2800-node graph
     const struct llama_shape * s = &SHAPES[shape ? atoi(shape) % (int) (sizeof(SHAPES) / sizeof(SHAPES[0])) : 6];
+    if (strcmp(what, "reserve-mixed") == 0) {
+        // reserve of the first 20 graphs of the mixed corpus, n times each
+        for (int seed = 0; seed < 20; seed++) {
+            struct ggml_context * mctx;
+            ggml_backend_buffer_t ext;
+            struct ggml_cgraph * mg = mixed_corpus_graph(seed, &mctx, &ext);
+            for (int r = 0; r < n; r++) {
+                ggml_gallocr_t ga = ggml_gallocr_new(&virtual_buft);
+                ggml_gallocr_reserve(ga, mg);
+                ggml_gallocr_free(ga);
+            }
+            ggml_backend_buffer_free(ext);
+            ggml_free(mctx);
+        }
+        return 0;
+    }
     struct llama_graph g = build_llama(s, &virtual_buft, NULL, -1);
     if (strcmp(what, "sched3") == 0 || strcmp(what, "sched3new") == 0) {
         free_llama(&g);
@@ -559,6 +639,6 @@ int main(int argc, char ** argv) {
     if (strcmp(mode, "profile") == 0 && argc > 2) {
         return profile(argv[2], argc > 3 ? atoi(argv[3]) : 1000);
     }
-    fprintf(stderr, "usage: %s quality|time|profile reserve|first|replay|sched|sched3|sched3new [N]\n", argv[0]);
+    fprintf(stderr, "usage: %s quality|time|profile reserve|first|replay|sched|sched3|sched3new|reserve-mixed [N]\n", argv[0]);
     return 2;
 }
