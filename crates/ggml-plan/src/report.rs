@@ -365,7 +365,7 @@ impl Report {
     }
 
     /// The timeline as SVG: x the node step, y the offset in each chunk of each compute buffer
-    /// (one band each, scaled to the chunk), a rectangle per tensor coloured by kind with a
+    /// (one band each, scaled to what the plan needs of the chunk), a rectangle per tensor coloured by kind with a
     /// tooltip, the live-bytes lower bound as a dashed line per buffer, the scheduler's splits
     /// along the x axis, a legend. Sized by its viewBox, so a browser zooms it without loss.
     pub fn to_svg(&self) -> String {
@@ -378,12 +378,14 @@ impl Report {
         let dx = PLOT_W / n_steps;
         let x_of = |step: u32| LEFT + step as f64 * dx;
 
-        // one band per chunk of each buffer, scaled to the larger of what is planned and allocated
+        // one band per chunk of each buffer
         let mut bands: Vec<(usize, usize, usize)> = Vec::new(); // (buffer, chunk, bytes)
         for (b, buf) in self.buffers.iter().enumerate() {
             let n_chunks = buf.planned.len().max(buf.allocated.len());
             for c in 0..n_chunks {
-                let size = buf.planned.get(c).copied().unwrap_or(0).max(buf.allocated.get(c).copied().unwrap_or(0));
+                // scaled to what the plan needs (a reserved buffer may be much larger)
+                let planned = buf.planned.get(c).copied().unwrap_or(0);
+                let size = if planned > 0 { planned } else { buf.allocated.get(c).copied().unwrap_or(0) };
                 bands.push((b, c, size.max(1)));
             }
         }
@@ -423,7 +425,8 @@ impl Report {
             let y0 = band_top(k);
             let buf = &self.buffers[b];
             let _ = writeln!(s, "<rect x=\"{LEFT}\" y=\"{y0}\" width=\"{PLOT_W}\" height=\"{BAND_H}\" fill=\"#f4f4f4\" stroke=\"#999\"/>");
-            let label = format!("{} (buffer {b}, chunk {c}): {}", buf.name, human(size));
+            let allocated = buf.allocated.get(c).copied().unwrap_or(0);
+            let label = format!("{} (buffer {b}, chunk {c}): {} planned, {} allocated", buf.name, human(size), human(allocated));
             let _ = writeln!(s, "<text x=\"{LEFT}\" y=\"{:.1}\" font-weight=\"bold\">{}</text>", y0 - 6.0, xml_escape(&label));
             // y axis: offsets at quarters
             for q in 0..=4 {
