@@ -400,7 +400,10 @@ impl Report {
             s,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {width:.0} {height:.0}\" width=\"100%\" preserveAspectRatio=\"xMinYMin meet\" font-family=\"sans-serif\" font-size=\"12\">"
         );
-        s.push_str("<style>rect.t{stroke:#fff;stroke-width:0.3}rect.t:hover{stroke:#000;stroke-width:1}");
+        // a thin white edge between neighbouring boxes, thinner than a tenth of a step's width so
+        // that graphs of thousands of nodes still show colour
+        let edge = (dx / 10.0).min(0.3);
+        let _ = write!(s, "<style>rect.t{{stroke:#fff;stroke-width:{edge:.3}}}rect.t:hover{{stroke:#000;stroke-width:1}}");
         for k in Kind::ALL {
             let _ = write!(s, "rect.{}{{fill:{}}}", k.name(), k.color());
         }
