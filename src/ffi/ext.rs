@@ -277,19 +277,21 @@ fn write_report(function: &str, report: Option<ggml_plan::report::Report>, path:
 /// with the reason logged, when nothing was planned yet or the file cannot be written.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_gallocr_write_report(galloc: ggml_gallocr_t, path: *const c_char, format: c_int) -> bool {
-    ffi_boundary!("ggml_rs_gallocr_write_report", {
-        crate::ensure!(!galloc.is_null(), "ggml_rs_gallocr_write_report: argument `galloc` is NULL");
+    ffi_boundary!({
+        let function = crate::function_name!();
+        crate::ensure!(!galloc.is_null(), "{function}: argument `galloc` is NULL");
         // SAFETY: a ggml_gallocr_t is a Box<Gallocr> (see ggml_gallocr_new_n).
         let g = unsafe { &*(galloc as *const Gallocr) };
-        write_report("ggml_rs_gallocr_write_report", g.last_report(), path, format)
+        write_report(function, g.last_report(), path, format)
     })
 }
 
 /// `ggml_rs_gallocr_write_report` for the scheduler's allocator, with the scheduler's splits.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_sched_write_report(sched: ggml_backend_sched_t, path: *const c_char, format: c_int) -> bool {
-    ffi_boundary!("ggml_rs_sched_write_report", {
-        let s = Sched::arg("ggml_rs_sched_write_report", sched);
-        write_report("ggml_rs_sched_write_report", s.last_report(), path, format)
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let s = Sched::arg(function, sched);
+        write_report(function, s.last_report(), path, format)
     })
 }
