@@ -21,10 +21,12 @@ KINDS = ("input", "output", "node", "leaf", "carried", "view")
 
 @dataclass(frozen=True)
 class Buffer:
-    """A compute buffer: `planned` and `allocated` bytes per chunk; `size` = sum(planned)."""
+    """A compute buffer: the allocator's buffer `ids` sharing it, `planned` and `allocated` bytes
+    per chunk; `size` = sum(planned)."""
 
     id: int
     name: str
+    ids: List[int]
     planned: List[int]
     allocated: List[int]
     size: int
@@ -35,13 +37,16 @@ class Buffer:
 @dataclass(frozen=True)
 class TensorBox:
     """A tensor's box: bytes [offset, offset + size) of chunk `chunk` of buffer `buffer`, live in
-    node steps first..last (both included). `inplace_of` / `view_of` are ids of other boxes."""
+    node steps first..last (both included). `buffer_id`: the allocator's buffer id it was placed
+    for (the scheduler's backend index; None for a carried tensor). `inplace_of` / `view_of` are
+    ids of other boxes."""
 
     id: int
     name: str
     op: str
     kind: str
     buffer: int
+    buffer_id: Optional[int]
     chunk: int
     offset: int
     size: int
@@ -150,6 +155,8 @@ def problems(report):
         if not 0 <= t.buffer < len(report.buffers):
             out.append(f"{name}: buffer {t.buffer} does not exist")
             continue
+        if t.buffer_id is not None and t.buffer_id not in report.buffers[t.buffer].ids:
+            out.append(f"{name}: buffer id {t.buffer_id} is not one of buffer {t.buffer}'s {report.buffers[t.buffer].ids}")
         planned = report.buffers[t.buffer].planned
         if not 0 <= t.chunk < len(planned):
             out.append(f"{name}: chunk {t.chunk} does not exist")

@@ -101,6 +101,7 @@ def test_scheduler_report_has_the_splits(cpu, ctx):
         rep = sched.report()
         assert rep.kind == "sched-alloc"
         assert [(s.backend, s.first, s.end) for s in rep.splits] == [("CPU", 0, rep.n_steps)]
+        assert rep.buffers[0].ids == [0] and {t.buffer_id for t in rep.tensors} == {0}
         check_against_tensors(rep, graph)
 
 
@@ -114,10 +115,10 @@ def test_nothing_planned_yet_raises(cpu):
 
 def test_loader_checks_version_and_kinds(tmp_path):
     good = {"version": 1, "kind": "alloc", "graph": 1, "n_steps": 2, "splits": [],
-            "buffers": [{"id": 0, "name": "CPU", "planned": [64], "allocated": [64], "size": 64, "lower_bound": 64, "placement": "upstream"}],
-            "tensors": [{"id": 0, "name": "a", "op": "NONE", "kind": "input", "buffer": 0, "chunk": 0, "offset": 0, "size": 32,
+            "buffers": [{"id": 0, "name": "CPU", "ids": [0], "planned": [64], "allocated": [64], "size": 64, "lower_bound": 64, "placement": "upstream"}],
+            "tensors": [{"id": 0, "name": "a", "op": "NONE", "kind": "input", "buffer": 0, "buffer_id": 0, "chunk": 0, "offset": 0, "size": 32,
                          "alloc_size": 32, "first": 0, "last": 1, "inplace_of": None, "view_of": None, "addr": "0x10"},
-                        {"id": 1, "name": "b", "op": "ADD", "kind": "node", "buffer": 0, "chunk": 0, "offset": 32, "size": 32,
+                        {"id": 1, "name": "b", "op": "ADD", "kind": "node", "buffer": 0, "buffer_id": 0, "chunk": 0, "offset": 32, "size": 32,
                          "alloc_size": 32, "first": 1, "last": 1, "inplace_of": None, "view_of": None, "addr": "0x20"}]}
     p = tmp_path / "r.json"
     p.write_text(json.dumps(good))

@@ -70,6 +70,8 @@ pub struct TensorFacts {
 pub struct BufferReport {
     /// the buffer type's name
     pub name: String,
+    /// the allocator's buffer ids that share this buffer (one buffer per buffer type)
+    pub ids: Vec<usize>,
     /// the bytes the plan needs in each chunk
     pub planned: Vec<usize>,
     /// the bytes of each chunk buffer there is (empty when none is allocated)
@@ -88,6 +90,9 @@ pub struct TensorReport {
     pub kind: Kind,
     /// the buffer (index into `Report::buffers`), the chunk in it, and the offset in the chunk
     pub buffer: usize,
+    /// the allocator's buffer id it was placed for (the scheduler's: the backend index); None for
+    /// a carried tensor, whose place is older than this plan
+    pub buffer_id: Option<usize>,
     pub chunk: usize,
     pub offset: usize,
     /// `ggml_nbytes`: the box's height
@@ -163,14 +168,14 @@ pub fn tensors(model: &GraphModel, plan: &Plan, life: &Lifetimes, mut facts: imp
                 continue;
             }
             let own = match (d.presence, plan.placements.get(t).copied().flatten()) {
-                (Presence::Pinned(k), _) => model.pins.get(k as usize).map(|p| (p.alloc, p.addr.chunk, p.addr.offset, p.size, 0, end, None)),
+                (Presence::Pinned(k), _) => model.pins.get(k as usize).map(|p| (p.alloc, None, p.addr.chunk, p.addr.offset, p.size, 0, end, None)),
                 (_, Some(p)) if !is_view => {
                     let first = life.first.get(t).copied().filter(|&f| f != Lifetimes::NONE).unwrap_or(0);
                     let last = life.last.get(t).copied().map_or(end, life_end).max(first);
                     let parent = life.took_from.get(t).copied().flatten().filter(|&q| {
                         plan.placements.get(q).copied().flatten().is_some_and(|pq| pq.alloc == p.alloc && pq.addr == p.addr) && index[q] != usize::MAX
                     });
-                    Some((p.alloc, p.addr.chunk, p.addr.offset, p.size, first, last, parent.map(|q| index[q])))
+                    Some((p.alloc, Some(p.buffer_id), p.addr.chunk, p.addr.offset, p.size, first, last, parent.map(|q| index[q])))
                 }
                 _ => None,
             };
@@ -183,13 +188,14 @@ pub fn tensors(model: &GraphModel, plan: &Plan, life: &Lifetimes, mut facts: imp
                 _ => Kind::Leaf,
             };
             let f;
-            let entry = if let Some((buffer, chunk, offset, alloc_size, first, last, inplace_of)) = own {
+            let entry = if let Some((buffer, buffer_id, chunk, offset, alloc_size, first, last, inplace_of)) = own {
                 f = facts(t);
                 TensorReport {
                     name: f.name,
                     op: f.op,
                     kind,
                     buffer,
+                    buffer_id,
                     chunk,
                     offset,
                     size: f.nbytes,
@@ -205,13 +211,14 @@ pub fn tensors(model: &GraphModel, plan: &Plan, life: &Lifetimes, mut facts: imp
                 let (first, last) = seen[t].unwrap_or((src.first, src.first));
                 // a view nothing reads, or an output: it lasts as long as its source
                 let last = if !read[t] || d.output { last.max(src.last) } else { last };
-                let (buffer, chunk, base) = (src.buffer, src.chunk, src.offset);
+                let (buffer, buffer_id, chunk, base) = (src.buffer, src.buffer_id, src.chunk, src.offset);
                 f = facts(t);
                 TensorReport {
                     name: f.name,
                     op: f.op,
                     kind,
                     buffer,
+                    buffer_id,
                     chunk,
                     offset: base + f.view_offs,
                     size: f.nbytes,
@@ -324,9 +331,10 @@ impl Report {
         for (i, b) in self.buffers.iter().enumerate() {
             let _ = write!(
                 s,
-                "{}\n{{\"id\":{i},\"name\":{},\"planned\":{},\"allocated\":{},\"size\":{},\"lower_bound\":{},\"placement\":{}}}",
+                "{}\n{{\"id\":{i},\"name\":{},\"ids\":{},\"planned\":{},\"allocated\":{},\"size\":{},\"lower_bound\":{},\"placement\":{}}}",
                 if i > 0 { "," } else { "" },
                 json_str(&b.name),
+                json_list(&b.ids),
                 json_list(&b.planned),
                 json_list(&b.allocated),
                 b.planned.iter().sum::<usize>(),
@@ -343,12 +351,13 @@ impl Report {
         for (i, t) in self.tensors.iter().enumerate() {
             let _ = write!(
                 s,
-                "{}\n{{\"id\":{i},\"name\":{},\"op\":{},\"kind\":\"{}\",\"buffer\":{},\"chunk\":{},\"offset\":{},\"size\":{},\"alloc_size\":{},\"first\":{},\"last\":{},\"inplace_of\":{},\"view_of\":{},\"addr\":\"{:#x}\"}}",
+                "{}\n{{\"id\":{i},\"name\":{},\"op\":{},\"kind\":\"{}\",\"buffer\":{},\"buffer_id\":{},\"chunk\":{},\"offset\":{},\"size\":{},\"alloc_size\":{},\"first\":{},\"last\":{},\"inplace_of\":{},\"view_of\":{},\"addr\":\"{:#x}\"}}",
                 if i > 0 { "," } else { "" },
                 json_str(&t.name),
                 json_str(&t.op),
                 t.kind.name(),
                 t.buffer,
+                json_opt(t.buffer_id),
                 t.chunk,
                 t.offset,
                 t.size,

@@ -29,7 +29,7 @@ fn report_of(m: &GraphModel, planner: Planner) -> Report {
     for (t, pl) in p.placements.iter().enumerate() {
         if let Some(pl) = pl {
             let b = tensors.iter().find(|r| r.name == format!("t{t}")).expect("a placed tensor is reported");
-            assert_eq!((b.buffer, b.chunk, b.offset, b.alloc_size), (pl.alloc, pl.addr.chunk, pl.addr.offset, pl.size));
+            assert_eq!((b.buffer, b.buffer_id, b.chunk, b.offset, b.alloc_size), (pl.alloc, Some(pl.buffer_id), pl.addr.chunk, pl.addr.offset, pl.size));
             assert!(b.first <= b.last);
         }
     }
@@ -81,7 +81,7 @@ fn writers_escape() {
     let m = random_model(&mut rng, 30);
     let mut r = report_of(&m, Planner::Best);
     r.tensors[0].name = "x<&>\"".into();
-    r.buffers.push(report::BufferReport { name: "CPU".into(), planned: vec![4096], allocated: vec![4096], lower_bound: 1000, offline: false });
+    r.buffers.push(report::BufferReport { name: "CPU".into(), ids: vec![0], planned: vec![4096], allocated: vec![4096], lower_bound: 1000, offline: false });
     r.splits.push(report::SplitReport { backend: "CPU".into(), first: 0, end: r.n_steps });
     let json = r.to_json();
     assert!(json.contains("\"name\":\"x<&>\\\"\""));

@@ -76,6 +76,7 @@ impl Gallocr {
             .enumerate()
             .map(|(a, st)| BufferReport {
                 name: st.buft.name(),
+                ids: (0..self.alloc_of_id.len()).filter(|&id| self.alloc_of_id[id] == a).collect(),
                 planned: plan.chunk_sizes.get(a).cloned().unwrap_or_default(),
                 allocated: st.chunks.iter().flatten().map(|b| b.size()).collect(),
                 lower_bound: plan.live_peak.get(a).copied().unwrap_or(0),
