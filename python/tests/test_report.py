@@ -45,23 +45,26 @@ def graph_tensors(graph):
     return list(_walk(graph._node_ptrs()))
 
 
-def check_against_tensors(rep, graph):
-    """Every box is its tensor's place: `data` minus its buffer's base, `ggml_nbytes` bytes; every
-    tensor of the graph in the compute buffer has a box; the report is sound on its own."""
-    boxes = rep.by_addr()
-    tensors = graph_tensors(graph)
-    headers = {ptr: tensor_struct.from_address(ptr) for ptr in tensors}
-    compute = {headers[p].buffer for p in tensors if p in boxes}
-    assert len(compute) == 1, "every box is in the one compute buffer"
-    for ptr, s in headers.items():
-        box = boxes.get(ptr)
-        if box is None:
-            assert s.buffer not in compute or not s.data, f"tensor {s.name} in the compute buffer is not in the report"
-            continue
-        base = lib().ggml_backend_buffer_get_base(s.buffer)
-        nbytes = lib().ggml_nbytes(ptr)
+def check_against_tensors(rep, graph, n_buffers=1):
+    """Every box is its tensor's place (the graph's tensors, and the scheduler's copies of split
+    inputs): a buffer of the box's buffer type, `data` minus that buffer's base, `ggml_nbytes`
+    bytes; every tensor of the graph in a compute buffer has a box; the report is sound."""
+    L = lib()
+    compute = set()
+    for box in rep.tensors:
+        s = tensor_struct.from_address(box.addr)
+        assert s.name.decode() == box.name
+        base = L.ggml_backend_buffer_get_base(s.buffer)
+        nbytes = L.ggml_nbytes(box.addr)
         assert (box.offset, box.size) == (s.data - base, nbytes), f"{box.name}: box {box.offset}+{box.size}, tensor at {s.data - base}+{nbytes}"
-    assert set(boxes) <= set(tensors), "every box is a tensor of the graph"
+        buft = L.ggml_backend_buft_name(L.ggml_backend_buffer_get_type(s.buffer)).decode()
+        assert rep.buffers[box.buffer].name == buft, f"{box.name}: box in {rep.buffers[box.buffer].name}, tensor in {buft}"
+        compute.add(s.buffer)
+    assert len(compute) == n_buffers, f"boxes in {len(compute)} buffers, expected {n_buffers}"
+    boxes = rep.by_addr()
+    for ptr in graph_tensors(graph):
+        s = tensor_struct.from_address(ptr)
+        assert ptr in boxes or s.buffer not in compute or not s.data, f"tensor {s.name} in a compute buffer is not in the report"
     assert report.problems(rep) == []
 
 
@@ -103,6 +106,37 @@ def test_scheduler_report_has_the_splits(cpu, ctx):
         assert [(s.backend, s.first, s.end) for s in rep.splits] == [("CPU", 0, rep.n_steps)]
         assert rep.buffers[0].ids == [0] and {t.buffer_id for t in rep.tensors} == {0}
         check_against_tensors(rep, graph)
+
+
+def test_scheduler_report_with_two_backends(rpc, cpu, ctx):
+    # the middle layer on the rpc-server: three splits, copies between them, two compute buffers
+    x = ctx.tensor((64,), name="x").set_input()
+    a0 = ctx.scale(x, 0.5, name="a0")
+    a = ctx.sqr(a0, name="a1")
+    b0 = ctx.sqr(a, name="b0")
+    b = ctx.add(b0, a, name="b1")
+    c0 = ctx.add(b, x, name="c0")
+    c = ctx.scale(c0, 2.0, name="c1").set_output()
+    graph = ctx.graph(c)
+    with g.Scheduler([rpc, cpu]) as sched:
+        for t, on in ((a0, cpu), (a, cpu), (b0, rpc), (b, rpc), (c0, cpu), (c, cpu)):
+            sched.set_tensor_backend(t, on)
+        sched.alloc(graph)
+        rep = sched.report()
+        backends = [s.backend for s in rep.splits]
+        assert len(backends) >= 3 and backends[0] == backends[-1] != backends[1], backends
+        assert [b.ids for b in rep.buffers] == [[0], [1]]
+        for sp in rep.splits:
+            on = 0 if sp.backend == backends[1] else 1
+            computed = [t for t in rep.tensors if sp.first <= t.first < sp.end and t.kind in ("node", "output")]
+            assert computed and all(t.buffer_id == on for t in computed), sp
+        # the copies the splits read (a1 into the rpc-server, b1 back to the CPU) have boxes too
+        copies = {t.name.split("#")[1]: t.buffer_id for t in rep.tensors if t.name.count("#") == 2}
+        assert copies == {"a1": 0, "b1": 1}, copies
+        check_against_tensors(rep, graph, n_buffers=2)
+        x.set(filled((64,), 1.0, 0.0))
+        sched.compute(graph)
+        assert c.get()[0] == pytest.approx(2.0 * ((0.5 ** 2) ** 2 + 0.5 ** 2 + 1.0))
 
 
 def test_nothing_planned_yet_raises(cpu):
