@@ -5,7 +5,7 @@
 
 use crate::dyn_tallocr::DynAllocator;
 use crate::model::{GraphModel, Tid};
-use crate::plan::{Planner, plan, trace};
+use crate::plan::{Lifetimes, Planner, plan, trace};
 use crate::plan_tests::{Rng, random_model};
 use crate::report::{self, Kind, Report, TensorFacts, conflicts, json_str, xml_escape};
 
@@ -20,7 +20,12 @@ fn facts(m: &GraphModel) -> impl FnMut(Tid) -> TensorFacts + '_ {
 }
 
 fn report_of(m: &GraphModel, planner: Planner) -> Report {
-    let mut allocs = vec![DynAllocator::new(32, usize::MAX / 4)];
+    report_chunked(m, planner, usize::MAX / 4)
+}
+
+/// The report of `m` planned in chunks of at most `max_chunk` bytes.
+fn report_chunked(m: &GraphModel, planner: Planner, max_chunk: usize) -> Report {
+    let mut allocs = vec![DynAllocator::new(32, max_chunk)];
     let mut sizer = |t: Tid, _| m.tensors[t].nbytes;
     let p = plan(m, &[0], &mut allocs, &mut sizer, &planner).expect("fits");
     let life = trace(m, &[0], &mut allocs, &mut sizer).expect("fits");
@@ -51,6 +56,20 @@ fn random_graphs_have_no_conflicts() {
         }
     }
     assert!(in_place > 0, "the random graphs compute in place somewhere");
+}
+
+#[test]
+fn chunked_plans_have_no_conflicts() {
+    let mut chunked = 0;
+    for seed in 0..200 {
+        let mut rng = Rng::new(1000 + seed);
+        let n = 20 + rng.below(60) as usize;
+        let m = random_model(&mut rng, n);
+        let r = report_chunked(&m, Planner::Upstream, 512);
+        assert_eq!(conflicts(&r.tensors), vec![], "seed {seed}");
+        chunked += r.tensors.iter().any(|t| t.chunk > 0) as usize;
+    }
+    assert!(chunked > 50, "chunks of 512 bytes split most plans ({chunked} of 200)");
 }
 
 #[test]
@@ -91,4 +110,55 @@ fn writers_escape() {
     assert!(!svg.contains("x<&"));
     assert_eq!(svg.matches("<rect id=\"t").count(), r.tensors.len(), "one box per tensor");
     assert!(svg.contains("class=\"lb\"") && svg.contains("split #0: CPU"));
+}
+
+/// The traced lifetimes cover every use the graph makes of a tensor, computed from the model
+/// alone: given memory no later than its first use (leafs and inputs: step 0; a node: its own
+/// step), given back no earlier than its last reader's step, through views (a view's readers read
+/// its source); outputs and tensors nothing reads are never given back.
+#[test]
+fn lifetimes_cover_every_use() {
+    for seed in 0..300 {
+        let mut rng = Rng::new(5000 + seed);
+        let n = 5 + rng.below(80) as usize;
+        let m = random_model(&mut rng, n);
+        let mut allocs = vec![DynAllocator::new(32, usize::MAX / 4)];
+        let mut sizer = |t: Tid, _| m.tensors[t].nbytes;
+        let p = plan(&m, &[0], &mut allocs, &mut sizer, &Planner::Upstream).expect("fits");
+        let life = trace(&m, &[0], &mut allocs, &mut sizer).expect("fits");
+        let root = |mut t: Tid| {
+            while let Some(v) = m.tensors[t].view_of {
+                t = v;
+            }
+            t
+        };
+        let nt = m.tensors.len();
+        let (mut first_use, mut last_use, mut read) = (vec![u32::MAX; nt], vec![0u32; nt], vec![false; nt]);
+        for &(l, _) in &m.leafs {
+            first_use[l] = 0;
+        }
+        for (t, d) in m.tensors.iter().enumerate() {
+            if d.input {
+                first_use[t] = 0;
+            }
+        }
+        for (i, node) in m.nodes.iter().enumerate() {
+            let i = i as u32;
+            first_use[node.tensor] = first_use[node.tensor].min(i);
+            for s in node.srcs.iter() {
+                let r = root(s);
+                first_use[r] = first_use[r].min(i);
+                last_use[r] = last_use[r].max(i);
+                read[r] = true;
+            }
+        }
+        for t in (0..nt).filter(|&t| p.placements[t].is_some()) {
+            assert!(life.first[t] <= first_use[t], "seed {seed}: tensor {t} given memory at {} after its first use {}", life.first[t], first_use[t]);
+            if m.tensors[t].output || !read[t] {
+                assert_eq!(life.last[t], Lifetimes::NONE, "seed {seed}: output or unread tensor {t} given back");
+            } else if life.last[t] != Lifetimes::NONE {
+                assert!(life.last[t] >= last_use[t], "seed {seed}: tensor {t} given back at {} before its last reader {}", life.last[t], last_use[t]);
+            }
+        }
+    }
 }
