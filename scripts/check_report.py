@@ -8,6 +8,9 @@
       report (highest number, kind *alloc) equals the places c_tests/report_llama.c read back
       from the tensors: every tensor read back has a box at its offset with its ggml_nbytes in a
       buffer of its buffer type
+  check_report.py pairs DIR [--min-files N]
+      every DIR/<k>.json (a report) is sound and holds the places in DIR/<k>.tsv (read back from
+      the tensors by c_tests/report_graphs.c) as above
   check_report.py png FILE WIDTH HEIGHT [--min-colors N] [--expect-colors RRGGBB,...]
       FILE is a WIDTHxHEIGHT PNG (8-bit RGB/RGBA) with at least N distinct colours (default 5),
       not mostly one colour, and each expected colour on at least 1000 pixels (the report's kind
@@ -62,28 +65,59 @@ def cmd_check(args):
             print("no allocation report to compare with the read-back places")
             return 1
         r = rep_mod.load(os.path.join(args.dir, allocs[-1]))
-        boxes = r.by_addr()
-        lines = []
-        with open(args.readback) as fh:
-            for line in fh:
-                addr, buft, offset, nbytes, name = line.rstrip("\n").split("\t", 4)
-                lines.append((int(addr, 16), buft, int(offset), int(nbytes), name))
-        wrong = []
-        # every line: a tensor is read back as a node and again as each reader's source
-        for addr, buft, offset, nbytes, name in lines:
-            box = boxes.get(addr)
-            if box is None:
-                wrong.append(f"{name} ({buft} +{offset}, {nbytes} bytes) is not in {allocs[-1]}")
-            elif (r.buffers[box.buffer].name, box.offset, box.size) != (buft, offset, nbytes):
-                wrong.append(f"{name}: read back {buft} +{offset} {nbytes} bytes, report {r.buffers[box.buffer].name} +{box.offset} {box.size} bytes")
-        seen = {line[0] for line in lines}
-        for m in wrong[:5]:
-            print(m)
-        print(f"{allocs[-1]}: {len(seen)} tensors read back ({len(lines)} reads), {len(lines) - len(wrong)} reads at their box, "
-              f"{len(wrong)} not; {len(r.tensors)} boxes in the report")
-        if wrong or len(seen) < 10:
+        if not readback_matches(r, args.readback, allocs[-1], min_tensors=10):
             return 1
     return 0
+
+
+def read_places(path):
+    """The places a program read back from its tensors: (address, buffer type, offset, nbytes, name)."""
+    lines = []
+    with open(path) as fh:
+        for line in fh:
+            addr, buft, offset, nbytes, name = line.rstrip("\n").split("\t", 4)
+            lines.append((int(addr, 16), buft, int(offset), int(nbytes), name))
+    return lines
+
+
+def readback_matches(r, tsv, label, min_tensors=1):
+    """Whether every place read back (`tsv`) is a box of report `r` at that place, in a buffer of
+    that buffer type, with that many bytes; prints what differs."""
+    boxes = r.by_addr()
+    lines = read_places(tsv)
+    wrong = []
+    # every line: a tensor is read back as a node and again as each reader's source
+    for addr, buft, offset, nbytes, name in lines:
+        box = boxes.get(addr)
+        if box is None:
+            wrong.append(f"{name} ({buft} +{offset}, {nbytes} bytes) is not in {label}")
+        elif (r.buffers[box.buffer].name, box.offset, box.size) != (buft, offset, nbytes):
+            wrong.append(f"{name}: read back {buft} +{offset} {nbytes} bytes, report {r.buffers[box.buffer].name} +{box.offset} {box.size} bytes")
+    seen = {line[0] for line in lines}
+    for m in wrong[:5]:
+        print(m)
+    print(f"{label}: {len(seen)} tensors read back ({len(lines)} reads), {len(lines) - len(wrong)} reads at their box, "
+          f"{len(wrong)} not; {len(r.tensors)} boxes in the report")
+    return not wrong and len(seen) >= min_tensors
+
+
+def cmd_pairs(args):
+    """Every DIR/<k>.json against DIR/<k>.tsv (c_tests/report_graphs.c)."""
+    rep_mod = report_module()
+    pairs = sorted(f[:-5] for f in os.listdir(args.dir) if f.endswith(".json") and os.path.exists(os.path.join(args.dir, f[:-5] + ".tsv")))
+    if len(pairs) < args.min_files:
+        print(f"{len(pairs)} report/read-back pairs in {args.dir}, expected at least {args.min_files}")
+        return 1
+    ok = True
+    for k in pairs:
+        r = rep_mod.load(os.path.join(args.dir, k + ".json"))
+        probs = rep_mod.problems(r)
+        for m in probs[:3]:
+            print(f"{k}.json: {m}")
+        kinds = ",".join(sorted({t.kind for t in r.tensors}))
+        print(f"{k}.json ({r.kind}, {len(r.buffers)} buffers, {len(r.splits)} splits, kinds {kinds}): ", end="")
+        ok &= not probs and readback_matches(r, os.path.join(args.dir, k + ".tsv"), f"{k}.json")
+    return 0 if ok else 1
 
 
 def png_pixels(path):
@@ -167,6 +201,9 @@ def main():
     c.add_argument("dir")
     c.add_argument("--readback")
     c.add_argument("--min-files", type=int, default=1)
+    c = sub.add_parser("pairs")
+    c.add_argument("dir")
+    c.add_argument("--min-files", type=int, default=1)
     p = sub.add_parser("png")
     p.add_argument("file")
     p.add_argument("width", type=int)
@@ -175,7 +212,7 @@ def main():
     p.add_argument("--expect-colors", default="")
     p.add_argument("--min-pixels", type=int, default=1000)
     args = ap.parse_args()
-    return {"check": cmd_check, "png": cmd_png}[args.cmd](args)
+    return {"check": cmd_check, "pairs": cmd_pairs, "png": cmd_png}[args.cmd](args)
 
 
 if __name__ == "__main__":

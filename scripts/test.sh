@@ -20,9 +20,9 @@
 #  10. the Python package (python/): installed into a clean venv as a user would, its pytest suite
 #      (seed scenarios of both allocators, two schedulers in two threads, misuse, the memory plan
 #      report against the tensors' places) on our build
-#  11. the memory plan report (GGML_RS_ALLOC_REPORT): a llama graph's report equals the places
-#      read back from its tensors, every report of the C scenarios is sound (no live overlap),
-#      and the SVG renders in headless Chromium
+#  11. the memory plan report (GGML_RS_ALLOC_REPORT): the reports of a llama graph and of C graphs
+#      equal the places read back from their tensors, every report of the C scenarios is sound
+#      (no live overlap), and the SVG renders in headless Chromium
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -408,6 +408,19 @@ report_llama() {
     python3 "$ROOT/scripts/check_report.py" check "$T/report-llama" --readback "$T/report-llama.tsv" --min-files 2
 }
 check "memory plan report: a llama graph (medium model, LD_PRELOAD): boxes = the tensors' places, no live overlap" report_llama
+# C graphs (c_tests/report_graphs.c): the graph allocator on the CPU (views, in-place ops), a
+# second graph reading the first one's result (carried), two buffer types, the scheduler over the
+# fake device and the CPU (splits, copies); each report must hold the places read back from the
+# tensors
+report_graphs() {
+    local prog=$T/report_graphs
+    cc -O1 -Wall -Wextra -Werror -o "$prog" "$ROOT/c_tests/report_graphs.c" "$ROOT/c_tests/fake_backend.c" -I"$ROOT/c_tests" \
+        -I"$TREE/ggml/include" -I"$TREE/ggml/src" -L"$BUILD_STOCK/bin" -lggml-base -lggml-cpu -lggml -lm -Wl,-rpath,"$BUILD_STOCK/bin" || return 1
+    mkdir -p "$T/report-graphs"
+    LD_PRELOAD="$LIB" "$prog" "$T/report-graphs" || return 1
+    python3 "$ROOT/scripts/check_report.py" pairs "$T/report-graphs" --min-files 4
+}
+check "memory plan report: C graphs (gallocr, a carried result, two buffer types, scheduler): boxes = the tensors' places" report_graphs
 # C test graphs: every plan of the allocator and scheduler scenarios (reserves, replans, results
 # carried between graphs, two backends' buffers)
 report_c_tests() {

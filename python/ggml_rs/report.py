@@ -119,12 +119,23 @@ def load(path):
     return r
 
 
+def memory_of(tensors, i):
+    """The box whose memory box i is in: itself, or the end of its chain of view sources (a view
+    of a view, as the scheduler's keep-alive markers are, names the view it was made from)."""
+    for _ in range(len(tensors)):
+        if tensors[i].view_of is None:
+            break
+        i = tensors[i].view_of
+    return i
+
+
 def may_share(tensors, a, b):
     """Whether boxes a and b may share bytes at one step: one computes in place of the other (at
-    the step it takes the memory over), one views the other, or both view the same tensor."""
+    the step it takes the memory over), or one is a view into the other's memory, or both are
+    views into one tensor's memory."""
     ta, tb = tensors[a], tensors[b]
-    return (ta.inplace_of == b or tb.inplace_of == a or ta.view_of == b or tb.view_of == a
-            or (ta.view_of is not None and ta.view_of == tb.view_of))
+    views = ta.view_of is not None or tb.view_of is not None
+    return ta.inplace_of == b or tb.inplace_of == a or (views and memory_of(tensors, a) == memory_of(tensors, b))
 
 
 def conflicts(report):

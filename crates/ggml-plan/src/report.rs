@@ -239,12 +239,26 @@ pub fn tensors(model: &GraphModel, plan: &Plan, life: &Lifetimes, mut facts: imp
     out
 }
 
+/// The tensor whose memory box `i` is in: itself, or the end of its chain of view sources (a view
+/// of a view, as the scheduler's keep-alive markers are, names the view it was made from).
+fn memory_of(tensors: &[TensorReport], mut i: usize) -> usize {
+    // bounded: a chain longer than the list would be a cycle, which a model cannot hold
+    for _ in 0..tensors.len() {
+        match tensors[i].view_of {
+            Some(v) => i = v,
+            None => break,
+        }
+    }
+    i
+}
+
 /// Whether two boxes may share bytes at the same step: one computes in place of the other (at
-/// the step it takes the memory over), or one is a view of the other, or both are views of one
-/// tensor.
+/// the step it takes the memory over), or one is a view into the other's memory, or both are
+/// views into one tensor's memory.
 pub fn may_share(tensors: &[TensorReport], a: usize, b: usize) -> bool {
     let (ta, tb) = (&tensors[a], &tensors[b]);
-    ta.inplace_of == Some(b) || tb.inplace_of == Some(a) || ta.view_of == Some(b) || tb.view_of == Some(a) || (ta.view_of.is_some() && ta.view_of == tb.view_of)
+    let a_view_or_b_view = ta.view_of.is_some() || tb.view_of.is_some();
+    ta.inplace_of == Some(b) || tb.inplace_of == Some(a) || (a_view_or_b_view && memory_of(tensors, a) == memory_of(tensors, b))
 }
 
 /// The pairs of boxes that share bytes at a step where both are live and may not (see

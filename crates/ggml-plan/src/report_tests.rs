@@ -162,3 +162,29 @@ fn lifetimes_cover_every_use() {
         }
     }
 }
+
+/// A view of a view (the scheduler's keep-alive markers are made from the view they keep) lies in
+/// the memory of the first view's source: they may share bytes; an unrelated tensor may not.
+#[test]
+fn views_of_views_share_their_root_memory() {
+    let bx = |name: &str, kind: Kind, offset: usize, view_of: Option<usize>| report::TensorReport {
+        name: name.into(),
+        op: "OP".into(),
+        kind,
+        buffer: 0,
+        buffer_id: Some(0),
+        chunk: 0,
+        offset,
+        size: 64,
+        alloc_size: if view_of.is_some() { 0 } else { 64 },
+        first: 0,
+        last: 3,
+        inplace_of: None,
+        view_of,
+        addr: 0,
+    };
+    let mut ts = vec![bx("c", Kind::Node, 0, None), bx("c_T", Kind::View, 0, Some(0)), bx("c_T (dep)", Kind::View, 0, Some(1))];
+    assert_eq!(conflicts(&ts), vec![]);
+    ts.push(bx("other", Kind::Node, 32, None));
+    assert_eq!(conflicts(&ts), vec![(0, 3), (1, 3), (2, 3)]);
+}
