@@ -421,18 +421,19 @@ report_graphs() {
     python3 "$ROOT/scripts/check_report.py" pairs "$T/report-graphs" --min-files 4
 }
 check "memory plan report: C graphs (gallocr, a carried result, two buffer types, scheduler): boxes = the tensors' places" report_graphs
-# C test graphs: every plan of the allocator and scheduler scenarios (reserves, replans, results
-# carried between graphs, two backends' buffers)
+# C test graphs: every plan of the allocator and scheduler scenarios and of 50 random graphs of
+# each fuzz test (reserves, replans, results carried between graphs, two backends' buffers, the
+# scheduler's copies and keep-alive markers)
 report_c_tests() {
     local t
-    for t in test_alloc_scenarios test_sched_scenarios; do
-        (cd "$T" && GGML_RS_ALLOC_REPORT="$T/report-$t" LD_PRELOAD="$LIB" "$BUILD_OURS/c_tests/$t" > "$T/report-$t.log" 2>&1) \
+    for t in test_alloc_scenarios test_sched_scenarios test_alloc_fuzz test_sched_fuzz; do
+        (cd "$T" && GGML_RS_FUZZ_ITERS=50 GGML_RS_ALLOC_REPORT="$T/report-$t" LD_PRELOAD="$LIB" "$BUILD_OURS/c_tests/$t" > "$T/report-$t.log" 2>&1) \
             || { tail -n 3 "$T/report-$t.log"; return 1; }
         printf '%s: ' "$t"
         python3 "$ROOT/scripts/check_report.py" check "$T/report-$t" --min-files 10 || return 1
     done
 }
-check "memory plan report: every plan of the C allocator and scheduler scenarios is sound" report_c_tests
+check "memory plan report: every plan of the C allocator and scheduler scenarios and fuzz tests is sound" report_c_tests
 # the SVG in a real browser: a PNG of the expected size, not blank, with the boxes drawn (node and
 # input colours on more than the legend's pixels)
 report_svg() {

@@ -141,7 +141,6 @@ pub fn tensors(model: &GraphModel, plan: &Plan, life: &Lifetimes, mut facts: imp
     let mut is_node = vec![false; n];
     // views: first and last step they appear in (as a node or a source)
     let mut seen: Vec<Option<(u32, u32)>> = vec![None; n];
-    let mut read = vec![false; n];
     let mut mark = |t: Tid, step: u32| {
         seen[t] = Some(match seen[t] {
             Some((a, b)) => (a.min(step), b.max(step)),
@@ -153,7 +152,6 @@ pub fn tensors(model: &GraphModel, plan: &Plan, life: &Lifetimes, mut facts: imp
         mark(node.tensor, i as u32);
         for s in node.srcs.iter() {
             mark(s, i as u32);
-            read[s] = true;
         }
     }
     let life_end = |l: u32| if l == Lifetimes::NONE { end } else { l };
@@ -209,8 +207,10 @@ pub fn tensors(model: &GraphModel, plan: &Plan, life: &Lifetimes, mut facts: imp
             } else if let Some(v) = d.view_of.filter(|&v| index[v] != usize::MAX) {
                 let src = &out[index[v]];
                 let (first, last) = seen[t].unwrap_or((src.first, src.first));
-                // a view nothing reads, or an output: it lasts as long as its source
-                let last = if !read[t] || d.output { last.max(src.last) } else { last };
+                // a view lives from its first appearance to its last reader (a view nothing reads,
+                // such as the scheduler's keep-alive markers, only at its own step: its source may
+                // be computed over in place right after); an output view as long as its source
+                let last = if d.output { last.max(src.last) } else { last };
                 let (buffer, buffer_id, chunk, base) = (src.buffer, src.buffer_id, src.chunk, src.offset);
                 f = facts(t);
                 TensorReport {

@@ -188,3 +188,29 @@ fn views_of_views_share_their_root_memory() {
     ts.push(bx("other", Kind::Node, 32, None));
     assert_eq!(conflicts(&ts), vec![(0, 3), (1, 3), (2, 3)]);
 }
+
+/// A view nothing reads (the scheduler's keep-alive marker, op NONE: not counted as a view by the
+/// planner) lives at its own step only: its source may be computed over in place afterwards, which
+/// is no conflict. (Found by the scheduler fuzz test with GGML_RS_ALLOC_REPORT.)
+#[test]
+fn an_unread_view_lives_at_its_step() {
+    use crate::model::{NodeDesc, Presence, SrcList, TensorDesc};
+    let d = |view_of, inplace_op, op_none, output| TensorDesc { view_of, nbytes: 64, presence: Presence::Fresh, input: false, output, inplace_op, op_none };
+    let mut m = GraphModel::default();
+    let l = crate::model::Layout { type_: 0, ne: [16, 1, 1, 1], nb: [4, 64, 64, 64] };
+    let x = m.push_tensor(TensorDesc { input: true, ..d(None, false, false, false) }, l);
+    let a = m.push_tensor(d(None, false, false, false), l); // a = f(x)
+    let marker = m.push_tensor(d(Some(a), false, true, false), l); // keeps a alive until here
+    let b = m.push_tensor(d(None, true, false, false), l); // b = g(a), in place of a
+    let c = m.push_tensor(d(None, false, false, true), l); // c = h(b), output
+    m.leafs.push((x, 0));
+    for (t, srcs) in [(a, vec![x]), (marker, vec![a]), (b, vec![a]), (c, vec![b])] {
+        m.nodes.push(NodeDesc { tensor: t, srcs: SrcList::from(&srcs[..]), buffer_id: 0 });
+    }
+    let r = report_of(&m, Planner::Upstream);
+    let by = |name: &str| r.tensors.iter().position(|t| t.name == name).unwrap();
+    assert_eq!(r.tensors[by(&format!("t{b}"))].inplace_of, Some(by(&format!("t{a}"))), "b computes in place of a");
+    let mk = &r.tensors[by(&format!("t{marker}"))];
+    assert_eq!((mk.first, mk.last), (1, 1));
+    assert_eq!(conflicts(&r.tensors), vec![]);
+}
