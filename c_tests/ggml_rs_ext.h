@@ -28,6 +28,8 @@ GGML_RS_EXT bool ggml_rs_gallocr_plan_stats(ggml_gallocr_t galloc, int buffer_id
 GGML_RS_EXT void ggml_rs_gallocr_counters(ggml_gallocr_t galloc, uint64_t * n_plans, uint64_t * n_replays);
 GGML_RS_EXT void ggml_rs_sched_counters(ggml_backend_sched_t sched, uint64_t * n_splits, uint64_t * n_repeats);
 GGML_RS_EXT size_t ggml_rs_sched_dump_plan(ggml_backend_sched_t sched, struct ggml_cgraph * graph, int format, char * buf, size_t size);
+GGML_RS_EXT bool ggml_rs_gallocr_write_report(ggml_gallocr_t galloc, const char * path, int format);
+GGML_RS_EXT bool ggml_rs_sched_write_report(ggml_backend_sched_t sched, const char * path, int format);
 
 #ifdef __cplusplus
 }

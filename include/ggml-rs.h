@@ -49,6 +49,15 @@ void ggml_rs_gallocr_counters(ggml_gallocr_t galloc, uint64_t *n_plans, uint64_t
 // last one because nothing had changed (see `sched::memo`).
 void ggml_rs_sched_counters(ggml_backend_sched_t sched, uint64_t *n_splits, uint64_t *n_repeats);
 
+// Writes the memory plan report of the allocator's last plan (every tensor's buffer, offset,
+// size and node steps; see README "Memory plan report") to `path`: JSON (`format` 0) or SVG (1).
+// The tensors of the graph it planned must still exist (their names are read). Returns false,
+// with the reason logged, when nothing was planned yet or the file cannot be written.
+bool ggml_rs_gallocr_write_report(ggml_gallocr_t galloc, const char *path, int format);
+
+// `ggml_rs_gallocr_write_report` for the scheduler's allocator, with the scheduler's splits.
+bool ggml_rs_sched_write_report(ggml_backend_sched_t sched, const char *path, int format);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -3,6 +3,7 @@
 # committed: everything lands in a git-ignored cache keyed by the pin, so a second run is fast.
 #
 #   scripts/upstream.sh deps          install the system tools the builds need (cmake, ninja, ccache)
+#   scripts/upstream.sh deps-browser  install Chromium (headless: the memory plan report's SVG check)
 #   scripts/upstream.sh fetch         download the sdist with pip, verify sha256, unpack
 #   scripts/upstream.sh build stock   upstream as it is (the reference)
 #   scripts/upstream.sh build ours    ggml-base without ggml-backend.cpp/ggml-alloc.c + this library
@@ -42,6 +43,14 @@ cmd_deps() {
         as_root apt-get update -qq || true
         DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
+}
+
+# the headless browser scripts/test.sh renders the memory plan report's SVG with (Debian's package)
+cmd_deps_browser() {
+    command -v chromium >/dev/null && return 0
+    log "installing: chromium"
+    as_root apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
 }
 
 cmd_fetch() {
@@ -140,8 +149,9 @@ EOF
 
 case "${1:-}" in
     deps)  cmd_deps ;;
+    deps-browser) cmd_deps_browser ;;
     fetch) cmd_fetch ;;
     build) cmd_build "${2:?variant: stock, ours or native}" ;;
     paths) cmd_paths ;;
-    *) sed -n '2,12p' "$0"; exit 2 ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
 esac

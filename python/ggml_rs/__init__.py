@@ -18,11 +18,12 @@ from ._lib import ClosedError, GgmlError, NotAllocatedError, load
 from .alloc import AllocatorCounters, GraphAllocator, PlanStats, Scheduler, SchedulerCounters
 from .backend import Backend, Buffer, BufferType
 from .graph import Context, Graph, Tensor
+from . import report
 
 __all__ = [
     "AllocatorCounters", "Backend", "Buffer", "BufferType", "ClosedError", "Context", "GgmlError", "Graph",
     "GraphAllocator", "NotAllocatedError", "PlanStats", "Scheduler", "SchedulerCounters", "Tensor", "load",
-    "version",
+    "report", "version",
 ]
 __version__ = "0.1.0"
 

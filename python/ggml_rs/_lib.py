@@ -198,6 +198,8 @@ _OPTIONAL = {
     "ggml_rs_gallocr_counters": (None, [P, POINTER(c_uint64), POINTER(c_uint64)]),
     "ggml_rs_sched_counters": (None, [P, POINTER(c_uint64), POINTER(c_uint64)]),
     "ggml_rs_sched_dump_plan": (c_size_t, [P, P, c_int, c_char_p, c_size_t]),
+    "ggml_rs_gallocr_write_report": (c_bool, [P, c_char_p, c_int]),
+    "ggml_rs_sched_write_report": (c_bool, [P, c_char_p, c_int]),
 }
 
 

@@ -2,7 +2,11 @@
 
 import ctypes
 import json
+import os
+import tempfile
 from collections import namedtuple
+
+from . import report
 
 from ._lib import STATUS, GgmlError, NotAllocatedError, clear_messages, failure, lib
 from ._owner import Owner, buffer_owner, lifecycle, locked, register_buffer, unregister_buffer
@@ -47,6 +51,25 @@ class _ComputeBuffers:
     def forget(self):
         for b in self.current.values():
             unregister_buffer(b)
+
+
+def _write_report(owner, fn_name, path, format, use):
+    """Writes the memory plan report of `owner`'s last plan to `path` ("json" or "svg")."""
+    if format not in ("json", "svg"):
+        raise ValueError(f"write_report: format {format!r} is not 'json' or 'svg'")
+    f = lib().require(fn_name, "write_report")
+    with lifecycle.using(), use():
+        clear_messages()
+        if not f(owner.ptr, os.fsencode(path), 0 if format == "json" else 1):
+            raise failure(fn_name, "failed (no message logged)")
+
+
+def _report(owner, write):
+    """The memory plan report of the last plan, as `ggml_rs.report.Report`."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "report.json")
+        write(path, "json")
+        return report.load(path)
 
 
 class GraphAllocator(Owner):
@@ -116,6 +139,15 @@ class GraphAllocator(Owner):
         with lifecycle.using(), locked(self):
             f(self.ptr, ctypes.byref(plans), ctypes.byref(replays))
         return AllocatorCounters(plans.value, replays.value)
+
+    def write_report(self, path, format="json"):
+        """Writes the memory plan report of the last plan (reserve or alloc) to `path`, as "json"
+        or "svg" (ggml_rs_gallocr_write_report); the graph's tensors must still exist."""
+        _write_report(self, "ggml_rs_gallocr_write_report", path, format, lambda: locked(self))
+
+    def report(self):
+        """The memory plan report of the last plan (`ggml_rs.report.Report`)."""
+        return _report(self, self.write_report)
 
 
 class Scheduler(Owner):
@@ -266,3 +298,12 @@ class Scheduler(Owner):
     def plan(self, graph=None):
         """The split plan, parsed from its JSON dump."""
         return json.loads(self.dump_plan(graph, "json"))
+
+    def write_report(self, path, format="json"):
+        """Writes the memory plan report of the last allocation or reservation, with the splits,
+        to `path`, as "json" or "svg" (ggml_rs_sched_write_report)."""
+        _write_report(self, "ggml_rs_sched_write_report", path, format, self._use)
+
+    def report(self):
+        """The memory plan report of the last allocation or reservation (`ggml_rs.report.Report`)."""
+        return _report(self, self.write_report)

@@ -1,6 +1,6 @@
 //! Extensions of this library (prefix `ggml_rs_`, declared in `include/ggml-rs.h`): the version,
 //! a description of our struct layouts for the ABI test, allocator statistics for the
-//! benchmarks, and the scheduler's split plan as JSON or DOT.
+//! benchmarks, the scheduler's split plan as JSON or DOT, and the memory plan report.
 
 use std::ffi::{c_char, c_int};
 use std::sync::OnceLock;
@@ -241,5 +241,57 @@ pub unsafe extern "C" fn ggml_rs_sched_counters(sched: ggml_backend_sched_t, n_s
             // SAFETY: the caller's u64.
             unsafe { *n_repeats = s.n_repeats };
         }
+    })
+}
+
+/// Writes `report` to `path` as JSON (`format` 0) or SVG (1); false, with the reason logged, when
+/// there is no report or the file cannot be written.
+fn write_report(function: &str, report: Option<ggml_plan::report::Report>, path: *const c_char, format: c_int) -> bool {
+    crate::ensure!(!path.is_null(), "{function}: argument `path` is NULL");
+    // SAFETY: a NUL-terminated string of the caller's.
+    let path = unsafe { std::ffi::CStr::from_ptr(path) }.to_string_lossy().into_owned();
+    let text = match (report, format) {
+        (_, f) if f != 0 && f != 1 => {
+            crate::log_error!("{function}: format {f} is neither 0 (JSON) nor 1 (SVG)\n");
+            return false;
+        }
+        (None, _) => {
+            crate::log_error!("{function}: nothing was planned yet\n");
+            return false;
+        }
+        (Some(r), 0) => r.to_json(),
+        (Some(r), _) => r.to_svg(),
+    };
+    match std::fs::write(&path, text) {
+        Ok(()) => true,
+        Err(e) => {
+            crate::log_error!("{function}: cannot write {path}: {e}\n");
+            false
+        }
+    }
+}
+
+/// Writes the memory plan report of the allocator's last plan (every tensor's buffer, offset,
+/// size and node steps; see README "Memory plan report") to `path`: JSON (`format` 0) or SVG (1).
+/// The tensors of the graph it planned must still exist (their names are read). Returns false,
+/// with the reason logged, when nothing was planned yet or the file cannot be written.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_rs_gallocr_write_report(galloc: ggml_gallocr_t, path: *const c_char, format: c_int) -> bool {
+    ffi_boundary!({
+        let function = crate::function_name!();
+        crate::ensure!(!galloc.is_null(), "{function}: argument `galloc` is NULL");
+        // SAFETY: a ggml_gallocr_t is a Box<Gallocr> (see ggml_gallocr_new_n).
+        let g = unsafe { &*(galloc as *const Gallocr) };
+        write_report(function, g.last_report(), path, format)
+    })
+}
+
+/// `ggml_rs_gallocr_write_report` for the scheduler's allocator, with the scheduler's splits.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_rs_sched_write_report(sched: ggml_backend_sched_t, path: *const c_char, format: c_int) -> bool {
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let s = Sched::arg(function, sched);
+        write_report(function, s.last_report(), path, format)
     })
 }

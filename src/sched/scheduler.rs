@@ -23,6 +23,7 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 
+use crate::alloc::gallocr::report::{self, SchedContext};
 use crate::alloc::gallocr::{AllocError, Gallocr, GraphInput};
 use crate::alloc::unlisted;
 use crate::backend::buffer::buffer_is_host;
@@ -39,6 +40,7 @@ use crate::sched::debug;
 use crate::sched::memo::{AllocMemo, AllocRequest};
 use crate::sched::splits::{Preset, SplitParams, SplitPlan, TensorPool, split_graph};
 use ggml_plan::addr_map::AddrMap;
+use ggml_plan::report::{Report, SplitReport};
 
 pub const MAX_BACKENDS: usize = 16;
 pub const MAX_COPIES: usize = crate::config::SCHED_MAX_COPIES;
@@ -362,7 +364,36 @@ impl Sched {
         ids.iter().map(|&b| self.be.bufts[b as usize].as_ptr() as usize).collect()
     }
 
+    /// The splits in the allocator's node steps, for the memory plan report.
+    fn report_splits(&self) -> Vec<SplitReport> {
+        let Some(plan) = &self.plan else { return Vec::new() };
+        plan.splits
+            .iter()
+            .map(|s| SplitReport { backend: self.be.names[s.backend].clone(), first: s.alloc_steps.0 as u32, end: s.alloc_steps.1 as u32 })
+            .collect()
+    }
+
+    /// With `GGML_RS_ALLOC_REPORT` set, the allocator's next reports carry the splits.
+    fn report_context(&mut self) {
+        if report::enabled() {
+            let splits = self.report_splits();
+            self.galloc.set_sched_context(Some(SchedContext { splits }));
+        }
+    }
+
+    /// The memory plan report of the last allocation or reservation, with the splits; None when
+    /// nothing was planned yet.
+    pub fn last_report(&self) -> Option<Report> {
+        let mut r = self.galloc.last_report()?;
+        if !r.kind.starts_with("sched-") {
+            r.kind = format!("sched-{}", r.kind);
+        }
+        r.splits = self.report_splits();
+        Some(r)
+    }
+
     fn alloc_splits(&mut self) -> Result<(), AllocError> {
+        self.report_context();
         let plan = self.plan.as_ref().expect("split_graph ran");
         let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
         let changed = ids != self.prev_buft_ids;
@@ -492,6 +523,7 @@ impl Sched {
         let replan = self.before_replan("ggml_backend_sched_reserve", measure);
         self.synchronize();
         self.split_graph(measure);
+        self.report_context();
         let ok = !self.refuse_unlisted("ggml_backend_sched_reserve")
             && Self::with_copies(self.plan.as_ref().expect("split_graph ran"), |g| self.galloc.reserve(g, false)).is_ok();
         self.reset();
@@ -535,6 +567,7 @@ impl Sched {
         self.after_replan(replan);
         self.synchronize();
         self.split_graph(measure);
+        self.report_context();
         let plan = self.plan.as_ref().expect("split_graph ran");
         let reserved = Self::with_copies(plan, |g| self.galloc.reserve(g, true));
         if let Err(e) = reserved {

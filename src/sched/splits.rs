@@ -39,6 +39,8 @@ pub struct Split {
     pub input_copies: Vec<TensorRef>,
     pub substitutions: Vec<Substitution>,
     pub graph: GraphView,
+    /// its steps `start..end` in the graph the allocator plans (the copies of its inputs first)
+    pub alloc_steps: (usize, usize),
 }
 
 /// Tensors the scheduler creates, kept from one allocation to the next so that the same graph
@@ -245,7 +247,9 @@ pub fn split_graph<B: Backends>(
         t
     };
     let mut n_markers = 0;
+    let mut alloc_steps = Vec::with_capacity(splits.len());
     for split in &splits {
+        let start = g.nodes.len();
         for (k, &input) in split.inputs.iter().enumerate() {
             // keep the source alive until it is copied, and place the copy at the split's start
             let input_b = ids[ix.get(input).expect("inputs are graph tensors") as usize];
@@ -277,6 +281,7 @@ pub fn split_graph<B: Backends>(
                 }
             }
         }
+        alloc_steps.push((start, g.nodes.len()));
     }
     let expected: usize = deps.keep.values().map(|v| v.len().div_ceil(GGML_MAX_SRC)).sum();
     crate::ensure!(n_markers == expected, "ggml_backend_sched: a backend's graph_optimize asked to keep tensors alive until a node that is not in its graph");
@@ -304,8 +309,9 @@ pub fn split_graph<B: Backends>(
         g.leaf_ids.push(ids[l as usize]);
     }
 
-    for split in &mut splits {
+    for (split, steps) in splits.iter_mut().zip(alloc_steps) {
         split.graph.set_uid(next_graph_uid());
+        split.alloc_steps = steps;
     }
     deps.n_markers = n_markers;
     SplitPlan { ix, ids, splits, graph_inputs, alloc_graph: g }
@@ -333,6 +339,7 @@ impl SplitBuilder {
             input_copies: self.input_copies,
             substitutions: self.substitutions,
             graph: GraphView::new(Vec::new(), &ViewContext::empty(), 0),
+            alloc_steps: (0, 0),
         }
     }
 }

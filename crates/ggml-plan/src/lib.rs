@@ -8,6 +8,8 @@
 //! - which backend runs each node of the scheduler's graph (`assign`: upstream's passes over
 //!   dense ids, asking an oracle about ops, buffers and backends) and where the graph is cut
 //!   into splits, with the copies each split needs (`splits`);
+//! - the memory plan report (`report`): every placed tensor's box in offset and node steps, as
+//!   JSON and as an SVG timeline;
 //! - the address-keyed map that the allocator and the scheduler use (`addr_map`), and the
 //!   per-thread spare arrays that keep large allocations out of the planning loop (`spare`).
 //!
@@ -21,6 +23,7 @@ pub mod dyn_tallocr;
 pub mod model;
 pub mod offline;
 pub mod plan;
+pub mod report;
 pub mod residency;
 pub mod spare;
 pub mod splits;
@@ -29,6 +32,8 @@ pub mod splits;
 mod assign_tests;
 #[cfg(test)]
 mod plan_tests;
+#[cfg(test)]
+mod report_tests;
 #[cfg(test)]
 mod splits_tests;
 

@@ -100,7 +100,57 @@ pub struct PlanError {
     pub largest_free: usize,
 }
 
-struct Sim<'a, S: Sizer> {
+/// What a plan's run tells an observer: which node step it is at, which tensor gets memory,
+/// takes over its parent's in place, or gives its memory back. The planner runs with `()`
+/// (nothing, compiled away); the memory plan report runs it with [`Lifetimes`].
+pub trait Tracer {
+    fn node(&mut self, _step: u32) {}
+    fn alloc(&mut self, _t: Tid) {}
+    fn take_over(&mut self, _t: Tid, _parent: Tid) {}
+    fn free(&mut self, _t: Tid) {}
+}
+
+impl Tracer for () {}
+
+/// Per tensor, the node steps its own memory is live in (`first..=last`; NONE: never given
+/// memory, or for `last`, never given back: live until the graph ends) and, for a tensor computed
+/// in place of a source, that source (whose memory it took over at its `first` step).
+/// Leafs and inputs are given memory before the first node: step 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lifetimes {
+    pub first: Vec<u32>,
+    pub last: Vec<u32>,
+    pub took_from: Vec<Option<Tid>>,
+    step: u32,
+}
+
+impl Lifetimes {
+    pub const NONE: u32 = u32::MAX;
+
+    fn new(n: usize) -> Lifetimes {
+        Lifetimes { first: vec![Lifetimes::NONE; n], last: vec![Lifetimes::NONE; n], took_from: vec![None; n], step: 0 }
+    }
+}
+
+impl Tracer for Lifetimes {
+    fn node(&mut self, step: u32) {
+        self.step = step;
+    }
+    fn alloc(&mut self, t: Tid) {
+        self.first[t] = self.step;
+    }
+    fn take_over(&mut self, t: Tid, parent: Tid) {
+        self.first[t] = self.step;
+        self.last[parent] = self.step;
+        self.took_from[t] = Some(parent);
+    }
+    fn free(&mut self, t: Tid) {
+        self.last[t] = self.step;
+    }
+}
+
+struct Sim<'a, S: Sizer, Tr: Tracer> {
+    tracer: &'a mut Tr,
     model: &'a GraphModel,
     alloc_of_id: &'a [usize],
     allocs: &'a mut [DynAllocator],
@@ -128,7 +178,7 @@ struct Sim<'a, S: Sizer> {
 const NO_BLOCK: u32 = u32::MAX;
 const NO_NODE: u32 = u32::MAX;
 
-impl<S: Sizer> Sim<'_, S> {
+impl<S: Sizer, Tr: Tracer> Sim<'_, S, Tr> {
     fn alloc_bytes(&mut self, t: Tid, buffer_id: usize) -> Result<(), PlanError> {
         let a = self.alloc_of_id[buffer_id];
         let size = self.sizer.size(t, buffer_id);
@@ -142,6 +192,7 @@ impl<S: Sizer> Sim<'_, S> {
         self.placements[t] = Some(Placement { buffer_id, alloc: a, addr, size });
         self.write_order[t] = Some(self.writes);
         self.writes += 1;
+        self.tracer.alloc(t);
         Ok(())
     }
 
@@ -187,6 +238,7 @@ impl<S: Sizer> Sim<'_, S> {
         let (buffer_id, a, addr) = (parent.buffer_id, parent.alloc, parent.addr);
         self.block[t] = self.block[p];
         self.own[p] = false;
+        self.tracer.take_over(t, p);
         let p_size = parent.size;
         let t_size = self.sizer.size(t, buffer_id);
         assert!(p_size >= t_size, "in-place tensor is larger than its parent");
@@ -213,6 +265,7 @@ impl<S: Sizer> Sim<'_, S> {
         }
         self.step += 1;
         self.own[t] = false;
+        self.tracer.free(t);
     }
 
     fn run(&mut self) -> Result<(), PlanError> {
@@ -242,7 +295,8 @@ impl<S: Sizer> Sim<'_, S> {
             }
         }
 
-        for node in &model.nodes {
+        for (i, node) in model.nodes.iter().enumerate() {
+            self.tracer.node(i as u32);
             for s in node.srcs.iter() {
                 self.allocate(s, node.buffer_id)?;
             }
@@ -274,47 +328,11 @@ pub const NEGLIGIBLE: usize = 4096;
 /// Plans `model` into `allocs` (reset first). `alloc_of_id[buffer_id]` names the allocator of
 /// each buffer id.
 pub fn plan(model: &GraphModel, alloc_of_id: &[usize], allocs: &mut [DynAllocator], sizer: &mut impl Sizer, planner: &Planner) -> Result<Plan, PlanError> {
-    for a in allocs.iter_mut() {
-        a.reset();
-    }
-    let n = model.tensors.len();
-    let n_allocs = allocs.len();
-    let mut live = vec![0usize; n_allocs];
-    let mut pinned_any = vec![false; n_allocs];
-    for &Pin { alloc, addr, size, .. } in &model.pins {
-        allocs[alloc].reserve_at(addr, size);
-        live[alloc] += allocs[alloc].aligned(size);
-        pinned_any[alloc] = true;
-    }
-    let mut node_of = vec![NO_NODE; n];
-    for (i, node) in model.nodes.iter().enumerate() {
-        node_of[node.tensor] = i as u32;
-    }
-    let live_peak = live.clone();
-    let mut sim = Sim {
-        model,
-        alloc_of_id,
-        allocs,
-        sizer,
-        n_children: vec![0; n],
-        n_views: vec![0; n],
-        own: vec![false; n],
-        placeable: model.tensors.iter().map(|d| d.presence == Presence::Fresh && d.view_of.is_none()).collect(),
-        block: vec![NO_BLOCK; n],
-        placements: {
-            let mut p = placements_spare::take(n);
-            p.resize(n, None);
-            p
-        },
-        write_order: vec![None; n],
-        writes: 0,
-        step: 0,
-        blocks: Vec::with_capacity(n),
-        live,
-        live_peak,
-        node_of,
-    };
+    let mut untraced = ();
+    let (mut sim, pinned_any) = new_sim(model, alloc_of_id, allocs, sizer, &mut untraced);
     sim.run()?;
+    let n = model.tensors.len();
+    let n_allocs = sim.allocs.len();
 
     let Sim { placements, write_order, blocks, block, live_peak, allocs, .. } = sim;
     let mut plan = Plan { chunk_sizes: allocs.iter().map(|a| a.chunk_sizes()).collect(), placements, write_order, live_peak, offline: vec![false; n_allocs] };
@@ -423,4 +441,70 @@ pub fn replan_like(template_model: &GraphModel, template: &Plan, model: &GraphMo
         live_peak: fresh.live_peak.clone(),
         offline: template.offline.clone(),
     })
+}
+
+/// The node steps each tensor's memory is live in when `model` is planned (see [`Lifetimes`]),
+/// for the memory plan report: the planner's own run, observed. `allocs` are used as scratch
+/// (reset first), as by [`plan`]; placement does not change lifetimes, so the planner's choice
+/// between placements does not matter here.
+pub fn trace(model: &GraphModel, alloc_of_id: &[usize], allocs: &mut [DynAllocator], sizer: &mut impl Sizer) -> Result<Lifetimes, PlanError> {
+    let mut life = Lifetimes::new(model.tensors.len());
+    let (mut sim, _) = new_sim(model, alloc_of_id, allocs, sizer, &mut life);
+    let result = sim.run();
+    placements_spare::give(std::mem::take(&mut sim.placements));
+    drop(sim);
+    result.map(|()| life)
+}
+
+/// The simulation of `model` over `allocs` (reset, pins reserved), and per allocator whether it
+/// holds pins.
+fn new_sim<'a, S: Sizer, Tr: Tracer>(
+    model: &'a GraphModel,
+    alloc_of_id: &'a [usize],
+    allocs: &'a mut [DynAllocator],
+    sizer: &'a mut S,
+    tracer: &'a mut Tr,
+) -> (Sim<'a, S, Tr>, Vec<bool>) {
+    for a in allocs.iter_mut() {
+        a.reset();
+    }
+    let n = model.tensors.len();
+    let n_allocs = allocs.len();
+    let mut live = vec![0usize; n_allocs];
+    let mut pinned_any = vec![false; n_allocs];
+    for &Pin { alloc, addr, size, .. } in &model.pins {
+        allocs[alloc].reserve_at(addr, size);
+        live[alloc] += allocs[alloc].aligned(size);
+        pinned_any[alloc] = true;
+    }
+    let mut node_of = vec![NO_NODE; n];
+    for (i, node) in model.nodes.iter().enumerate() {
+        node_of[node.tensor] = i as u32;
+    }
+    let live_peak = live.clone();
+    let sim = Sim {
+        tracer,
+        model,
+        alloc_of_id,
+        allocs,
+        sizer,
+        n_children: vec![0; n],
+        n_views: vec![0; n],
+        own: vec![false; n],
+        placeable: model.tensors.iter().map(|d| d.presence == Presence::Fresh && d.view_of.is_none()).collect(),
+        block: vec![NO_BLOCK; n],
+        placements: {
+            let mut p = placements_spare::take(n);
+            p.resize(n, None);
+            p
+        },
+        write_order: vec![None; n],
+        writes: 0,
+        step: 0,
+        blocks: Vec::with_capacity(n),
+        live,
+        live_peak,
+        node_of,
+    };
+    (sim, pinned_any)
 }

@@ -54,6 +54,7 @@ mod chunks;
 mod place;
 mod read;
 mod replay;
+pub mod report;
 
 use place::{carry_inputs, record_application, view_is_current};
 use read::{Sizes, has_plan_layout};
@@ -203,6 +204,10 @@ pub struct Gallocr {
     chunk_bases: Vec<Vec<(usize, usize)>>,
     /// plans that sized the buffers or were reserved, newest first (see `Template`)
     templates: Vec<Template>,
+    /// what made the last plan ("reserve", "alloc"), for its report
+    last_kind: &'static str,
+    /// what the scheduler adds to the reports of its allocator's plans (see `report`)
+    sched_context: Option<report::SchedContext>,
     /// plans made and plans replayed (for tests and benchmarks)
     pub n_plans: u64,
     pub n_replays: u64,
@@ -253,6 +258,8 @@ impl Gallocr {
             chunk_index: Vec::new(),
             chunk_bases: vec![Vec::new(); n],
             templates: Vec::new(),
+            last_kind: "reserve",
+            sched_context: None,
             n_plans: 0,
             n_replays: 0,
         }
@@ -327,6 +334,8 @@ impl Gallocr {
         let built = self.build(g).inspect_err(log_alloc_error)?;
         let (plan, from_template) = self.plan_in_buffers(&built)?;
         self.ensure_buffers(&plan, Some(&built), no_alloc)?;
+        self.auto_report(&built, &plan, "reserve");
+        self.last_kind = "reserve";
         self.remember(built, plan);
         if !from_template && self.planner == Planner::Best {
             self.keep_template();
@@ -386,6 +395,8 @@ impl Gallocr {
             for t in &built.tensors {
                 self.residency.forget_tombstone(t.addr());
             }
+            self.auto_report(&built, &plan, "alloc");
+            self.last_kind = "alloc";
             self.remember(built, plan);
             if resized.any && !from_template && self.planner == Planner::Best {
                 self.keep_template();
