@@ -35,6 +35,8 @@ cmd_deps() {
     command -v ccache >/dev/null || missing+=(ccache)
     command -v g++    >/dev/null || missing+=(g++)
     command -v pkg-config >/dev/null || missing+=(pkg-config)
+    # libclang, for bindgen in the Rust API's drift test (crates/ggml-rs-api/src/sys/drift.rs)
+    compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || missing+=(libclang-dev)
     if [ ${#missing[@]} -gt 0 ]; then
         log "installing: ${missing[*]}"
         as_root apt-get update -qq || true
