@@ -198,8 +198,17 @@ impl<'s> AllocatedGraph<'s> {
     pub fn compute(&self, backend: &Backend) -> Result<()> {
         let api = self.galloc.api;
         self.check(None, "AllocatedGraph::compute")?;
-        if !api.supports_buft(backend.raw, self.galloc.buft) {
-            return Err(Error::Invalid(format!("AllocatedGraph::compute: {} cannot use {} memory", backend.name(), api.buft_name(self.galloc.buft))));
+        // the compute buffer, and every buffer the graph's other tensors (weights) are in: a
+        // backend given memory it cannot address would take it for its own (the CPU reading an
+        // rpc-server's addresses crashes)
+        let mut bufts = vec![self.galloc.buft];
+        for &t in &self.graph.tensors {
+            if let Some(b) = api.tensor_buft(t).filter(|b| !bufts.contains(b)) {
+                bufts.push(b);
+            }
+        }
+        if let Some(&b) = bufts.iter().find(|&&b| !api.supports_buft(backend.raw, b)) {
+            return Err(Error::Invalid(format!("AllocatedGraph::compute: {} cannot use {} memory", backend.name(), api.buft_name(b))));
         }
         for n in self.graph.nodes() {
             if !backend.supports(n) {

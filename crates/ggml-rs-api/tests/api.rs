@@ -203,6 +203,19 @@ fn misuse_is_an_error() {
         a.set(x, &[2.0f32; 4]).unwrap();
         a.compute(&second.backend).unwrap();
         assert_eq!(a.to_vec::<f32>(y).unwrap(), [4.0; 4]);
+
+        // weights in the rpc-server's memory, a graph computed on the CPU: refused, not read
+        let weights = Context::new().unwrap();
+        let w = weights.new_f32(&[4]).unwrap().named("w");
+        let wbuf = rpc_buft.alloc_ctx_tensors(&weights).unwrap();
+        wbuf.set(w, &[1.0f32; 4]).unwrap();
+        let z = ctx.scale(w, 2.0).unwrap().output();
+        let gz = ctx.graph(&[z]).unwrap();
+        let cpu_buft = cpu.default_buffer_type();
+        let mut galloc = GraphAllocator::new(&cpu_buft).unwrap();
+        let a = galloc.alloc(&gz).unwrap();
+        let e = a.compute(&cpu).unwrap_err();
+        assert!(e.to_string().contains("cannot use") && e.to_string().contains("RPC"), "{e}");
     }
 }
 

@@ -186,6 +186,7 @@ fn missing_functions(g: &Ggml) -> Vec<&'static str> {
         ggml_backend_buft_name,
         ggml_backend_buffer_free,
         ggml_backend_buffer_get_size,
+        ggml_backend_buffer_get_type,
         ggml_backend_alloc_ctx_tensors_from_buft,
         ggml_backend_tensor_set,
         ggml_backend_tensor_get,
@@ -439,6 +440,16 @@ impl Api {
             (*t.ptr()).buffer = ptr::null_mut();
             (*t.ptr()).data = ptr::null_mut();
         }
+    }
+    /// The buffer type of the memory the tensor is in (None: no memory).
+    pub(crate) fn tensor_buft(&self, t: RawTensor) -> Option<RawBuft> {
+        // SAFETY: a live tensor whose buffer, when set, is live (checked by `owners` first).
+        let buffer = unsafe { (*t.ptr()).buffer };
+        if buffer.is_null() {
+            return None;
+        }
+        // SAFETY: as above.
+        RawBuft::new(unsafe { self.g.ggml_backend_buffer_get_type(buffer) })
     }
     pub(crate) fn nbytes(&self, t: RawTensor) -> usize {
         // SAFETY: a live tensor.
