@@ -8,6 +8,7 @@ use crate::sys::{Api, RawBuft, RawGallocr};
 use crate::{Backend, BufferType, Element, Error, Graph, Result, Tensor};
 
 /// ggml-rs's statistics of the allocator's last plan (`ggml_rs_gallocr_plan_stats`).
+/// See [`GraphAllocator`]'s example.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanStats {
     /// bytes the plan needs

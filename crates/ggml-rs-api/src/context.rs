@@ -8,6 +8,13 @@ use crate::sys::{self, Api, Op1, Op2, RawCtx, RawGraph, RawTensor, ggml_type};
 use crate::{Element, Error, Result, owners};
 
 /// A ggml type (`ggml_type`).
+///
+/// ```
+/// # if ggml_rs_api::doctest_skip() { return; }
+/// use ggml_rs_api::Type;
+/// assert_eq!((Type::F32.to_string(), Type::Q8_0.to_string()), ("f32".to_string(), "q8_0".to_string()));
+/// assert_eq!(Type::from_raw(Type::I32.raw()), Type::I32);
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Type(pub(crate) u32);
 

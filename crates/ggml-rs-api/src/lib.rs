@@ -153,6 +153,18 @@ pub use sched::{SchedAllocation, SchedCounters, Scheduler, SchedulerOptions};
 
 /// What went wrong. Failures of the library carry its own last error line (ggml's log is
 /// captured per thread while the call runs) and every warning and error it logged.
+///
+/// ```
+/// # if ggml_rs_api::doctest_skip() { return; }
+/// use ggml_rs_api::{Context, Error};
+/// let ctx = Context::new().unwrap();
+/// let (a, b) = (ctx.new_f32(&[4]).unwrap().named("a"), ctx.new_f32(&[5]).unwrap().named("b"));
+/// match ctx.add(a, b) {
+///     // ggml would abort (GGML_ASSERT(ggml_can_repeat(b, a))); here it is an error naming both
+///     Err(Error::Invalid(m)) => assert!(m.contains("'b'") && m.contains("'a'"), "{m}"),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -234,7 +246,13 @@ pub fn doctest_skip() -> bool {
             if std::env::var("GGML_RS_API_REQUIRED").is_ok_and(|v| v == "1") {
                 panic!("GGML_RS_API_REQUIRED=1 but {e}");
             }
-            eprintln!("SKIPPED (set GGML_RS_LIB_DIR to the folder of the ggml libraries): {e}");
+            // straight to stderr, past the test harness's capture, once per process
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                use std::io::Write;
+                let line = format!("SKIPPED ggml-rs-api tests that need the libraries: {e}\n");
+                let _ = std::io::stderr().write_all(line.as_bytes());
+            });
             true
         }
     }
@@ -242,6 +260,21 @@ pub fn doctest_skip() -> bool {
 
 /// An element type of tensors: `f32`, `half::f16`, `half::bf16`, `i8`, `i16`, `i32`. Copies in
 /// and out are checked against the tensor's type.
+///
+/// ```
+/// # if ggml_rs_api::doctest_skip() { return Ok(()); }
+/// use ggml_rs_api::{Backend, Context, Element, Type};
+/// use half::f16;
+/// assert_eq!(<f16 as Element>::TYPE, Type::F16);
+/// let cpu = Backend::cpu()?;
+/// let ctx = Context::new()?;
+/// let h = ctx.new_tensor(Type::F16, &[2])?;
+/// let buffer = cpu.default_buffer_type().alloc_ctx_tensors(&ctx)?;
+/// buffer.set(h, &[f16::from_f32(1.5), f16::from_f32(-2.0)])?;
+/// assert_eq!(buffer.to_vec::<f16>(h)?[1].to_f32(), -2.0);
+/// assert!(buffer.to_vec::<f32>(h).is_err()); // typed by the tensor
+/// # Ok::<(), ggml_rs_api::Error>(())
+/// ```
 pub trait Element: Copy + Default + private::Sealed + 'static {
     /// The ggml type of this element.
     const TYPE: Type;

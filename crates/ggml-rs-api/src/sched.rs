@@ -10,6 +10,15 @@ use crate::sys::{self, Api, RawBackend, RawSched};
 use crate::{Backend, Element, Error, Graph, Result, Tensor};
 
 /// Options of [`Scheduler::with_options`].
+///
+/// ```
+/// # if ggml_rs_api::doctest_skip() { return Ok(()); }
+/// use ggml_rs_api::{Backend, Scheduler, SchedulerOptions};
+/// let (a, cpu) = (Backend::cpu()?, Backend::cpu()?);
+/// let sched = Scheduler::with_options(&[&a, &cpu], SchedulerOptions { parallel: true, ..Default::default() })?;
+/// assert_eq!((sched.n_backends(), sched.n_copies()), (2, 4));
+/// # Ok::<(), ggml_rs_api::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct SchedulerOptions {
     /// nodes (and leafs) of the largest graph (upstream's limit; ggml-rs grows past it)
@@ -25,6 +34,22 @@ impl Default for SchedulerOptions {
 }
 
 /// ggml-rs's counters of a scheduler (`ggml_rs_sched_counters`).
+///
+/// ```
+/// # if ggml_rs_api::doctest_skip() { return Ok(()); }
+/// use ggml_rs_api::{Backend, Context, Scheduler, SchedCounters};
+/// let cpu = Backend::cpu()?;
+/// let ctx = Context::new()?;
+/// let x = ctx.new_f32(&[8])?.input();
+/// let graph = ctx.graph(&[ctx.sqr(x)?.output()])?;
+/// let mut sched = Scheduler::new(&[&cpu])?;
+/// for _ in 0..3 {
+///     sched.alloc(&graph)?.compute()?;
+/// }
+/// // the same graph allocated again after each reset: split once, the allocation repeated twice
+/// assert_eq!(sched.counters()?, SchedCounters { splits: 1, repeats: 2 });
+/// # Ok::<(), ggml_rs_api::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SchedCounters {
     /// graphs assigned to backends and split
