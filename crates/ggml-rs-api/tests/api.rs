@@ -193,6 +193,22 @@ fn misuse_is_an_error() {
     assert_eq!(alloc.to_vec::<f32>(y).unwrap(), [9.0; 4]);
     alloc.reset();
 
+    // a graph bigger than the scheduler was made for: upstream asserts, ggml-rs grows
+    let mut t = x;
+    for _ in 0..10 {
+        t = ctx.sqr(t).unwrap();
+    }
+    let big = ctx.graph(&[t]).unwrap();
+    let mut small = Scheduler::with_options(&[&cpu], SchedulerOptions { graph_size: 4, parallel: false }).unwrap();
+    match (ggml_rs_api::load().unwrap(), small.alloc(&big)) {
+        (Some(_), Ok(a)) => {
+            a.set(x, &[1.0f32; 4]).unwrap();
+            a.compute().unwrap();
+        }
+        (None, Err(e)) => assert!(e.to_string().contains("graph_size"), "{e}"),
+        (v, r) => panic!("{v:?}: {:?}", r.err()),
+    }
+
     // a graph allocator's memory on a backend that cannot use it
     if let Ok(Ok(second)) = rpc::rpc() {
         let rpc_buft = second.backend.default_buffer_type();
@@ -294,4 +310,37 @@ fn extensions() {
     assert_eq!(galloc.counters().unwrap(), (1, 2));
     let c = sched.counters().unwrap();
     assert_eq!((c.splits, c.repeats), (1, 2));
+}
+
+/// Two schedulers in two threads, each with its own backends, contexts and graphs (none of
+/// these objects is `Send`: each thread makes its own).
+#[test]
+fn two_schedulers_in_two_threads() {
+    needs_libraries!();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (1..=2)
+            .map(|k| {
+                s.spawn(move || {
+                    let cpu = Backend::cpu_with_threads(1).unwrap();
+                    let ctx = Context::new().unwrap();
+                    let x = ctx.new_f32(&[256]).unwrap().input();
+                    let y = ctx.scale(ctx.sqr(x).unwrap(), k as f32).unwrap().output();
+                    let graph = ctx.graph(&[y]).unwrap();
+                    let mut sched = Scheduler::new(&[&cpu]).unwrap();
+                    for round in 1..=50 {
+                        let a = sched.alloc(&graph).unwrap();
+                        a.set(x, &vec![round as f32; 256]).unwrap();
+                        a.compute().unwrap();
+                        assert_eq!(a.to_vec::<f32>(y).unwrap(), vec![(round * round * k) as f32; 256], "thread {k} round {round}");
+                    }
+                    // a failure in one thread comes back in that thread's error
+                    let e = ctx.mul_mat(x, ctx.new_f32(&[3]).unwrap()).unwrap_err();
+                    assert!(matches!(e, Error::Invalid(_)));
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
 }
