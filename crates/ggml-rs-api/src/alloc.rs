@@ -211,10 +211,8 @@ impl<'s> AllocatedGraph<'s> {
         if let Some(&b) = bufts.iter().find(|&&b| !api.supports_buft(backend.raw, b)) {
             return Err(Error::Invalid(format!("AllocatedGraph::compute: {} cannot use {} memory", backend.name(), api.buft_name(b))));
         }
-        for n in self.graph.nodes() {
-            if !backend.supports(n) {
-                return Err(Error::Invalid(format!("AllocatedGraph::compute: {} does not support {} of '{}'", backend.name(), n.op(), n.name())));
-            }
+        if let Err(n) = self.graph.check_supported(backend.id, |n| backend.supports(n)) {
+            return Err(Error::Invalid(format!("AllocatedGraph::compute: {} does not support {} of '{}'", backend.name(), n.op(), n.name())));
         }
         let status = crate::logged(|| api.backend_compute(backend.raw, self.graph.raw));
         if status != 0 {

@@ -26,12 +26,14 @@ use crate::{Context, Element, Error, Result, Tensor};
 /// ```
 pub struct Backend {
     pub(crate) raw: RawBackend,
+    /// never reused (a freed backend's address may be)
+    pub(crate) id: u64,
     pub(crate) api: &'static Api,
 }
 
 impl Backend {
     fn made(api: &'static Api, raw: Option<RawBackend>, call: &'static str, fallback: &str) -> Result<Backend> {
-        raw.map(|raw| Backend { raw, api }).ok_or_else(|| crate::failed(call, fallback))
+        raw.map(|raw| Backend { raw, id: owners::unique_id(), api }).ok_or_else(|| crate::failed(call, fallback))
     }
 
     /// ggml's CPU backend (libggml-cpu), with ggml's default number of threads.

@@ -1,5 +1,6 @@
 //! Contexts, tensors and graphs.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
 use std::marker::PhantomData;
@@ -242,7 +243,7 @@ impl Context {
             self.api.build_forward(raw, t.raw);
         }
         let set = seen;
-        Ok(Graph { raw, tensors: order, set, api: self.api, _ctx: PhantomData })
+        Ok(Graph { raw, tensors: order, set, supported_by: RefCell::new(Vec::new()), api: self.api, _ctx: PhantomData })
     }
 
     /// Every tensor made in this context.
@@ -431,11 +432,27 @@ pub struct Graph<'ctx> {
     /// every tensor of the graph (nodes, leafs, view sources), sources first
     pub(crate) tensors: Vec<RawTensor>,
     set: HashSet<usize>,
+    /// ids of the schedulers and backends found to support every node (the nodes and their
+    /// sources never change, so the answer does not either)
+    supported_by: RefCell<Vec<u64>>,
     pub(crate) api: &'static Api,
     _ctx: PhantomData<&'ctx Context>,
 }
 
 impl<'ctx> Graph<'ctx> {
+    /// Whether `supported(node)` holds for every node, asked once per `id` (a scheduler or a
+    /// backend: ids are never reused); `Err` names the first node that is not supported.
+    pub(crate) fn check_supported(&self, id: u64, supported: impl Fn(Tensor<'_>) -> bool) -> std::result::Result<(), Tensor<'ctx>> {
+        if self.supported_by.borrow().contains(&id) {
+            return Ok(());
+        }
+        if let Some(n) = self.nodes().into_iter().find(|&n| !supported(n)) {
+            return Err(n);
+        }
+        self.supported_by.borrow_mut().push(id);
+        Ok(())
+    }
+
     /// The nodes (the tensors an op computes), in compute order.
     pub fn nodes(&self) -> Vec<Tensor<'ctx>> {
         self.api.graph_nodes(self.raw).into_iter().map(|raw| Tensor { raw, api: self.api, _ctx: PhantomData }).collect()

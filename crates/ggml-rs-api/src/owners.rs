@@ -11,6 +11,7 @@
 //! owner goes or a tensor is cleared, lets an allocation skip that check when nothing changed.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,14 +19,40 @@ use crate::Error;
 use crate::sys::{Api, RawTensor};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(crate) struct OwnerId(u64);
+pub(crate) struct OwnerId(pub(crate) u64);
+
+/// Keys here are addresses and counters, not attacker-chosen: a multiplicative hash is enough,
+/// and a third of the cost of SipHash in the per-tensor passes (`prepare`, `record`, `check`).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        // addresses are 16-byte aligned: fold the high bits of the product down
+        let h = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 29);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<AddrHasher>>;
 
 #[derive(Default)]
 struct Registry {
     /// live owners; `true` for a `Buffer` (whose tensors any allocation may read)
-    live: HashMap<u64, bool>,
+    live: Map<u64, bool>,
     /// tensor address → owner of its memory
-    placed: HashMap<usize, u64>,
+    placed: Map<usize, u64>,
 }
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
@@ -47,9 +74,14 @@ pub(crate) fn epoch() -> u64 {
     EPOCH.load(Ordering::SeqCst)
 }
 
+/// A number never given out before (owners, and backends for `Graph`'s cache of checks).
+pub(crate) fn unique_id() -> u64 {
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A new live owner (`is_buffer`: a `Buffer`, whose tensors every allocation may read).
 pub(crate) fn new_owner(is_buffer: bool) -> OwnerId {
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let id = unique_id();
     registry().as_mut().unwrap().live.insert(id, is_buffer);
     OwnerId(id)
 }

@@ -146,10 +146,8 @@ impl<'b> Scheduler<'b> {
                 self.graph_size
             )));
         }
-        for n in graph.nodes() {
-            if !self.backends.iter().any(|&b| self.api.supports_op(b, n.raw)) {
-                return Err(Error::Invalid(format!("{what}: no backend of the scheduler supports {} of '{}'", n.op(), n.name())));
-            }
+        if let Err(n) = graph.check_supported(self.owner.0, |n| self.backends.iter().any(|&b| self.api.supports_op(b, n.raw))) {
+            return Err(Error::Invalid(format!("{what}: no backend of the scheduler supports {} of '{}'", n.op(), n.name())));
         }
         Ok(())
     }
