@@ -226,3 +226,9 @@ impl<'s> AllocatedGraph<'s> {
         self.graph
     }
 }
+
+impl fmt::Debug for AllocatedGraph<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AllocatedGraph({:?}, {:?})", self.graph, self.galloc)
+    }
+}

@@ -165,6 +165,14 @@ pub(crate) fn check(api: &Api, owner: OwnerId, tensors: &[RawTensor], since: u64
     Ok(now)
 }
 
+/// The tensors (of `tensors`) in the memory of a live `Buffer`: weights and the like, which an
+/// allocator takes as they are.
+pub(crate) fn in_buffers(tensors: &[RawTensor]) -> Vec<RawTensor> {
+    let g = registry();
+    let r = g.as_ref().unwrap();
+    tensors.iter().copied().filter(|t| r.placed.get(&t.addr()).is_some_and(|o| r.live.get(o) == Some(&true))).collect()
+}
+
 /// Whether `t` is in the memory of `owner` (a `Buffer`'s tensors and their views).
 pub(crate) fn owned_by(t: RawTensor, owner: OwnerId) -> bool {
     registry().as_ref().unwrap().placed.get(&t.addr()) == Some(&owner.0)

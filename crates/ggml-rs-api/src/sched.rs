@@ -180,6 +180,21 @@ impl<'b> Scheduler<'b> {
         let api = self.api;
         self.check_graph(graph, "Scheduler::alloc")?;
         let empty = owners::prepare(api, self.owner, &graph.tensors);
+        // a tensor already in a buffer (a weight) runs on a backend that can use that buffer
+        // and its op; with none, ggml aborts ("pre-allocated tensor in a buffer that cannot run
+        // the operation")
+        for t in owners::in_buffers(&graph.tensors) {
+            let buft = api.tensor_buft(t);
+            if !self.backends.iter().any(|&b| buft.is_some_and(|buft| api.supports_buft(b, buft)) && api.supports_op(b, t)) {
+                let t = graph.tensors().into_iter().find(|g| g.raw == t).expect("a tensor of the graph");
+                let where_ = buft.map(|b| api.buft_name(b)).unwrap_or_default();
+                return Err(Error::Invalid(format!(
+                    "Scheduler::alloc: tensor '{}' is in a {where_} buffer, which no backend of the scheduler can use for {}",
+                    t.name(),
+                    t.op()
+                )));
+            }
+        }
         if !crate::logged(|| api.sched_alloc(self.raw, graph.raw)) {
             let e = crate::failed("ggml_backend_sched_alloc_graph", "cannot allocate the graph");
             api.sched_reset(self.raw);
@@ -357,5 +372,11 @@ impl<'s> SchedAllocation<'s> {
 impl Drop for SchedAllocation<'_> {
     fn drop(&mut self) {
         self.sched.api.sched_reset(self.sched.raw);
+    }
+}
+
+impl fmt::Debug for SchedAllocation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SchedAllocation({:?}, {:?})", self.graph, self.sched)
     }
 }

@@ -232,6 +232,17 @@ fn misuse_is_an_error() {
         let a = galloc.alloc(&gz).unwrap();
         let e = a.compute(&cpu).unwrap_err();
         assert!(e.to_string().contains("cannot use") && e.to_string().contains("RPC"), "{e}");
+        drop(a);
+
+        // the same graph through a scheduler of the CPU alone: ggml aborts, here it is an error
+        let mut sched = Scheduler::new(&[&cpu]).unwrap();
+        let e = sched.alloc(&gz).unwrap_err();
+        assert!(e.to_string().contains("'w'") && e.to_string().contains("no backend of the scheduler"), "{e}");
+        // with the rpc-server in the scheduler it runs
+        let mut sched = Scheduler::new(&[&second.backend, &cpu]).unwrap();
+        let a = sched.alloc(&gz).unwrap();
+        a.compute().unwrap();
+        assert_eq!(a.to_vec::<f32>(z).unwrap(), [2.0; 4]);
     }
 }
 
