@@ -23,6 +23,9 @@
 #  11. the memory plan report (GGML_RS_ALLOC_REPORT): the reports of a llama graph and of C graphs
 #      equal the places read back from their tensors, every report of the C scenarios is sound
 #      (no live overlap), and the SVG renders in headless Chromium
+#  12. the Rust API (crates/ggml-rs-api): its bindgen declarations against the pinned headers, its
+#      doc-tests (the lifetime rules as compile_fail tests), tests and example on the stock build's
+#      libraries with our library loaded first; upstream alone must fail the seed scenario
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -450,5 +453,29 @@ report_svg() {
     python3 "$ROOT/scripts/check_report.py" png "$T/report.png" 1600 700 --expect-colors 54a24b,4c78a8
 }
 check "memory plan report: the SVG renders in headless Chromium (1600x700, boxes drawn)" report_svg
+
+step "12. the Rust API"
+# bindgen's declarations regenerated from the pinned headers and compared (libclang from set-up),
+# then every test of the crate (doc-tests, compile_fail lifetime rules, integration tests with an
+# rpc-server of the stock build as the second backend) on the stock build's libraries with our
+# libggml_rs opened first; GGML_RS_API_REQUIRED: a missing library or rpc-server fails, not skips
+rust_api() {
+    (cd "$ROOT" && GGML_RS_TREE="$TREE" GGML_RS_BINDINGS_REQUIRED=1 GGML_RS_LIB_DIR="$BUILD_STOCK/bin" GGML_RS_LIBRARY="$LIB" \
+        GGML_RS_API_REQUIRED=1 timeout 900 cargo test -p ggml-rs-api > "$T/rust-api.log" 2>&1)
+    local rc=$?
+    grep -E '^test result|FAILED|panicked' "$T/rust-api.log"
+    return $rc
+}
+check "ggml-rs-api: bindings drift, doc-tests, tests (stock libraries + ours)" rust_api
+check "ggml-rs-api: cargo run --example two_backends (rpc-server + CPU, stock libraries + ours)" bash -o pipefail -c \
+    "cd '$ROOT' && GGML_RS_LIB_DIR='$BUILD_STOCK/bin' GGML_RS_LIBRARY='$LIB' timeout 300 cargo run -q -p ggml-rs-api --example two_backends 2>&1 | tail -n 4"
+# the same example on upstream's own libraries: the seed scenario must give stale results there
+rust_api_upstream() {
+    (cd "$ROOT" && GGML_RS_LIB_DIR="$BUILD_STOCK/bin" timeout 300 cargo run -q -p ggml-rs-api --example two_backends > "$T/rust-api-up.log" 2>&1)
+    local rc=$?
+    grep -m1 'stale' "$T/rust-api-up.log"
+    grep -q 'rounds wrong' "$T/rust-api-up.log" && [ $rc = 1 ] || { echo "exit $rc: upstream passes the example"; tail -n 3 "$T/rust-api-up.log"; return 1; }
+}
+check "ggml-rs-api: upstream alone fails the example's reset + alloc rounds" rust_api_upstream
 
 summary
