@@ -7,7 +7,7 @@
 //! the destination's are writable by the one chunk that computes them. The accessors here rely on
 //! that contract and on nothing else.
 
-use super::super::{Exec, View, raw_type};
+use super::super::{Exec, Scratch, View, raw_type};
 use half::{bf16, f16};
 
 /// whether values of this type can be read and written as floats here
@@ -127,18 +127,36 @@ pub fn f32_row_mut<'a>(v: &View, n: i64, i1: i64, i2: i64, i3: i64) -> Option<&'
     Some(unsafe { std::slice::from_raw_parts_mut(p as *mut f32, n as usize) })
 }
 
+/// the most chunks [`par_ranges`] splits into on this pool (scratch areas per chunk are sized by it)
+pub fn max_chunks(exec: &Exec) -> usize {
+    exec.n_threads() * 4
+}
+
 /// runs `f(r0, r1)` over `0..n` split in contiguous ranges over the pool's threads
 pub fn par_ranges<F: Fn(i64, i64) + Sync>(exec: &mut Exec, n: i64, f: F) {
+    par_ranges_c(exec, n, |_, r0, r1| f(r0, r1))
+}
+
+/// as [`par_ranges`], `f` also told its chunk's index (below [`max_chunks`])
+pub fn par_ranges_c<F: Fn(usize, i64, i64) + Sync>(exec: &mut Exec, n: i64, f: F) {
     if n <= 0 {
         return;
     }
-    let chunks = (exec.n_threads() as i64 * 4).min(n).max(1);
+    let chunks = (max_chunks(exec) as i64).min(n).max(1);
     let per = (n + chunks - 1) / chunks;
     let chunks = (n + per - 1) / per;
     exec.parallel(chunks as usize, |c| {
         let r0 = c as i64 * per;
-        f(r0, (r0 + per).min(n));
+        f(c, r0, (r0 + per).min(n));
     });
+}
+
+/// chunk `c`'s `len` floats of a scratch area split in equal parts
+#[allow(clippy::mut_from_ref)]
+pub fn scratch_f32<'a>(s: &Scratch, c: usize, len: usize) -> &'a mut [f32] {
+    assert!((c + 1) * len * 4 <= s.len, "scratch_f32: chunk {c} of {len} floats is past the scratch area");
+    // SAFETY: in bounds (checked), 8-byte aligned base; each chunk uses its own part (Exec::scratch's contract)
+    unsafe { std::slice::from_raw_parts_mut((s.ptr as *mut f32).add(c * len), len) }
 }
 
 /// same shape
