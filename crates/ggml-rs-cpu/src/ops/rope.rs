@@ -410,6 +410,7 @@ mod tests {
         for (n_dims, mode, offs) in [(10, 0, 0), (3, 0, 0), (8, 1, 0), (6, 2, 4), (8, MODE_MROPE, 0)] {
             let n = node(Op::Rope, &d, &[Some(&x), Some(&pos)], &params(n_dims, mode, 0, 1e4, 1.0, 0.0, 1.0, [0; 4], offs));
             assert!(!supports(&n));
+            assert!(refusal(&n).is_some());
             assert!(run(&n, 1).unwrap_err().0.contains("test"));
         }
     }
