@@ -24,6 +24,7 @@
 #include "ggml.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -406,6 +407,75 @@ static void test_cpu_has_reads_this_cpu(void) {
     CHECK(SYM(ggml_cpu_has_neon)() == 0 && SYM(ggml_cpu_get_sve_cnt)() == 0, "no ARM features on x86");
 }
 
+// the layouts the library was built with (ggml_rs_cpu_abi_describe) against the pinned headers,
+// both ways: every entry it reports is known here, every entry here is reported
+struct abi_entry {
+    const char * type_name;
+    const char * field;
+    int64_t value;
+    int64_t align;
+};
+struct expected {
+    const char * type_name;
+    const char * field;
+    long long value, align;
+    int seen;
+};
+#define S(T) { #T, NULL, (long long) sizeof(struct T), (long long) _Alignof(struct T), 0 }
+#define F(T, f) { #T, #f, (long long) offsetof(struct T, f), 0, 0 }
+#define K(name) { "const", #name, (long long) (name), 0, 0 }
+
+static void test_layouts_match_the_pinned_headers(void) {
+    struct expected table[] = {
+        S(ggml_cplan), F(ggml_cplan, work_size), F(ggml_cplan, work_data), F(ggml_cplan, n_threads), F(ggml_cplan, threadpool),
+        F(ggml_cplan, abort_callback), F(ggml_cplan, abort_callback_data), F(ggml_cplan, use_ref),
+        S(ggml_type_traits_cpu), F(ggml_type_traits_cpu, from_float), F(ggml_type_traits_cpu, vec_dot), F(ggml_type_traits_cpu, vec_dot_type),
+        F(ggml_type_traits_cpu, nrows),
+        S(ggml_threadpool_params), F(ggml_threadpool_params, cpumask), F(ggml_threadpool_params, n_threads), F(ggml_threadpool_params, prio),
+        F(ggml_threadpool_params, poll), F(ggml_threadpool_params, strict_cpu), F(ggml_threadpool_params, paused),
+        S(ggml_backend_dev_caps), F(ggml_backend_dev_caps, async), F(ggml_backend_dev_caps, host_buffer),
+        F(ggml_backend_dev_caps, buffer_from_host_ptr), F(ggml_backend_dev_caps, events), F(ggml_backend_dev_caps, mmap_support),
+        S(ggml_backend_dev_props), F(ggml_backend_dev_props, name), F(ggml_backend_dev_props, description),
+        F(ggml_backend_dev_props, memory_free), F(ggml_backend_dev_props, memory_total), F(ggml_backend_dev_props, type),
+        F(ggml_backend_dev_props, device_id), F(ggml_backend_dev_props, caps),
+        S(ggml_backend_feature), F(ggml_backend_feature, name), F(ggml_backend_feature, value),
+        K(GGML_MAX_N_THREADS), K(GGML_DEFAULT_N_THREADS), K(GGML_BACKEND_API_VERSION), K(GGML_TENSOR_FLAG_COMPUTE),
+        K(GGML_STATUS_FAILED), K(GGML_STATUS_ABORTED), K(GGML_STATUS_ALLOC_FAILED), K(GGML_MAX_OP_PARAMS), K(GGML_MAX_SRC),
+    };
+    const size_t n_expected = sizeof(table) / sizeof(table[0]);
+    size_t n = 0;
+    const struct abi_entry * e = ((const struct abi_entry * (*) (size_t *) ) sym("ggml_rs_cpu_abi_describe"))(&n);
+    int failures = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct expected * x = NULL;
+        for (size_t k = 0; k < n_expected; k++) {
+            bool same_field = (e[i].field == NULL && table[k].field == NULL) ||
+                              (e[i].field != NULL && table[k].field != NULL && strcmp(e[i].field, table[k].field) == 0);
+            if (strcmp(e[i].type_name, table[k].type_name) == 0 && same_field) {
+                x = &table[k];
+            }
+        }
+        if (x == NULL) {
+            fprintf(stderr, "the library reports %s.%s, which this test does not know\n", e[i].type_name, e[i].field ? e[i].field : "(size)");
+            failures++;
+            continue;
+        }
+        x->seen = 1;
+        if (x->value != e[i].value || (x->field == NULL && x->align != e[i].align)) {
+            fprintf(stderr, "%s.%s: upstream %lld (align %lld), ours %lld (align %lld)\n", x->type_name, x->field ? x->field : "(size)", x->value,
+                    x->align, (long long) e[i].value, (long long) e[i].align);
+            failures++;
+        }
+    }
+    for (size_t k = 0; k < n_expected; k++) {
+        if (!table[k].seen) {
+            fprintf(stderr, "the library does not report %s.%s\n", table[k].type_name, table[k].field ? table[k].field : "(size)");
+            failures++;
+        }
+    }
+    CHECK(failures == 0, "%d layout differences", failures);
+}
+
 int main(int argc, char ** argv) {
     g_lib_path = argc > 1 ? argv[1] : getenv("GGML_RS_CPU_LIB");
     CHECK(g_lib_path != NULL, "usage: %s <libggml_rs_cpu.so> [test] (or GGML_RS_CPU_LIB)", argv[0]);
@@ -415,6 +485,7 @@ int main(int argc, char ** argv) {
     CHECK(g_reg != NULL, "ggml_backend_load(%s)", g_lib_path);
     g_lib = dlopen(g_lib_path, RTLD_NOW | RTLD_LOCAL);
     CHECK(g_lib != NULL, "dlopen: %s", dlerror());
+    RUN(test_layouts_match_the_pinned_headers);
     RUN(test_registry_names_and_procs);
     RUN(test_graph_computes_and_threads_change_nothing);
     RUN(test_abort_callback_stops_the_graph);

@@ -13,6 +13,7 @@
 //! ours with upstream's, which it takes as the reference because it registered first).
 //! `GGML_RS_CPU_NAME` sets the name outright. The device type is CPU either way.
 
+pub mod abi;
 pub mod compute;
 pub mod exports;
 pub mod features;

@@ -234,7 +234,15 @@ fn add_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
 /// ACC's parameters (nb1, nb2, nb3, offset, inplace), checked against both tensors' sizes
 fn acc_params(node: &Node) -> Option<(usize, usize, usize, usize, bool)> {
     let (a, b, d) = (node.src(0).ok()?, node.src(1).ok()?, &node.dst);
-    if a.ty != raw_type::F32 || b.ty != raw_type::F32 || d.ty != raw_type::F32 || !same_shape(a, d) || !is_contiguous(a) || !is_contiguous(d) || b.nb[0] != 4 || !sane(b) {
+    if a.ty != raw_type::F32
+        || b.ty != raw_type::F32
+        || d.ty != raw_type::F32
+        || !same_shape(a, d)
+        || !is_contiguous(a)
+        || !is_contiguous(d)
+        || b.nb[0] != 4
+        || !sane(b)
+    {
         return None;
     }
     let p: Vec<usize> = (0..4).map(|i| usize::try_from(node.param_i32(i)).ok()).collect::<Option<_>>()?;
