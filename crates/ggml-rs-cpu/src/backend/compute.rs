@@ -160,9 +160,9 @@ mod tests {
         // an empty tensor (a dimension of 0) computes nothing
         let mut t_empty = with_srcs(f32_tensor("empty", Op::Add, &mut empty, [4, 0, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
         let mut nodes: Vec<*mut ggml_tensor> = vec![&mut *t_view, &mut *t_skipped, &mut *t_empty, &mut *t_sum];
-        let mut g = graph(&mut nodes);
+        let g = graph(&mut nodes);
         // SAFETY: the graph and its tensors live until the end of the test.
-        let gr = unsafe { GraphRef::from_raw(&mut g) }.unwrap();
+        let gr = unsafe { GraphRef::from_raw(&g) }.unwrap();
         let flags: Vec<bool> = gr.node_slice().iter().map(|t| is_computed(*t)).collect();
         assert_eq!(flags, [false, false, false, true]);
 
@@ -175,11 +175,11 @@ mod tests {
         // the abort callback is asked after each computed node, and stops the graph
         let mut t_sum2 = with_srcs(f32_tensor("sum2", Op::Add, &mut skipped, [4, 1, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
         let mut nodes2: Vec<*mut ggml_tensor> = vec![&mut *t_sum, &mut *t_sum2];
-        let mut g2 = graph(&mut nodes2);
+        let g2 = graph(&mut nodes2);
         sum = [0.0; 4];
         let mut asked = 0u32;
         // SAFETY: as above.
-        let gr2 = unsafe { GraphRef::from_raw(&mut g2) }.unwrap();
+        let gr2 = unsafe { GraphRef::from_raw(&g2) }.unwrap();
         assert_eq!(engine.compute(gr2, Some(count_and_stop), &mut asked as *mut u32 as *mut c_void), GGML_STATUS_ABORTED);
         assert_eq!(asked, 1);
         assert_eq!(sum, [11.0, 22.0, 33.0, 44.0]);
