@@ -411,6 +411,10 @@ rscpu_backend_ops() {
     [ "$rc" = 0 ] && [ "$fail" = 0 ]
 }
 check "test-backend-ops test -b RSCPU (module beside upstream's native CPU): 0 FAIL" rscpu_backend_ops
+# whole models: every architecture on RSCPU against upstream's native CPU (the module is loaded by
+# a preload shim: test-llama-archs picks its device before any ggml_backend_load_all)
+check "test-llama-archs -b RSCPU (every architecture, against upstream's native CPU)" bash -o pipefail -c \
+    "GGML_RS_BACKEND_MODULE='$CPU_LIB' LD_PRELOAD='$BUILD_OURS/c_tests/libmodule_preload.so' timeout 3600 '$BUILD_NATIVE/bin/test-llama-archs' -b RSCPU 2>&1 | grep -a -E 'FAIL|Summary'"
 # "ours only": nothing of upstream's backends in the process (ldd and the loader's own list)
 rscpu_alone() {
     local libs
