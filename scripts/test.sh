@@ -58,6 +58,10 @@ check "ggml-rs-cpu: kernels, pool, mat-vec; formats and vec_dot against upstream
 
 step "3. ABI"
 check "ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh"
+# the mirrors of ggml's structs (crates/ggml-abi) are proven equal, at compile time, to bindgen's
+# translation of the pinned headers (crates/ggml-abi/src/pinned.rs); this regenerates that file
+check "ABI: the bindgen translation of the pinned headers is the committed one" bash -o pipefail -c \
+    "cd '$ROOT' && GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_REQUIRED=1 cargo test -p ggml-abi-gen --test drift 2>&1 | grep -E '^test result|differs|panicked|SKIPPED'"
 
 step "4. C tests"
 check "ctest (our build)" bash -o pipefail -c "cd '$BUILD_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' 2>&1 | tail -n 15"

@@ -37,6 +37,8 @@ cmd_deps() {
     command -v ccache >/dev/null || missing+=(ccache)
     command -v g++    >/dev/null || missing+=(g++)
     command -v pkg-config >/dev/null || missing+=(pkg-config)
+    # bindgen (crates/ggml-abi-gen) loads libclang at run time
+    ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' || missing+=(libclang-dev)
     if [ ${#missing[@]} -gt 0 ]; then
         log "installing: ${missing[*]}"
         as_root apt-get update -qq || true

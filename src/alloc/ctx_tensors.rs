@@ -60,6 +60,10 @@ fn undo(placed: &[Placed], buffers: Vec<OwnedBuffer>) {
 }
 
 pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
+    if buft.is_meta() {
+        // the meta device splits tensors over its devices and places them itself
+        return ctx.alloc_tensors_meta(buft);
+    }
     crate::ensure!(ctx.no_alloc(), "ggml_backend_alloc_ctx_tensors_from_buft: the context must be no_alloc");
     let tensors = ctx.tensors();
     let mut buffers = Vec::new();

@@ -196,7 +196,7 @@ fn multi_buffers() -> &'static Mutex<HashSet<usize>> {
 }
 
 unsafe extern "C" fn multi_buffer_free(buffer: *mut ggml_backend_buffer) {
-    crate::ffi_boundary!("multi_buffer_free", {
+    crate::ffi_boundary!({
         multi_buffers().lock().expect("multi-buffer registry").remove(&(buffer as usize));
         // SAFETY: called by buffer_free on a multi-buffer, whose context is a Box<MultiBuffer>.
         let ctx = unsafe { Box::from_raw((*buffer).context as *mut MultiBuffer) };
@@ -208,7 +208,7 @@ unsafe extern "C" fn multi_buffer_free(buffer: *mut ggml_backend_buffer) {
 }
 
 unsafe extern "C" fn multi_buffer_clear(buffer: *mut ggml_backend_buffer, value: u8) {
-    crate::ffi_boundary!("multi_buffer_clear", {
+    crate::ffi_boundary!({
         // SAFETY: called through the multi-buffer's own interface.
         let buffer = unsafe { Buffer::from_raw(buffer) }.expect("called by the buffer itself");
         for part in multi_buffer_parts(buffer) {

@@ -94,7 +94,7 @@ unsafe extern "C" fn cpu_buft_is_host(_buft: *mut ggml_backend_buffer_type) -> b
 }
 
 unsafe extern "C" fn cpu_buft_alloc_buffer(buft: *mut ggml_backend_buffer_type, size: usize) -> *mut ggml_backend_buffer {
-    crate::ffi_boundary!("cpu_buft_alloc_buffer", {
+    crate::ffi_boundary!({
         // SAFETY: ggml's aligned allocator; NULL on failure.
         let data = unsafe { sys::ggml_aligned_malloc(size) };
         if data.is_null() {
@@ -134,7 +134,7 @@ unsafe extern "C" fn cpu_buffer_get_tensor(_buffer: *mut ggml_backend_buffer, te
 }
 
 unsafe extern "C" fn cpu_buffer_cpy_tensor(_buffer: *mut ggml_backend_buffer, src: *const ggml_tensor, dst: *mut ggml_tensor) -> bool {
-    crate::ffi_boundary!("cpu_buffer_cpy_tensor", {
+    crate::ffi_boundary!({
         // SAFETY: backends call cpy_tensor with valid, allocated tensors of the same layout.
         let src_t = unsafe { TensorRef::from_raw(src) }.expect("cpy_tensor: src is NULL");
         match src_t.storage_buffer() {

@@ -9,6 +9,7 @@ use crate::ffi::boundary::graph_arg;
 use crate::ffi::handle::BoxedHandle;
 use crate::ggml::abi_alloc::{ggml_backend_buffer_t, ggml_backend_buffer_type_t, ggml_backend_t, ggml_gallocr_t, ggml_tallocr};
 use crate::ggml::context::ContextRef;
+use crate::ggml::graph::GraphRef;
 use crate::ggml::handles::BufferType;
 use crate::ggml::sys::{ggml_cgraph, ggml_context, ggml_status, ggml_tensor};
 use crate::{arg, ffi_boundary, tensor_arg};
@@ -19,6 +20,12 @@ fn context_arg(function: &str, ctx: *mut ggml_context) -> ContextRef {
         Some(c) => c,
         None => crate::fatal!("{function}: argument `ctx` is NULL"),
     }
+}
+
+/// the graph with the buffer ids a caller gave per node and leaf (NULL: all 0)
+fn input_with_ids<'a>(function: &str, graph: &'a GraphRef, node_buffer_ids: *const c_int, leaf_buffer_ids: *const c_int) -> GraphInput<'a> {
+    let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
+    GraphInput { nodes, node_ids: ids(function, node_buffer_ids, nodes.len()), leafs, leaf_ids: ids(function, leaf_buffer_ids, leafs.len()), extra_flags: None }
 }
 
 fn ids<'a>(function: &str, ids: *const c_int, n: usize) -> Option<&'a [i32]> {
@@ -36,16 +43,16 @@ fn ids<'a>(function: &str, ids: *const c_int, n: usize) -> Option<&'a [i32]> {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_tallocr_new(buffer: ggml_backend_buffer_t) -> ggml_tallocr {
-    ffi_boundary!("ggml_tallocr_new", { tallocr::tallocr_new(arg!("ggml_tallocr_new", Buffer, buffer)) })
+    ffi_boundary!({ tallocr::tallocr_new(arg!(Buffer, buffer)) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_tallocr_alloc(talloc: *mut ggml_tallocr, tensor: *mut ggml_tensor) -> ggml_status {
-    ffi_boundary!("ggml_tallocr_alloc", {
-        crate::ensure!(!talloc.is_null(), "ggml_tallocr_alloc: argument `talloc` is NULL");
+    ffi_boundary!({
+        crate::ensure!(!talloc.is_null(), "{}: argument `talloc` is NULL", crate::function_name!());
         // SAFETY: the caller's allocator struct, exclusively ours during the call.
         let talloc = unsafe { &mut *talloc };
-        tallocr::tallocr_alloc(talloc, tensor_arg!("ggml_tallocr_alloc", tensor))
+        tallocr::tallocr_alloc(talloc, tensor_arg!(tensor))
     })
 }
 
@@ -55,25 +62,25 @@ pub unsafe extern "C" fn ggml_tallocr_alloc(talloc: *mut ggml_tallocr, tensor: *
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_new(buft: ggml_backend_buffer_type_t) -> ggml_gallocr_t {
-    ffi_boundary!("ggml_gallocr_new", {
-        let buft = arg!("ggml_gallocr_new", BufferType, buft);
+    ffi_boundary!({
+        let buft = arg!(BufferType, buft);
         Gallocr::new(&[buft]).into_c()
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_new_n(bufts: *mut ggml_backend_buffer_type_t, n_bufs: c_int) -> ggml_gallocr_t {
-    ffi_boundary!("ggml_gallocr_new_n", {
-        const F: &str = "ggml_gallocr_new_n";
-        crate::ensure!(n_bufs > 0, "{F}: n_bufs is {n_bufs}; need at least one buffer type");
-        crate::ensure!(!bufts.is_null(), "{F}: argument `bufts` is NULL (n_bufs = {n_bufs}); pass an array of n_bufs buffer types");
+    ffi_boundary!({
+        let function = crate::function_name!();
+        crate::ensure!(n_bufs > 0, "{function}: n_bufs is {n_bufs}; need at least one buffer type");
+        crate::ensure!(!bufts.is_null(), "{function}: argument `bufts` is NULL (n_bufs = {n_bufs}); pass an array of n_bufs buffer types");
         // SAFETY: the caller passes n_bufs buffer types.
         let raw = unsafe { std::slice::from_raw_parts(bufts, n_bufs as usize) };
         let bufts: Vec<BufferType> = raw
             .iter()
             .enumerate()
             // SAFETY: the C API contract: a non-NULL buffer type is a live buffer type.
-            .map(|(i, &b)| unsafe { BufferType::from_raw(b) }.unwrap_or_else(|| crate::fatal!("{F}: bufts[{i}] is NULL (n_bufs = {n_bufs})")))
+            .map(|(i, &b)| unsafe { BufferType::from_raw(b) }.unwrap_or_else(|| crate::fatal!("{function}: bufts[{i}] is NULL (n_bufs = {n_bufs})")))
             .collect();
         Gallocr::new(&bufts).into_c()
     })
@@ -81,7 +88,7 @@ pub unsafe extern "C" fn ggml_gallocr_new_n(bufts: *mut ggml_backend_buffer_type
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_free(galloc: ggml_gallocr_t) {
-    ffi_boundary!("ggml_gallocr_free", {
+    ffi_boundary!({
         // SAFETY: made by ggml_gallocr_new_n (or NULL); the caller gives it up.
         unsafe { Gallocr::free(galloc) }
     })
@@ -90,7 +97,7 @@ pub unsafe extern "C" fn ggml_gallocr_free(galloc: ggml_gallocr_t) {
 /// Plans a worst-case graph and allocates the buffers, without placing the graph's tensors.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_reserve(galloc: ggml_gallocr_t, graph: *mut ggml_cgraph) -> bool {
-    ffi_boundary!("ggml_gallocr_reserve", {
+    ffi_boundary!({
         // SAFETY: same arguments, same contract.
         unsafe { ggml_gallocr_reserve_n(galloc, graph, std::ptr::null(), std::ptr::null()) }
     })
@@ -105,20 +112,14 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n_size(
     leaf_buffer_ids: *const c_int,
     sizes: *mut usize,
 ) {
-    ffi_boundary!("ggml_gallocr_reserve_n_size", {
-        let mut g = Gallocr::arg("ggml_gallocr_reserve_n_size", galloc);
-        let graph = graph_arg("ggml_gallocr_reserve_n_size", graph);
-        crate::ensure!(!sizes.is_null(), "ggml_gallocr_reserve_n_size: argument `sizes` is NULL");
-        let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
-        let input = GraphInput {
-            nodes,
-            node_ids: ids("ggml_gallocr_reserve_n_size", node_buffer_ids, nodes.len()),
-            leafs,
-            leaf_ids: ids("ggml_gallocr_reserve_n_size", leaf_buffer_ids, leafs.len()),
-            extra_flags: None,
-        };
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let mut g = Gallocr::arg(function, galloc);
+        let graph = graph_arg(function, graph);
+        crate::ensure!(!sizes.is_null(), "{}: argument `sizes` is NULL", function);
+        let input = input_with_ids(function, &graph, node_buffer_ids, leaf_buffer_ids);
         if let Err(e) = g.reserve(&input, true) {
-            crate::fatal!("ggml_gallocr_reserve_n_size: {e:?}");
+            crate::fatal!("{}: {e}", function);
         }
         // SAFETY: the caller passes one size slot per buffer id.
         let out = unsafe { std::slice::from_raw_parts_mut(sizes, g.n_buffers()) };
@@ -133,17 +134,11 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n(
     node_buffer_ids: *const c_int,
     leaf_buffer_ids: *const c_int,
 ) -> bool {
-    ffi_boundary!("ggml_gallocr_reserve_n", {
-        let mut g = Gallocr::arg("ggml_gallocr_reserve_n", galloc);
-        let graph = graph_arg("ggml_gallocr_reserve_n", graph);
-        let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
-        let input = GraphInput {
-            nodes,
-            node_ids: ids("ggml_gallocr_reserve_n", node_buffer_ids, nodes.len()),
-            leafs,
-            leaf_ids: ids("ggml_gallocr_reserve_n", leaf_buffer_ids, leafs.len()),
-            extra_flags: None,
-        };
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let mut g = Gallocr::arg(function, galloc);
+        let graph = graph_arg(function, graph);
+        let input = input_with_ids(function, &graph, node_buffer_ids, leaf_buffer_ids);
         g.reserve(&input, false).is_ok()
     })
 }
@@ -152,9 +147,10 @@ pub unsafe extern "C" fn ggml_gallocr_reserve_n(
 /// automatically; with several, false is returned and `ggml_gallocr_reserve_n` must come first.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph: *mut ggml_cgraph) -> bool {
-    ffi_boundary!("ggml_gallocr_alloc_graph", {
-        let mut g = Gallocr::arg("ggml_gallocr_alloc_graph", galloc);
-        let graph = graph_arg("ggml_gallocr_alloc_graph", graph);
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let mut g = Gallocr::arg(function, galloc);
+        let graph = graph_arg(function, graph);
         let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
         let (node_ids, leaf_ids) = g.last_ids(nodes.len(), leafs.len());
         let input = GraphInput { nodes, node_ids: node_ids.as_deref(), leafs, leaf_ids: leaf_ids.as_deref(), extra_flags: None };
@@ -169,9 +165,10 @@ pub unsafe extern "C" fn ggml_gallocr_alloc_graph(galloc: ggml_gallocr_t, graph:
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_gallocr_get_buffer_size(galloc: ggml_gallocr_t, buffer_id: c_int) -> usize {
-    ffi_boundary!("ggml_gallocr_get_buffer_size", {
-        let g = Gallocr::arg("ggml_gallocr_get_buffer_size", galloc);
-        crate::ensure!(buffer_id >= 0, "ggml_gallocr_get_buffer_size: buffer id {buffer_id} is negative");
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let g = Gallocr::arg(function, galloc);
+        crate::ensure!(buffer_id >= 0, "{}: buffer id {buffer_id} is negative", function);
         g.buffer_size(buffer_id as usize)
     })
 }
@@ -182,9 +179,9 @@ pub unsafe extern "C" fn ggml_gallocr_get_buffer_size(galloc: ggml_gallocr_t, bu
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_alloc_ctx_tensors_from_buft_size(ctx: *mut ggml_context, buft: ggml_backend_buffer_type_t) -> usize {
-    ffi_boundary!("ggml_backend_alloc_ctx_tensors_from_buft_size", {
-        let buft = arg!("ggml_backend_alloc_ctx_tensors_from_buft_size", BufferType, buft);
-        ctx_tensors::ctx_tensors_size(context_arg("ggml_backend_alloc_ctx_tensors_from_buft_size", ctx), buft)
+    ffi_boundary!({
+        let buft = arg!(BufferType, buft);
+        ctx_tensors::ctx_tensors_size(context_arg(crate::function_name!(), ctx), buft)
     })
 }
 
@@ -192,21 +189,17 @@ pub unsafe extern "C" fn ggml_backend_alloc_ctx_tensors_from_buft_size(ctx: *mut
 /// is nothing to allocate.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_alloc_ctx_tensors_from_buft(ctx: *mut ggml_context, buft: ggml_backend_buffer_type_t) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_alloc_ctx_tensors_from_buft", {
-        let ctx = context_arg("ggml_backend_alloc_ctx_tensors_from_buft", ctx);
-        let buft = arg!("ggml_backend_alloc_ctx_tensors_from_buft", BufferType, buft);
-        // SAFETY: meta.cpp's predicate and allocator for its own buffer type.
-        if unsafe { crate::ggml::sys::ggml_backend_buft_is_meta(buft.as_ptr()) } {
-            return unsafe { crate::ggml::sys::ggml_backend_meta_alloc_ctx_tensors_from_buft(ctx.as_ptr(), buft.as_ptr()) };
-        }
+    ffi_boundary!({
+        let ctx = context_arg(crate::function_name!(), ctx);
+        let buft = arg!(BufferType, buft);
         ctx_tensors::alloc_ctx_tensors(ctx, buft).map(|b| b.as_ptr()).unwrap_or(std::ptr::null_mut())
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_alloc_ctx_tensors(ctx: *mut ggml_context, backend: ggml_backend_t) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_alloc_ctx_tensors", {
-        let buft = crate::backend::stream::default_buffer_type(arg!("ggml_backend_alloc_ctx_tensors", Backend, backend));
+    ffi_boundary!({
+        let buft = crate::backend::stream::default_buffer_type(arg!(Backend, backend));
         // SAFETY: same arguments, same contract.
         unsafe { ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft.as_ptr()) }
     })

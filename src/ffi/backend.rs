@@ -16,7 +16,7 @@ use crate::{arg, ffi_boundary};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_guid(backend: ggml_backend_t) -> ggml_guid_t {
-    ffi_boundary!("ggml_backend_guid", {
+    ffi_boundary!({
         // SAFETY: NULL or a live backend.
         match unsafe { crate::ggml::handles::Backend::from_raw(backend) } {
             Some(b) => b.guid(),
@@ -27,7 +27,7 @@ pub unsafe extern "C" fn ggml_backend_guid(backend: ggml_backend_t) -> ggml_guid
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_name(backend: ggml_backend_t) -> *const c_char {
-    ffi_boundary!("ggml_backend_name", {
+    ffi_boundary!({
         // SAFETY: NULL or a live backend.
         match unsafe { crate::ggml::handles::Backend::from_raw(backend) } {
             Some(b) => b.name_ptr(),
@@ -38,7 +38,7 @@ pub unsafe extern "C" fn ggml_backend_name(backend: ggml_backend_t) -> *const c_
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_free(backend: ggml_backend_t) {
-    ffi_boundary!("ggml_backend_free", {
+    ffi_boundary!({
         // SAFETY: NULL or a live backend the caller gives up.
         if let Some(b) = unsafe { crate::ggml::handles::Backend::from_raw(backend) } {
             b.free();
@@ -48,45 +48,45 @@ pub unsafe extern "C" fn ggml_backend_free(backend: ggml_backend_t) {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_get_default_buffer_type(backend: ggml_backend_t) -> ggml_backend_buffer_type_t {
-    ffi_boundary!("ggml_backend_get_default_buffer_type", { imp::default_buffer_type(arg!("ggml_backend_get_default_buffer_type", Backend, backend)).as_ptr() })
+    ffi_boundary!({ imp::default_buffer_type(arg!(Backend, backend)).as_ptr() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_alloc_buffer(backend: ggml_backend_t, size: usize) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_alloc_buffer", {
-        let buft = imp::default_buffer_type(arg!("ggml_backend_alloc_buffer", Backend, backend));
+    ffi_boundary!({
+        let buft = imp::default_buffer_type(arg!(Backend, backend));
         buft_alloc_buffer(buft, size).map(|b| b.as_ptr()).unwrap_or(std::ptr::null_mut())
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_get_alignment(backend: ggml_backend_t) -> usize {
-    ffi_boundary!("ggml_backend_get_alignment", { imp::default_buffer_type(arg!("ggml_backend_get_alignment", Backend, backend)).alignment() })
+    ffi_boundary!({ imp::default_buffer_type(arg!(Backend, backend)).alignment() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_get_max_size(backend: ggml_backend_t) -> usize {
-    ffi_boundary!("ggml_backend_get_max_size", { buft_max_size(imp::default_buffer_type(arg!("ggml_backend_get_max_size", Backend, backend))) })
+    ffi_boundary!({ buft_max_size(imp::default_buffer_type(arg!(Backend, backend))) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_synchronize(backend: ggml_backend_t) {
-    ffi_boundary!("ggml_backend_synchronize", { arg!("ggml_backend_synchronize", Backend, backend).synchronize() })
+    ffi_boundary!({ arg!(Backend, backend).synchronize() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_plan_create(backend: ggml_backend_t, cgraph: *mut ggml_cgraph) -> ggml_backend_graph_plan_t {
-    ffi_boundary!("ggml_backend_graph_plan_create", { arg!("ggml_backend_graph_plan_create", Backend, backend).graph_plan_create(cgraph) })
+    ffi_boundary!({ arg!(Backend, backend).graph_plan_create(cgraph) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_plan_free(backend: ggml_backend_t, plan: ggml_backend_graph_plan_t) {
-    ffi_boundary!("ggml_backend_graph_plan_free", { arg!("ggml_backend_graph_plan_free", Backend, backend).graph_plan_free(plan) })
+    ffi_boundary!({ arg!(Backend, backend).graph_plan_free(plan) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_plan_compute(backend: ggml_backend_t, plan: ggml_backend_graph_plan_t) -> ggml_status {
-    ffi_boundary!("ggml_backend_graph_plan_compute", { arg!("ggml_backend_graph_plan_compute", Backend, backend).graph_plan_compute(plan) })
+    ffi_boundary!({ arg!(Backend, backend).graph_plan_compute(plan) })
 }
 
 /// Whether the caller's graph may be computed: not when it reads an input that lost its bytes
@@ -104,9 +104,9 @@ fn inputs_set(cgraph: *mut ggml_cgraph, function: &str) -> bool {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_compute(backend: ggml_backend_t, cgraph: *mut ggml_cgraph) -> ggml_status {
-    ffi_boundary!("ggml_backend_graph_compute", {
-        let backend = arg!("ggml_backend_graph_compute", Backend, backend);
-        if !inputs_set(cgraph, "ggml_backend_graph_compute") {
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        if !inputs_set(cgraph, crate::function_name!()) {
             return GGML_STATUS_FAILED;
         }
         imp::graph_compute(backend, cgraph)
@@ -115,9 +115,9 @@ pub unsafe extern "C" fn ggml_backend_graph_compute(backend: ggml_backend_t, cgr
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_compute_async(backend: ggml_backend_t, cgraph: *mut ggml_cgraph) -> ggml_status {
-    ffi_boundary!("ggml_backend_graph_compute_async", {
-        let backend = arg!("ggml_backend_graph_compute_async", Backend, backend);
-        if !inputs_set(cgraph, "ggml_backend_graph_compute_async") {
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        if !inputs_set(cgraph, crate::function_name!()) {
             return GGML_STATUS_FAILED;
         }
         imp::graph_compute_async(backend, cgraph)
@@ -126,22 +126,22 @@ pub unsafe extern "C" fn ggml_backend_graph_compute_async(backend: ggml_backend_
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_supports_op(backend: ggml_backend_t, op: *const ggml_tensor) -> bool {
-    ffi_boundary!("ggml_backend_supports_op", { imp::supports_op(arg!("ggml_backend_supports_op", Backend, backend), op) })
+    ffi_boundary!({ imp::supports_op(arg!(Backend, backend), op) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_supports_buft(backend: ggml_backend_t, buft: ggml_backend_buffer_type_t) -> bool {
-    ffi_boundary!("ggml_backend_supports_buft", { imp::supports_buft(arg!("ggml_backend_supports_buft", Backend, backend), buft) })
+    ffi_boundary!({ imp::supports_buft(arg!(Backend, backend), buft) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_offload_op(backend: ggml_backend_t, op: *const ggml_tensor) -> bool {
-    ffi_boundary!("ggml_backend_offload_op", { imp::offload_op(arg!("ggml_backend_offload_op", Backend, backend), op) })
+    ffi_boundary!({ imp::offload_op(arg!(Backend, backend), op) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_get_device(backend: ggml_backend_t) -> ggml_backend_dev_t {
-    ffi_boundary!("ggml_backend_get_device", { arg!("ggml_backend_get_device", Backend, backend).device_ptr() })
+    ffi_boundary!({ arg!(Backend, backend).device_ptr() })
 }
 
 //
@@ -150,7 +150,7 @@ pub unsafe extern "C" fn ggml_backend_get_device(backend: ggml_backend_t) -> ggm
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_event_new(device: ggml_backend_dev_t) -> ggml_backend_event_t {
-    ffi_boundary!("ggml_backend_event_new", {
+    ffi_boundary!({
         // SAFETY: NULL or a live device.
         imp::event_new(unsafe { Device::from_raw(device) })
     })
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn ggml_backend_event_new(device: ggml_backend_dev_t) -> g
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_event_free(event: ggml_backend_event_t) {
-    ffi_boundary!("ggml_backend_event_free", {
+    ffi_boundary!({
         // SAFETY: NULL or a live event the caller gives up.
         if let Some(e) = unsafe { Event::from_raw(event) } {
             imp::event_free(e);
@@ -168,22 +168,22 @@ pub unsafe extern "C" fn ggml_backend_event_free(event: ggml_backend_event_t) {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_event_record(event: ggml_backend_event_t, backend: ggml_backend_t) {
-    ffi_boundary!("ggml_backend_event_record", {
-        let backend = arg!("ggml_backend_event_record", Backend, backend);
-        backend.event_record(arg!("ggml_backend_event_record", Event, event))
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        backend.event_record(arg!(Event, event))
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_event_synchronize(event: ggml_backend_event_t) {
-    ffi_boundary!("ggml_backend_event_synchronize", { imp::event_synchronize(arg!("ggml_backend_event_synchronize", Event, event)) })
+    ffi_boundary!({ imp::event_synchronize(arg!(Event, event)) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_event_wait(backend: ggml_backend_t, event: ggml_backend_event_t) {
-    ffi_boundary!("ggml_backend_event_wait", {
-        let backend = arg!("ggml_backend_event_wait", Backend, backend);
-        backend.event_wait(arg!("ggml_backend_event_wait", Event, event))
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        backend.event_wait(arg!(Event, event))
     })
 }
 
@@ -193,49 +193,47 @@ pub unsafe extern "C" fn ggml_backend_event_wait(backend: ggml_backend_t, event:
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_name(device: ggml_backend_dev_t) -> *const c_char {
-    ffi_boundary!("ggml_backend_dev_name", { arg!("ggml_backend_dev_name", Device, device).name_ptr() })
+    ffi_boundary!({ arg!(Device, device).name_ptr() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_description(device: ggml_backend_dev_t) -> *const c_char {
-    ffi_boundary!("ggml_backend_dev_description", { arg!("ggml_backend_dev_description", Device, device).description_ptr() })
+    ffi_boundary!({ arg!(Device, device).description_ptr() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_memory(device: ggml_backend_dev_t, free: *mut usize, total: *mut usize) {
-    ffi_boundary!("ggml_backend_dev_memory", { arg!("ggml_backend_dev_memory", Device, device).memory(free, total) })
+    ffi_boundary!({ arg!(Device, device).memory(free, total) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_type(device: ggml_backend_dev_t) -> DevType {
-    ffi_boundary!("ggml_backend_dev_type", { arg!("ggml_backend_dev_type", Device, device).dev_type() })
+    ffi_boundary!({ arg!(Device, device).dev_type() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_get_props(device: ggml_backend_dev_t, props: *mut ggml_backend_dev_props) {
-    ffi_boundary!("ggml_backend_dev_get_props", { imp::dev_get_props(arg!("ggml_backend_dev_get_props", Device, device), props) })
+    ffi_boundary!({ imp::dev_get_props(arg!(Device, device), props) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_backend_reg(device: ggml_backend_dev_t) -> ggml_backend_reg_t {
-    ffi_boundary!("ggml_backend_dev_backend_reg", { arg!("ggml_backend_dev_backend_reg", Device, device).reg_ptr() })
+    ffi_boundary!({ arg!(Device, device).reg_ptr() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_init(device: ggml_backend_dev_t, params: *const c_char) -> ggml_backend_t {
-    ffi_boundary!("ggml_backend_dev_init", { arg!("ggml_backend_dev_init", Device, device).init_backend(params) })
+    ffi_boundary!({ arg!(Device, device).init_backend(params) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_buffer_type(device: ggml_backend_dev_t) -> ggml_backend_buffer_type_t {
-    ffi_boundary!("ggml_backend_dev_buffer_type", { arg!("ggml_backend_dev_buffer_type", Device, device).buffer_type() })
+    ffi_boundary!({ arg!(Device, device).buffer_type() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_host_buffer_type(device: ggml_backend_dev_t) -> ggml_backend_buffer_type_t {
-    ffi_boundary!("ggml_backend_dev_host_buffer_type", {
-        arg!("ggml_backend_dev_host_buffer_type", Device, device).host_buffer_type().unwrap_or(std::ptr::null_mut())
-    })
+    ffi_boundary!({ arg!(Device, device).host_buffer_type().unwrap_or(std::ptr::null_mut()) })
 }
 
 #[unsafe(no_mangle)]
@@ -245,24 +243,22 @@ pub unsafe extern "C" fn ggml_backend_dev_buffer_from_host_ptr(
     size: usize,
     max_tensor_size: usize,
 ) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_dev_buffer_from_host_ptr", {
-        arg!("ggml_backend_dev_buffer_from_host_ptr", Device, device).buffer_from_host_ptr(ptr, size, max_tensor_size)
-    })
+    ffi_boundary!({ arg!(Device, device).buffer_from_host_ptr(ptr, size, max_tensor_size) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_supports_op(device: ggml_backend_dev_t, op: *const ggml_tensor) -> bool {
-    ffi_boundary!("ggml_backend_dev_supports_op", { arg!("ggml_backend_dev_supports_op", Device, device).supports_op_raw(op) })
+    ffi_boundary!({ arg!(Device, device).supports_op_raw(op) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_supports_buft(device: ggml_backend_dev_t, buft: ggml_backend_buffer_type_t) -> bool {
-    ffi_boundary!("ggml_backend_dev_supports_buft", { arg!("ggml_backend_dev_supports_buft", Device, device).supports_buft(buft) })
+    ffi_boundary!({ arg!(Device, device).supports_buft(buft) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_dev_offload_op(device: ggml_backend_dev_t, op: *const ggml_tensor) -> bool {
-    ffi_boundary!("ggml_backend_dev_offload_op", { arg!("ggml_backend_dev_offload_op", Device, device).offload_op(op).unwrap_or(false) })
+    ffi_boundary!({ arg!(Device, device).offload_op(op).unwrap_or(false) })
 }
 
 //
@@ -271,20 +267,20 @@ pub unsafe extern "C" fn ggml_backend_dev_offload_op(device: ggml_backend_dev_t,
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_reg_name(reg: ggml_backend_reg_t) -> *const c_char {
-    ffi_boundary!("ggml_backend_reg_name", { arg!("ggml_backend_reg_name", Reg, reg).name_ptr() })
+    ffi_boundary!({ arg!(Reg, reg).name_ptr() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_reg_dev_count(reg: ggml_backend_reg_t) -> usize {
-    ffi_boundary!("ggml_backend_reg_dev_count", { arg!("ggml_backend_reg_dev_count", Reg, reg).device_count() })
+    ffi_boundary!({ arg!(Reg, reg).device_count() })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_reg_dev_get(reg: ggml_backend_reg_t, index: usize) -> ggml_backend_dev_t {
-    ffi_boundary!("ggml_backend_reg_dev_get", { arg!("ggml_backend_reg_dev_get", Reg, reg).device(index) })
+    ffi_boundary!({ arg!(Reg, reg).device(index) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_reg_get_proc_address(reg: ggml_backend_reg_t, name: *const c_char) -> *mut c_void {
-    ffi_boundary!("ggml_backend_reg_get_proc_address", { imp::reg_proc_address(arg!("ggml_backend_reg_get_proc_address", Reg, reg), name) })
+    ffi_boundary!({ imp::reg_proc_address(arg!(Reg, reg), name) })
 }

@@ -40,14 +40,30 @@ pub fn panicked(function: &str, payload: Box<dyn Any + Send>) -> ! {
     crate::ggml::log::abort(file!(), line!(), &format!("{function}: internal error (panic): {}", message(&*payload)))
 }
 
+/// The last plain segment of an item path: the function a `crate::function_name!()` stands in (the
+/// marker item and closures skipped).
+pub fn enclosing_function(path: &'static str) -> &'static str {
+    path.rsplit("::").find(|segment| *segment != "function_name_marker" && !segment.starts_with('{')).unwrap_or(path)
+}
+
+/// The name of the function this expands in, for messages: every export names itself without
+/// writing its name a second time (read from the type name of an item declared here).
+#[macro_export]
+macro_rules! function_name {
+    () => {{
+        fn function_name_marker() {}
+        $crate::ffi::boundary::enclosing_function(::std::any::type_name_of_val(&function_name_marker))
+    }};
+}
+
 /// Runs `$body` inside the panic boundary; see the module docs.
 #[macro_export]
 macro_rules! ffi_boundary {
-    ($name:expr, $body:block) => {{
+    ($body:block) => {{
         $crate::ffi::boundary::enter();
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $body)) {
             Ok(value) => value,
-            Err(payload) => $crate::ffi::boundary::panicked($name, payload),
+            Err(payload) => $crate::ffi::boundary::panicked($crate::function_name!(), payload),
         }
     }};
 }
@@ -56,12 +72,12 @@ macro_rules! ffi_boundary {
 /// (upstream asserts on these).
 #[macro_export]
 macro_rules! arg {
-    ($function:expr, $kind:ident, $ptr:expr) => {{
+    ($kind:ident, $ptr:expr) => {{
         let ptr = $ptr;
         // SAFETY: the C API contract: a non-NULL handle argument points to a live object.
         match unsafe { $crate::ggml::handles::$kind::from_raw(ptr) } {
             Some(h) => h,
-            None => $crate::fatal!("{}: argument `{}` is NULL", $function, stringify!($ptr)),
+            None => $crate::fatal!("{}: argument `{}` is NULL", $crate::function_name!(), stringify!($ptr)),
         }
     }};
 }
@@ -69,12 +85,12 @@ macro_rules! arg {
 /// As `arg!`, for tensors.
 #[macro_export]
 macro_rules! tensor_arg {
-    ($function:expr, $ptr:expr) => {{
+    ($ptr:expr) => {{
         let ptr = $ptr;
         // SAFETY: the C API contract: a non-NULL tensor argument points to a live tensor.
         match unsafe { $crate::ggml::tensor::TensorRef::from_raw(ptr) } {
             Some(t) => t,
-            None => $crate::fatal!("{}: argument `{}` is NULL", $function, stringify!($ptr)),
+            None => $crate::fatal!("{}: argument `{}` is NULL", $crate::function_name!(), stringify!($ptr)),
         }
     }};
 }
@@ -86,5 +102,22 @@ pub(crate) fn graph_arg(function: &str, graph: *mut ggml_cgraph) -> GraphRef {
     match unsafe { GraphRef::from_raw(graph) } {
         Some(g) => g,
         None => crate::fatal!("{function}: argument `graph` is NULL"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn function_name_is_the_enclosing_function() {
+        fn ggml_example_export() -> &'static str {
+            crate::function_name!()
+        }
+        fn inside_closures() -> &'static str {
+            let inner = || crate::function_name!();
+            let outer = || inner();
+            std::hint::black_box(outer)()
+        }
+        assert_eq!(ggml_example_export(), "ggml_example_export");
+        assert_eq!(inside_closures(), "inside_closures");
     }
 }

@@ -153,13 +153,13 @@ fn table() -> &'static Table {
 /// The library's version, e.g. "ggml-rs 0.1.0 (ggml 0.25.3)".
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_version() -> *const c_char {
-    ffi_boundary!("ggml_rs_version", { crate::config::VERSION_STRING.as_ptr() })
+    ffi_boundary!({ crate::config::VERSION_STRING.as_ptr() })
 }
 
 /// Describes the layouts and constants this library was built with; `*n` receives the count.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_abi_describe(n: *mut usize) -> *const ggml_rs_abi_entry {
-    ffi_boundary!("ggml_rs_abi_describe", {
+    ffi_boundary!({
         let t = table();
         if !n.is_null() {
             // SAFETY: the caller's out-pointer.
@@ -173,11 +173,12 @@ pub unsafe extern "C" fn ggml_rs_abi_describe(n: *mut usize) -> *const ggml_rs_a
 /// bytes live at once). Returns false when nothing was planned yet.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_gallocr_plan_stats(galloc: ggml_gallocr_t, buffer_id: c_int, planned: *mut usize, lower_bound: *mut usize) -> bool {
-    ffi_boundary!("ggml_rs_gallocr_plan_stats", {
-        crate::ensure!(!galloc.is_null(), "ggml_rs_gallocr_plan_stats: argument `galloc` is NULL");
+    ffi_boundary!({
+        let function = crate::function_name!();
+        crate::ensure!(!galloc.is_null(), "{}: argument `galloc` is NULL", function);
         // SAFETY: a ggml_gallocr_t is a Box<Gallocr> (see ggml_gallocr_new_n).
         let g = unsafe { &*(galloc as *const Gallocr) };
-        crate::ensure!(buffer_id >= 0 && (buffer_id as usize) < g.n_buffers(), "ggml_rs_gallocr_plan_stats: buffer id {buffer_id} out of range");
+        crate::ensure!(buffer_id >= 0 && (buffer_id as usize) < g.n_buffers(), "{}: buffer id {buffer_id} out of range", function);
         let sizes = g.planned_sizes();
         if !planned.is_null() {
             unsafe { *planned = sizes[buffer_id as usize] };
@@ -193,8 +194,8 @@ pub unsafe extern "C" fn ggml_rs_gallocr_plan_stats(galloc: ggml_gallocr_t, buff
 /// (NUL-terminated, truncated to `size`); returns the full length. `graph` may be NULL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_sched_dump_plan(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph, format: c_int, buf: *mut c_char, size: usize) -> usize {
-    ffi_boundary!("ggml_rs_sched_dump_plan", {
-        let s = Sched::arg("ggml_rs_sched_dump_plan", sched);
+    ffi_boundary!({
+        let s = Sched::arg(crate::function_name!(), sched);
         // SAFETY: NULL or the caller's graph.
         let graph = unsafe { GraphRef::from_raw(graph) };
         let text = s.dump_plan(graph, format == 1);
@@ -213,8 +214,8 @@ pub unsafe extern "C" fn ggml_rs_sched_dump_plan(sched: ggml_backend_sched_t, gr
 /// How many plans the allocator made and how many times it replayed a plan for the same graph.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_gallocr_counters(galloc: ggml_gallocr_t, n_plans: *mut u64, n_replays: *mut u64) {
-    ffi_boundary!("ggml_rs_gallocr_counters", {
-        crate::ensure!(!galloc.is_null(), "ggml_rs_gallocr_counters: argument `galloc` is NULL");
+    ffi_boundary!({
+        crate::ensure!(!galloc.is_null(), "{}: argument `galloc` is NULL", crate::function_name!());
         // SAFETY: a ggml_gallocr_t is a Box<Gallocr> (see ggml_gallocr_new_n).
         let g = unsafe { &*(galloc as *const Gallocr) };
         if !n_plans.is_null() {
@@ -230,8 +231,8 @@ pub unsafe extern "C" fn ggml_rs_gallocr_counters(galloc: ggml_gallocr_t, n_plan
 /// last one because nothing had changed (see `sched::memo`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_rs_sched_counters(sched: ggml_backend_sched_t, n_splits: *mut u64, n_repeats: *mut u64) {
-    ffi_boundary!("ggml_rs_sched_counters", {
-        let s = Sched::arg("ggml_rs_sched_counters", sched);
+    ffi_boundary!({
+        let s = Sched::arg(crate::function_name!(), sched);
         if !n_splits.is_null() {
             // SAFETY: the caller's u64.
             unsafe { *n_splits = s.n_split_graphs };

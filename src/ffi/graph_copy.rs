@@ -14,15 +14,15 @@ use crate::{arg, ffi_boundary};
 /// Copies a graph to a different backend.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_copy(backend: ggml_backend_t, graph: *mut ggml_cgraph) -> ggml_backend_graph_copy {
-    ffi_boundary!("ggml_backend_graph_copy", {
-        let backend = arg!("ggml_backend_graph_copy", Backend, backend);
-        imp::graph_copy(backend, graph_arg("ggml_backend_graph_copy", graph))
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        imp::graph_copy(backend, graph_arg(crate::function_name!(), graph))
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_graph_copy_free(copy: ggml_backend_graph_copy) {
-    ffi_boundary!("ggml_backend_graph_copy_free", { imp::graph_copy_free(copy) })
+    ffi_boundary!({ imp::graph_copy_free(copy) })
 }
 
 /// Computes `graph` on both backends and hands each pair of results to `callback`.
@@ -36,14 +36,15 @@ pub unsafe extern "C" fn ggml_backend_compare_graph_backend(
     test_nodes: *const *const ggml_tensor,
     num_test_nodes: usize,
 ) -> bool {
-    ffi_boundary!("ggml_backend_compare_graph_backend", {
-        let b1 = arg!("ggml_backend_compare_graph_backend", Backend, backend1);
-        let b2 = arg!("ggml_backend_compare_graph_backend", Backend, backend2);
-        let graph = graph_arg("ggml_backend_compare_graph_backend", graph);
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let b1 = arg!(Backend, backend1);
+        let b2 = arg!(Backend, backend2);
+        let graph = graph_arg(function, graph);
         let tests: Vec<TensorRef> = if num_test_nodes == 0 {
             Vec::new()
         } else {
-            crate::ensure!(!test_nodes.is_null(), "ggml_backend_compare_graph_backend: test_nodes is NULL");
+            crate::ensure!(!test_nodes.is_null(), "{}: test_nodes is NULL", function);
             // SAFETY: the caller passes num_test_nodes tensor pointers.
             unsafe { std::slice::from_raw_parts(test_nodes, num_test_nodes) }.iter().filter_map(|&p| unsafe { TensorRef::from_raw(p) }).collect()
         };
@@ -54,11 +55,11 @@ pub unsafe extern "C" fn ggml_backend_compare_graph_backend(
 /// A buffer over host memory the caller owns (32-byte aligned); freeing it leaves the memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_cpu_buffer_from_ptr(ptr: *mut c_void, size: usize) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_cpu_buffer_from_ptr", { cpu_buffer::cpu_buffer_from_ptr(ptr, size).as_ptr() })
+    ffi_boundary!({ cpu_buffer::cpu_buffer_from_ptr(ptr, size).as_ptr() })
 }
 
 /// The CPU buffer type: the same pointer for the life of the process.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_cpu_buffer_type() -> ggml_backend_buffer_type_t {
-    ffi_boundary!("ggml_backend_cpu_buffer_type", { cpu_buffer::cpu_buffer_type() })
+    ffi_boundary!({ cpu_buffer::cpu_buffer_type() })
 }

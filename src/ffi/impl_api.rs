@@ -11,7 +11,7 @@ use crate::{arg, ffi_boundary, tensor_arg};
 /// True for ops that may need more than `ggml_nbytes` for their result on some backends.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_op_alloc_size_may_expand(op: ggml_op) -> bool {
-    ffi_boundary!("ggml_op_alloc_size_may_expand", { imp::op_alloc_size_may_expand(op) })
+    ffi_boundary!({ imp::op_alloc_size_may_expand(op) })
 }
 
 #[unsafe(no_mangle)]
@@ -21,15 +21,15 @@ pub unsafe extern "C" fn ggml_backend_buffer_init(
     context: *mut c_void,
     size: usize,
 ) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_buffer_init", { imp::buffer_init(buft, iface, context, size).as_ptr() })
+    ffi_boundary!({ imp::buffer_init(buft, iface, context, size).as_ptr() })
 }
 
 /// Do not use directly: use `ggml_backend_tensor_copy`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_buffer_copy_tensor(src: *const ggml_tensor, dst: *mut ggml_tensor) -> bool {
-    ffi_boundary!("ggml_backend_buffer_copy_tensor", {
-        let src = tensor_arg!("ggml_backend_buffer_copy_tensor", src);
-        crate::backend::tensor_io::buffer_copy_tensor(src, tensor_arg!("ggml_backend_buffer_copy_tensor", dst))
+    ffi_boundary!({
+        let src = tensor_arg!(src);
+        crate::backend::tensor_io::buffer_copy_tensor(src, tensor_arg!(dst))
     })
 }
 
@@ -39,28 +39,28 @@ pub unsafe extern "C" fn ggml_backend_buffer_copy_tensor(src: *const ggml_tensor
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_multi_buffer_alloc_buffer(buffers: *mut ggml_backend_buffer_t, n_buffers: usize) -> ggml_backend_buffer_t {
-    ffi_boundary!("ggml_backend_multi_buffer_alloc_buffer", {
-        crate::ensure!(!buffers.is_null() && n_buffers > 0, "ggml_backend_multi_buffer_alloc_buffer: no buffers given");
+    ffi_boundary!({
+        crate::ensure!(!buffers.is_null() && n_buffers > 0, "{}: no buffers given", crate::function_name!());
         // SAFETY: the caller passes n_buffers buffer pointers.
         let raw = unsafe { std::slice::from_raw_parts(buffers, n_buffers) };
-        let parts = raw.iter().map(|&b| arg!("ggml_backend_multi_buffer_alloc_buffer", Buffer, b)).collect();
+        let parts = raw.iter().map(|&b| arg!(Buffer, b)).collect();
         imp::multi_buffer_alloc(parts).as_ptr()
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_buffer_is_multi_buffer(buffer: ggml_backend_buffer_t) -> bool {
-    ffi_boundary!("ggml_backend_buffer_is_multi_buffer", { imp::is_multi_buffer(arg!("ggml_backend_buffer_is_multi_buffer", Buffer, buffer)) })
+    ffi_boundary!({ imp::is_multi_buffer(arg!(Buffer, buffer)) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_multi_buffer_set_usage(buffer: ggml_backend_buffer_t, usage: BufferUsage) {
-    ffi_boundary!("ggml_backend_multi_buffer_set_usage", { imp::multi_buffer_set_usage(arg!("ggml_backend_multi_buffer_set_usage", Buffer, buffer), usage) })
+    ffi_boundary!({ imp::multi_buffer_set_usage(arg!(Buffer, buffer), usage) })
 }
 
 /// Ops that may compute in place of an operand (backends must not use restrict pointers for
 /// them). Upstream declares it in its private ggml-impl.h.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_op_can_inplace(op: ggml_op) -> bool {
-    ffi_boundary!("ggml_op_can_inplace", { crate::alloc::inplace::op_can_inplace(op) })
+    ffi_boundary!({ crate::alloc::inplace::op_can_inplace(op) })
 }

@@ -22,20 +22,20 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
     parallel: bool,
     op_offload: bool,
 ) -> ggml_backend_sched_t {
-    ffi_boundary!("ggml_backend_sched_new", {
+    ffi_boundary!({
         let _ = graph_size; // the scheduler grows with the graph; kept for the ABI
-        const F: &str = "ggml_backend_sched_new";
+        let function = crate::function_name!();
         const MAX: usize = crate::sched::scheduler::MAX_BACKENDS;
-        crate::ensure!(n_backends > 0, "{F}: n_backends is {n_backends}; need at least one backend (the last one a CPU backend)");
-        crate::ensure!(n_backends as usize <= MAX, "{F}: n_backends is {n_backends}; at most {MAX} backends are supported");
-        crate::ensure!(!backends.is_null(), "{F}: argument `backends` is NULL (n_backends = {n_backends}); pass an array of n_backends backends");
+        crate::ensure!(n_backends > 0, "{function}: n_backends is {n_backends}; need at least one backend (the last one a CPU backend)");
+        crate::ensure!(n_backends as usize <= MAX, "{function}: n_backends is {n_backends}; at most {MAX} backends are supported");
+        crate::ensure!(!backends.is_null(), "{function}: argument `backends` is NULL (n_backends = {n_backends}); pass an array of n_backends backends");
         // SAFETY: the caller passes n_backends backends (and as many buffer types, or NULL).
         let raw = unsafe { std::slice::from_raw_parts(backends, n_backends as usize) };
         let list: Vec<Backend> = raw
             .iter()
             .enumerate()
             // SAFETY: the C API contract: a non-NULL backend is a live backend.
-            .map(|(i, &b)| unsafe { Backend::from_raw(b) }.unwrap_or_else(|| crate::fatal!("{F}: backends[{i}] is NULL (n_backends = {n_backends})")))
+            .map(|(i, &b)| unsafe { Backend::from_raw(b) }.unwrap_or_else(|| crate::fatal!("{function}: backends[{i}] is NULL (n_backends = {n_backends})")))
             .collect();
         let bufts = if bufts.is_null() {
             None
@@ -48,7 +48,9 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
                     // SAFETY: the C API contract: a non-NULL buffer type is a live buffer type.
                     .map(|(i, &b)| {
                         unsafe { BufferType::from_raw(b) }.unwrap_or_else(|| {
-                            crate::fatal!("{F}: bufts[{i}] is NULL; pass a buffer type for every backend, or NULL for `bufts` to use each backend's default")
+                            crate::fatal!(
+                                "{function}: bufts[{i}] is NULL; pass a buffer type for every backend, or NULL for `bufts` to use each backend's default"
+                            )
                         })
                     })
                     .collect(),
@@ -60,7 +62,7 @@ pub unsafe extern "C" fn ggml_backend_sched_new(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
-    ffi_boundary!("ggml_backend_sched_free", {
+    ffi_boundary!({
         // SAFETY: made by ggml_backend_sched_new (or NULL); the caller gives it up.
         unsafe { Sched::free(sched) }
     })
@@ -69,10 +71,11 @@ pub unsafe extern "C" fn ggml_backend_sched_free(sched: ggml_backend_sched_t) {
 /// Writes the compute buffer size each backend would need for `measure_graph` to `sizes`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_reserve_size(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph, sizes: *mut usize) {
-    ffi_boundary!("ggml_backend_sched_reserve_size", {
-        let mut s = Sched::arg("ggml_backend_sched_reserve_size", sched);
-        crate::ensure!(!sizes.is_null(), "ggml_backend_sched_reserve_size: argument `sizes` is NULL");
-        let got = s.reserve_size(graph_arg("ggml_backend_sched_reserve_size", measure_graph));
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let mut s = Sched::arg(function, sched);
+        crate::ensure!(!sizes.is_null(), "{}: argument `sizes` is NULL", function);
+        let got = s.reserve_size(graph_arg(function, measure_graph));
         // SAFETY: the caller passes one slot per backend.
         unsafe { std::slice::from_raw_parts_mut(sizes, got.len()) }.copy_from_slice(&got);
     })
@@ -81,21 +84,20 @@ pub unsafe extern "C" fn ggml_backend_sched_reserve_size(sched: ggml_backend_sch
 /// Allocates the compute buffers for a worst-case graph.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_reserve(sched: ggml_backend_sched_t, measure_graph: *mut ggml_cgraph) -> bool {
-    ffi_boundary!("ggml_backend_sched_reserve", {
-        Sched::arg("ggml_backend_sched_reserve", sched).reserve(graph_arg("ggml_backend_sched_reserve", measure_graph))
-    })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).reserve(graph_arg(crate::function_name!(), measure_graph)) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_backends(sched: ggml_backend_sched_t) -> c_int {
-    ffi_boundary!("ggml_backend_sched_get_n_backends", { Sched::arg("ggml_backend_sched_get_n_backends", sched).n_backends() as i32 })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).n_backends() as i32 })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_backend(sched: ggml_backend_sched_t, i: c_int) -> ggml_backend_t {
-    ffi_boundary!("ggml_backend_sched_get_backend", {
-        let s = Sched::arg("ggml_backend_sched_get_backend", sched);
-        crate::ensure!(i >= 0, "ggml_backend_sched_get_backend: index {i} is negative");
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let s = Sched::arg(function, sched);
+        crate::ensure!(i >= 0, "{}: index {i} is negative", function);
         s.backend(i as usize).as_ptr()
     })
 }
@@ -103,46 +105,49 @@ pub unsafe extern "C" fn ggml_backend_sched_get_backend(sched: ggml_backend_sche
 /// The number of splits of the last graph.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_splits(sched: ggml_backend_sched_t) -> c_int {
-    ffi_boundary!("ggml_backend_sched_get_n_splits", { Sched::arg("ggml_backend_sched_get_n_splits", sched).n_splits() as i32 })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).n_splits() as i32 })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_n_copies(sched: ggml_backend_sched_t) -> c_int {
-    ffi_boundary!("ggml_backend_sched_get_n_copies", { Sched::arg("ggml_backend_sched_get_n_copies", sched).n_copies() as i32 })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).n_copies() as i32 })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_buffer_type(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> ggml_backend_buffer_type_t {
-    ffi_boundary!("ggml_backend_sched_get_buffer_type", {
-        let s = Sched::arg("ggml_backend_sched_get_buffer_type", sched);
-        let b = s.backend_index(backend, "ggml_backend_sched_get_buffer_type");
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let s = Sched::arg(function, sched);
+        let b = s.backend_index(backend, function);
         s.buffer_type(b).as_ptr()
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_buffer_size(sched: ggml_backend_sched_t, backend: ggml_backend_t) -> usize {
-    ffi_boundary!("ggml_backend_sched_get_buffer_size", {
-        let s = Sched::arg("ggml_backend_sched_get_buffer_size", sched);
-        let b = s.backend_index(backend, "ggml_backend_sched_get_buffer_size");
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let s = Sched::arg(function, sched);
+        let b = s.backend_index(backend, function);
         s.buffer_size(b)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_set_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor, backend: ggml_backend_t) {
-    ffi_boundary!("ggml_backend_sched_set_tensor_backend", {
-        let mut s = Sched::arg("ggml_backend_sched_set_tensor_backend", sched);
-        let b = s.backend_index(backend, "ggml_backend_sched_set_tensor_backend");
-        s.set_tensor_backend(tensor_arg!("ggml_backend_sched_set_tensor_backend", node), b)
+    ffi_boundary!({
+        let function = crate::function_name!();
+        let mut s = Sched::arg(function, sched);
+        let b = s.backend_index(backend, function);
+        s.set_tensor_backend(tensor_arg!(node), b)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(sched: ggml_backend_sched_t, node: *mut ggml_tensor) -> ggml_backend_t {
-    ffi_boundary!("ggml_backend_sched_get_tensor_backend", {
-        let s = Sched::arg("ggml_backend_sched_get_tensor_backend", sched);
-        match s.tensor_backend(tensor_arg!("ggml_backend_sched_get_tensor_backend", node)) {
+    ffi_boundary!({
+        let s = Sched::arg(crate::function_name!(), sched);
+        match s.tensor_backend(tensor_arg!(node)) {
             Some(b) => b.as_ptr(),
             None => std::ptr::null_mut(),
         }
@@ -152,51 +157,46 @@ pub unsafe extern "C" fn ggml_backend_sched_get_tensor_backend(sched: ggml_backe
 /// Assigns backends and splits the graph without allocating it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_split_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) {
-    ffi_boundary!("ggml_backend_sched_split_graph", {
-        Sched::arg("ggml_backend_sched_split_graph", sched).split_graph_only(graph_arg("ggml_backend_sched_split_graph", graph))
-    })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).split_graph_only(graph_arg(crate::function_name!(), graph)) })
 }
 
 /// Allocates `graph` (its compute tensors and the copies between backends).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_alloc_graph(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> bool {
-    ffi_boundary!("ggml_backend_sched_alloc_graph", {
-        Sched::arg("ggml_backend_sched_alloc_graph", sched).alloc_graph(graph_arg("ggml_backend_sched_alloc_graph", graph))
-    })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).alloc_graph(graph_arg(crate::function_name!(), graph)) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_graph_compute(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> ggml_status {
-    ffi_boundary!("ggml_backend_sched_graph_compute", {
-        Sched::arg("ggml_backend_sched_graph_compute", sched).graph_compute(graph_arg("ggml_backend_sched_graph_compute", graph))
-    })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).graph_compute(graph_arg(crate::function_name!(), graph)) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_graph_compute_async(sched: ggml_backend_sched_t, graph: *mut ggml_cgraph) -> ggml_status {
-    ffi_boundary!("ggml_backend_sched_graph_compute_async", {
+    ffi_boundary!({
+        let function = crate::function_name!();
         if graph.is_null() {
-            crate::log_error!("ggml_backend_sched_graph_compute_async: graph is NULL\n");
+            crate::log_error!("{}: graph is NULL\n", function);
             return GGML_STATUS_FAILED;
         }
-        Sched::arg("ggml_backend_sched_graph_compute_async", sched).graph_compute_async(graph_arg("ggml_backend_sched_graph_compute_async", graph))
+        Sched::arg(function, sched).graph_compute_async(graph_arg(function, graph))
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_synchronize(sched: ggml_backend_sched_t) {
-    ffi_boundary!("ggml_backend_sched_synchronize", { Sched::arg("ggml_backend_sched_synchronize", sched).synchronize() })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).synchronize() })
 }
 
 /// Clears the assignments and the allocation: needed before changing assignments or allocating
 /// another graph. The caller's graph is left exactly as it was built.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_reset(sched: ggml_backend_sched_t) {
-    ffi_boundary!("ggml_backend_sched_reset", { Sched::arg("ggml_backend_sched_reset", sched).reset() })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).reset() })
 }
 
 /// Calls `callback` for each node during compute (see `ggml_backend_sched_eval_callback`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_sched_set_eval_callback(sched: ggml_backend_sched_t, callback: ggml_backend_sched_eval_callback, user_data: *mut c_void) {
-    ffi_boundary!("ggml_backend_sched_set_eval_callback", { Sched::arg("ggml_backend_sched_set_eval_callback", sched).set_eval_callback(callback, user_data) })
+    ffi_boundary!({ Sched::arg(crate::function_name!(), sched).set_eval_callback(callback, user_data) })
 }

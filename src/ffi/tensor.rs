@@ -9,12 +9,12 @@ use crate::{arg, ffi_boundary, tensor_arg};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_set(tensor: *mut ggml_tensor, data: *const c_void, offset: usize, size: usize) {
-    ffi_boundary!("ggml_backend_tensor_set", { imp::tensor_set(tensor_arg!("ggml_backend_tensor_set", tensor), data, offset, size) })
+    ffi_boundary!({ imp::tensor_set(tensor_arg!(tensor), data, offset, size) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_get(tensor: *const ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
-    ffi_boundary!("ggml_backend_tensor_get", { imp::tensor_get(tensor_arg!("ggml_backend_tensor_get", tensor), data, offset, size) })
+    ffi_boundary!({ imp::tensor_get(tensor_arg!(tensor), data, offset, size) })
 }
 
 #[unsafe(no_mangle)]
@@ -27,8 +27,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
     stride_tensor: usize,
     stride_data: usize,
 ) {
-    ffi_boundary!("ggml_backend_tensor_set_2d", {
-        let t = tensor_arg!("ggml_backend_tensor_set_2d", tensor);
+    ffi_boundary!({
+        let t = tensor_arg!(tensor);
         imp::tensor_set_2d(t, data, offset, size, n_copies, stride_tensor, stride_data)
     })
 }
@@ -43,30 +43,30 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d(
     stride_tensor: usize,
     stride_data: usize,
 ) {
-    ffi_boundary!("ggml_backend_tensor_get_2d", {
-        let t = tensor_arg!("ggml_backend_tensor_get_2d", tensor);
+    ffi_boundary!({
+        let t = tensor_arg!(tensor);
         imp::tensor_get_2d(t, data, offset, size, n_copies, stride_tensor, stride_data)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_memset(tensor: *mut ggml_tensor, value: u8, offset: usize, size: usize) {
-    ffi_boundary!("ggml_backend_tensor_memset", { imp::tensor_memset(tensor_arg!("ggml_backend_tensor_memset", tensor), value, offset, size) })
+    ffi_boundary!({ imp::tensor_memset(tensor_arg!(tensor), value, offset, size) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_set_async(backend: ggml_backend_t, tensor: *mut ggml_tensor, data: *const c_void, offset: usize, size: usize) {
-    ffi_boundary!("ggml_backend_tensor_set_async", {
-        let backend = arg!("ggml_backend_tensor_set_async", Backend, backend);
-        imp::tensor_set_async(backend, tensor_arg!("ggml_backend_tensor_set_async", tensor), data, offset, size)
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        imp::tensor_set_async(backend, tensor_arg!(tensor), data, offset, size)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_get_async(backend: ggml_backend_t, tensor: *const ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
-    ffi_boundary!("ggml_backend_tensor_get_async", {
-        let backend = arg!("ggml_backend_tensor_get_async", Backend, backend);
-        imp::tensor_get_async(backend, tensor_arg!("ggml_backend_tensor_get_async", tensor), data, offset, size)
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        imp::tensor_get_async(backend, tensor_arg!(tensor), data, offset, size)
     })
 }
 
@@ -81,9 +81,9 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
     stride_tensor: usize,
     stride_data: usize,
 ) {
-    ffi_boundary!("ggml_backend_tensor_set_2d_async", {
-        let backend = arg!("ggml_backend_tensor_set_2d_async", Backend, backend);
-        let t = tensor_arg!("ggml_backend_tensor_set_2d_async", tensor);
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        let t = tensor_arg!(tensor);
         imp::tensor_set_2d_async(backend, t, data, offset, size, n_copies, stride_tensor, stride_data)
     })
 }
@@ -99,9 +99,9 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
     stride_tensor: usize,
     stride_data: usize,
 ) {
-    ffi_boundary!("ggml_backend_tensor_get_2d_async", {
-        let backend = arg!("ggml_backend_tensor_get_2d_async", Backend, backend);
-        let t = tensor_arg!("ggml_backend_tensor_get_2d_async", tensor);
+    ffi_boundary!({
+        let backend = arg!(Backend, backend);
+        let t = tensor_arg!(tensor);
         imp::tensor_get_2d_async(backend, t, data, offset, size, n_copies, stride_tensor, stride_data)
     })
 }
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
 /// Tensor copy between different backends.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_copy(src: *const ggml_tensor, dst: *mut ggml_tensor) {
-    ffi_boundary!("ggml_backend_tensor_copy", { imp::tensor_copy(tensor_arg!("ggml_backend_tensor_copy", src), tensor_arg!("ggml_backend_tensor_copy", dst)) })
+    ffi_boundary!({ imp::tensor_copy(tensor_arg!(src), tensor_arg!(dst)) })
 }
 
 /// Asynchronous copy: runs after the work queued on `backend_src`; `backend_dst` waits for it.
@@ -121,26 +121,26 @@ pub unsafe extern "C" fn ggml_backend_tensor_copy_async(
     src: *const ggml_tensor,
     dst: *mut ggml_tensor,
 ) {
-    ffi_boundary!("ggml_backend_tensor_copy_async", {
-        let src_t = tensor_arg!("ggml_backend_tensor_copy_async", src);
-        let dst_t = tensor_arg!("ggml_backend_tensor_copy_async", dst);
+    ffi_boundary!({
+        let src_t = tensor_arg!(src);
+        let dst_t = tensor_arg!(dst);
         if src_t == dst_t {
             return;
         }
-        let backend_dst = arg!("ggml_backend_tensor_copy_async", Backend, backend_dst);
+        let backend_dst = arg!(Backend, backend_dst);
         imp::tensor_copy_async(backend_src, backend_dst, src_t, dst_t)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_alloc(buffer: ggml_backend_buffer_t, tensor: *mut ggml_tensor, addr: *mut c_void) -> ggml_status {
-    ffi_boundary!("ggml_backend_tensor_alloc", {
-        let t = tensor_arg!("ggml_backend_tensor_alloc", tensor);
-        imp::tensor_alloc(arg!("ggml_backend_tensor_alloc", Buffer, buffer), t, addr)
+    ffi_boundary!({
+        let t = tensor_arg!(tensor);
+        imp::tensor_alloc(arg!(Buffer, buffer), t, addr)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_view_init(tensor: *mut ggml_tensor) -> ggml_status {
-    ffi_boundary!("ggml_backend_view_init", { imp::view_init(tensor_arg!("ggml_backend_view_init", tensor)) })
+    ffi_boundary!({ imp::view_init(tensor_arg!(tensor)) })
 }

@@ -79,7 +79,7 @@ pub struct AllocDeps {
 
 /// `add_alloc_dep` of `ggml_backend_graph_optimize_params`.
 pub unsafe extern "C" fn add_alloc_dep(user_data: *mut c_void, tensor: *mut ggml_tensor, until: *mut ggml_tensor) {
-    crate::ffi_boundary!("add_alloc_dep", {
+    crate::ffi_boundary!({
         // SAFETY: user_data is the &mut AllocDeps passed with the params, alive during the call.
         let deps = unsafe { &mut *(user_data as *mut AllocDeps) };
         let keep = deps.keep.entry(until as usize).or_default();

@@ -40,6 +40,16 @@ impl ContextRef {
     }
 
     /// A new tensor with `src`'s type and shape (contiguous strides), no data.
+    /// meta.cpp's placement of this context's tensors in its own buffer type: the buffer, or
+    /// None when it could not allocate
+    pub fn alloc_tensors_meta(self, buft: crate::handles::BufferType) -> Option<crate::handles::Buffer> {
+        debug_assert!(buft.is_meta());
+        // SAFETY: a live no_alloc context and meta.cpp's own buffer type, as its allocator expects.
+        let raw = unsafe { crate::sys::ggml_backend_meta_alloc_ctx_tensors_from_buft(self.as_ptr(), buft.as_ptr()) };
+        // SAFETY: NULL or the buffer meta.cpp just allocated.
+        unsafe { crate::handles::Buffer::from_raw(raw) }
+    }
+
     pub fn dup_tensor(self, src: TensorRef) -> TensorRef {
         // SAFETY: a live no_alloc context with room (sized by the creator).
         let t = unsafe { sys::ggml_dup_tensor(self.as_ptr(), src.as_ptr()) };

@@ -72,6 +72,13 @@ handle!(Event, ggml_backend_event);
 handle!(Reg, ggml_backend_reg);
 
 impl BufferType {
+    /// whether this is ggml-backend-meta's buffer type (tensors split over devices; it places
+    /// a context's tensors itself)
+    pub fn is_meta(self) -> bool {
+        // SAFETY: meta.cpp's predicate inspects a valid buffer type (false when meta.cpp is absent).
+        unsafe { crate::sys::ggml_backend_buft_is_meta(self.as_ptr()) }
+    }
+
     #[inline]
     pub fn name_ptr(self) -> *const c_char {
         let f = required!(self, get_name, "buffer type");

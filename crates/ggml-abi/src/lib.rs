@@ -23,6 +23,9 @@ pub mod graph;
 pub mod handles;
 pub mod imports;
 pub mod log;
+/// bindgen's translation of the pinned headers and the proofs that the mirrors equal it (generated)
+#[rustfmt::skip]
+mod pinned;
 pub mod rust_backend;
 pub mod snapshot;
 pub mod sys;

@@ -108,7 +108,7 @@ pub struct ggml_tensor {
 #[derive(Clone, Copy)]
 pub struct ggml_hash_set {
     pub size: usize,
-    pub used: *mut u32,
+    pub used: *mut ggml_bitset_t,
     pub keys: *mut *mut ggml_tensor,
 }
 
@@ -123,7 +123,7 @@ pub struct ggml_cgraph {
     pub leafs: *mut *mut ggml_tensor,
     pub use_counts: *mut i32,
     pub visited_hash_set: ggml_hash_set,
-    pub order: c_int,
+    pub order: ggml_cgraph_eval_order,
     pub uid: u64,
 }
 
@@ -178,7 +178,13 @@ crate::imports::ggml_imports! {
 }
 
 /// `typedef uint8_t ggml_guid[16]; typedef ggml_guid * ggml_guid_t;`
-pub type ggml_guid_t = *mut [u8; 16];
+pub type ggml_guid = [u8; 16];
+pub type ggml_guid_t = *mut ggml_guid;
+
+/// ggml-impl.h's word of the visited-set bitmap
+pub type ggml_bitset_t = u32;
+/// `enum ggml_cgraph_eval_order` as it crosses the C boundary
+pub type ggml_cgraph_eval_order = c_int;
 
 /// `enum ggml_backend_buffer_usage` as it crosses the C boundary: a plain integer, so a value C
 /// wrote is never an invalid Rust enum. The header generator renders it as the enum.

@@ -136,6 +136,15 @@ pub enum AllocError {
     Graph(String),
 }
 
+impl std::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            AllocError::NeedsReserve => f.write_str("the graph needs a new plan over several buffer types: call ggml_gallocr_reserve_n first"),
+            AllocError::Backend(why) | AllocError::Plan(why) | AllocError::LostResult(why) | AllocError::Graph(why) => f.write_str(why),
+        }
+    }
+}
+
 struct AllocState {
     buft: BufferType,
     dyn_alloc: DynAllocator,
