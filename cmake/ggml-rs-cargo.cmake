@@ -1,6 +1,7 @@
 # Builds the Rust library with cargo and exposes it as imported targets:
 #   ggml-rs::ggml-rs         the shared library (libggml_rs.so)
 #   ggml-rs::ggml-rs-static  the static library (libggml_rs.a)
+#   ggml-rs::ggml-rs-cpu     the Rust CPU backend (libggml_rs_cpu.so), built when something links it
 # cargo is run on every build; it is incremental, so an unchanged tree costs a second.
 find_program(CARGO cargo HINTS $ENV{HOME}/.cargo/bin REQUIRED)
 
@@ -42,3 +43,19 @@ set_target_properties(ggml-rs-static PROPERTIES
     INTERFACE_LINK_LIBRARIES "pthread;dl;m")
 add_dependencies(ggml-rs-static ggml-rs-cargo)
 add_library(ggml-rs::ggml-rs-static ALIAS ggml-rs-static)
+
+# the Rust CPU backend: the drop-in for upstream's libggml-cpu (GGML_RS_CPU_RUST)
+set(GGML_RS_CPU_SHARED_LIB ${GGML_RS_CARGO_OUT}/libggml_rs_cpu.so)
+add_custom_target(ggml-rs-cpu-cargo
+    COMMAND ${CMAKE_COMMAND} -E env CARGO_TARGET_DIR=${GGML_RS_CARGO_TARGET_DIR}
+            ${CARGO} build --lib -p ggml-rs-cpu --profile ${GGML_RS_CARGO_PROFILE} --manifest-path ${GGML_RS_ROOT}/Cargo.toml
+    BYPRODUCTS ${GGML_RS_CPU_SHARED_LIB}
+    WORKING_DIRECTORY ${GGML_RS_ROOT}
+    COMMENT "cargo build (ggml-rs-cpu, ${GGML_RS_CARGO_PROFILE})"
+    USES_TERMINAL)
+add_library(ggml-rs-cpu SHARED IMPORTED GLOBAL)
+set_target_properties(ggml-rs-cpu PROPERTIES
+    IMPORTED_LOCATION ${GGML_RS_CPU_SHARED_LIB}
+    IMPORTED_SONAME libggml_rs_cpu.so)
+add_dependencies(ggml-rs-cpu ggml-rs-cpu-cargo)
+add_library(ggml-rs::ggml-rs-cpu ALIAS ggml-rs-cpu)

@@ -19,6 +19,11 @@ set(LLAMA_TOOLS_INSTALL    OFF CACHE BOOL "")
 set(GGML_LLAMAFILE_DEFAULT   ON)
 set(GGML_CUDA_GRAPHS_DEFAULT ON)
 
+if (GGML_RS_CPU_RUST)
+    # "ours only": no upstream backend library at all (the RPC client is one)
+    set(GGML_RPC OFF CACHE BOOL "" FORCE)
+endif()
+
 add_subdirectory(${GGML_RS_LLAMA_CPP_DIR} llama.cpp EXCLUDE_FROM_ALL)
 
 if (GGML_RS_REPLACE)
@@ -39,6 +44,29 @@ if (GGML_RS_REPLACE)
     message(STATUS "ggml-rs: ggml-base is built without ggml-backend.cpp/ggml-alloc.c, linked to ${GGML_RS_SHARED_LIB}")
 else()
     message(STATUS "ggml-rs: ggml-base is upstream's own (reference build)")
+endif()
+
+# The Rust CPU backend in place of upstream's ggml-cpu. GGML_CPU stays ON, so the tree configures
+# as usual (GGML_USE_CPU: ggml's registry calls ggml_backend_cpu_reg(); the CPU tests such as
+# test-barrier, test-rope, test-quantize-fns are added), but ggml links libggml_rs_cpu.so instead
+# of the ggml-cpu target, which nothing links any more and so is never built (the tree was added
+# EXCLUDE_FROM_ALL). Programs that call ggml-cpu.h's functions get ours through ggml's link
+# interface.
+if (GGML_RS_CPU_RUST)
+    if (NOT GGML_RS_BUILD_RUST OR NOT BUILD_SHARED_LIBS)
+        message(FATAL_ERROR "GGML_RS_CPU_RUST needs GGML_RS_BUILD_RUST and BUILD_SHARED_LIBS")
+    endif()
+    foreach(_prop LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+        get_target_property(_libs ggml ${_prop})
+        if (_libs)
+            list(REMOVE_ITEM _libs ggml-cpu)
+            set_property(TARGET ggml PROPERTY ${_prop} ${_libs})
+        endif()
+    endforeach()
+    target_link_libraries(ggml PUBLIC ggml-rs-cpu)
+    # what ggml-cpu's link interface gave its users
+    target_compile_definitions(ggml INTERFACE GGML_BACKEND_SHARED)
+    message(STATUS "ggml-rs: ggml is linked to the Rust CPU backend ${GGML_RS_CPU_SHARED_LIB}, not to upstream's ggml-cpu")
 endif()
 
 # the programs the project's checks run; `cmake --build . --target ggml-rs-programs` builds them all

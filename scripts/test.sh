@@ -26,6 +26,10 @@
 #  12. the Rust API (crates/ggml-rs-api): its bindgen declarations against the pinned headers, its
 #      doc-tests (the lifetime rules as compile_fail tests), tests and example on the stock build's
 #      libraries with our library loaded first; upstream alone must fail the seed scenario
+#  13. the Rust CPU backend (libggml_rs_cpu.so): its ABI against ggml-cpu.h, as a module beside
+#      upstream's native CPU (C test, test-backend-ops test -b RSCPU: 0 FAIL), and "ours only"
+#      (build rscpu: our core + our CPU backend, no upstream backend library in the process):
+#      test-barrier, test-rope, test-quantize-fns, test-opt
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -59,7 +63,7 @@ check "upstream build (reference, and with our library)" build_upstream
 # activation quantization and dot products against the reference build's libggml-base/-cpu
 # (required here: a missing library fails instead of skipping)
 check "ggml-rs-cpu: kernels, pool, mat-vec; formats and vec_dot against upstream's libraries" bash -o pipefail -c \
-    "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_STOCK/bin' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release --manifest-path crates/ggml-rs-cpu/Cargo.toml 2>&1 | grep -E '^test result|FAILED|panicked'"
+    "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_STOCK/bin' GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release --manifest-path crates/ggml-rs-cpu/Cargo.toml 2>&1 | grep -E '^test result|FAILED|panicked'"
 
 step "3. ABI"
 check "ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh"
@@ -477,5 +481,51 @@ rust_api_upstream() {
     grep -q 'rounds wrong' "$T/rust-api-up.log" && [ $rc = 1 ] || { echo "exit $rc: upstream passes the example"; tail -n 3 "$T/rust-api-up.log"; return 1; }
 }
 check "ggml-rs-api: upstream alone fails the example's reset + alloc rounds" rust_api_upstream
+
+step "13. the Rust CPU backend"
+BUILD_NATIVE=$GGML_RS_BUILD_NATIVE
+BUILD_RSCPU=$GGML_RS_BUILD_RSCPU
+CPU_LIB=$ROOT/target/release/libggml_rs_cpu.so
+check "cargo build --release -p ggml-rs-cpu; upstream builds native and rscpu" bash -o pipefail -c \
+    "cd '$ROOT' && cargo build --release -p ggml-rs-cpu 2>&1 | tail -n 1 && '$ROOT/scripts/upstream.sh' build native && '$ROOT/scripts/upstream.sh' build rscpu"
+check "ggml-rs-cpu ABI: the 65 functions of ggml-cpu.h, module entries, layouts" "$ROOT/scripts/check_cpu_abi.sh"
+check "test_rscpu_backend: the module beside upstream's CPU, its C API against upstream's" bash -o pipefail -c \
+    "'$BUILD_OURS/c_tests/test_rscpu_backend' '$CPU_LIB' 2>&1 | tail -n 2"
+# every case test-backend-ops runs on RSCPU either passes or is not supported (supports_op said
+# no); a FAIL is a wrong result of an op we claim
+rscpu_backend_ops() {
+    GGML_BACKEND_PATH="$CPU_LIB" timeout 3600 "$BUILD_NATIVE/bin/test-backend-ops" test -b RSCPU > "$T/tbo-rscpu.log" 2>&1
+    local rc=$? ok fail unsupported
+    ok=$(grep -c ': .*OK' "$T/tbo-rscpu.log")
+    fail=$(grep -c 'FAIL' "$T/tbo-rscpu.log")
+    unsupported=$(grep -c 'not supported' "$T/tbo-rscpu.log")
+    echo "RSCPU vs upstream's native CPU: $ok OK, $fail FAIL, $unsupported not supported"
+    grep -m5 'FAIL' "$T/tbo-rscpu.log"
+    [ "$rc" = 0 ] && [ "$fail" = 0 ]
+}
+check "test-backend-ops test -b RSCPU (module beside upstream's native CPU): 0 FAIL" rscpu_backend_ops
+# whole models: every architecture on RSCPU against upstream's native CPU (the module is loaded by
+# a preload shim: test-llama-archs picks its device before any ggml_backend_load_all)
+check "test-llama-archs -b RSCPU (every architecture, against upstream's native CPU)" bash -o pipefail -c \
+    "GGML_RS_BACKEND_MODULE='$CPU_LIB' LD_PRELOAD='$BUILD_OURS/c_tests/libmodule_preload.so' timeout 3600 '$BUILD_NATIVE/bin/test-llama-archs' -b RSCPU 2>&1 | grep -a -E 'FAIL|Summary'"
+# "ours only": nothing of upstream's backends in the process (ldd and the loader's own list)
+rscpu_alone() {
+    local libs
+    libs=$(ldd "$BUILD_RSCPU/bin/test-backend-ops" | awk '{print $1}')
+    echo "$libs" | grep -q 'libggml_rs_cpu.so' || { echo "libggml_rs_cpu.so is not linked"; return 1; }
+    echo "$libs" | grep -q 'libggml_rs.so' || { echo "libggml_rs.so is not linked"; return 1; }
+    if echo "$libs" | grep -E 'libggml-(cpu|rpc|blas|cuda|vulkan)'; then echo "an upstream backend library is linked"; return 1; fi
+    # a run that registers every backend (ggml_backend_load_all) and computes nothing
+    LD_DEBUG=files "$BUILD_RSCPU/bin/test-backend-ops" test -o NO_SUCH_OP > /dev/null 2> "$T/ld.log"
+    if grep -E 'file=.*libggml-(cpu|rpc)' "$T/ld.log"; then echo "an upstream backend library was loaded"; return 1; fi
+    grep -o 'file=[^ ]*libggml[^ ]*' "$T/ld.log" | sort -u | tr '\n' ' '
+}
+check "rscpu build: our core and our CPU backend, no upstream backend library (ldd, LD_DEBUG)" rscpu_alone
+# test-opt skips a backend that does not support the optimizer's ops, and still exits 0: a skip
+# is a failure here
+for prog in test-barrier test-rope test-quantize-fns test-opt; do
+    check "$prog on our core + our CPU backend" bash -o pipefail -c \
+        "timeout 1800 '$BUILD_RSCPU/bin/$prog' > '$T/$prog.log' 2>&1; rc=\$?; tail -n 2 '$T/$prog.log'; ! grep -m3 SKIPPED '$T/$prog.log' && exit \$rc"
+done
 
 summary

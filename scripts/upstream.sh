@@ -8,6 +8,8 @@
 #   scripts/upstream.sh build stock   upstream as it is (the reference)
 #   scripts/upstream.sh build ours    ggml-base without ggml-backend.cpp/ggml-alloc.c + this library
 #   scripts/upstream.sh build native  stock with GGML_NATIVE=ON: the opponent for CPU kernels
+#   scripts/upstream.sh build rscpu   "ours only": ours, and ggml linked to the Rust CPU backend
+#                                     (libggml_rs_cpu.so) instead of ggml-cpu; no upstream backend
 #   scripts/upstream.sh paths         print the paths other scripts use (sourceable)
 #
 # GGML_RS_CACHE overrides the cache folder (default: <repo>/.upstream).
@@ -108,7 +110,7 @@ with_progress() {
     wait "$pid"
 }
 
-# build <variant>: variant is `stock`, `ours` or `native` (stock with GGML_NATIVE=ON)
+# build <variant>: variant is `stock`, `ours`, `native` (stock with GGML_NATIVE=ON) or `rscpu`
 cmd_build() {
     local variant=$1
     local build=$CACHE/build-$variant
@@ -118,6 +120,8 @@ cmd_build() {
         ours)  flags+=(-DGGML_RS_REPLACE=ON  -DGGML_RS_BUILD_RUST=ON) ;;
         # the fair opponent for a CPU backend: upstream's ggml-cpu built for this machine
         native) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF -DGGML_NATIVE=ON) ;;
+        # our core and our CPU backend, no upstream backend library (not even RPC)
+        rscpu) flags+=(-DGGML_RS_REPLACE=ON -DGGML_RS_BUILD_RUST=ON -DGGML_RS_CPU_RUST=ON -DGGML_RS_C_TESTS=OFF) ;;
         *) log "unknown variant $variant"; exit 2 ;;
     esac
     cmd_deps
@@ -130,9 +134,12 @@ cmd_build() {
         cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >"$CACHE/configure-$variant.log" 2>&1 \
             || { tail -40 "$CACHE/configure-$variant.log"; exit 1; }
     fi
-    log "building $variant (ggml-rs-programs and C tests; full log: $CACHE/build-$variant.log)"
+    # rscpu: the programs that run on the CPU backend alone (the RPC ones need upstream's RPC backend)
+    local targets=(ggml-rs-programs all)
+    [ "$variant" = rscpu ] && targets=(llama-simple llama-bench test-backend-ops test-opt test-llama-archs test-barrier test-rope test-quantize-fns)
+    log "building $variant (${targets[*]}; full log: $CACHE/build-$variant.log)"
     with_progress "$variant" "$CACHE/build-$variant.log" \
-        cmake --build "$build" --parallel "$JOBS" --target ggml-rs-programs all \
+        cmake --build "$build" --parallel "$JOBS" --target "${targets[@]}" \
         || { grep -E "error|Error" "$CACHE/build-$variant.log" | head -40; tail -20 "$CACHE/build-$variant.log"; exit 1; }
     log "built $variant: $build/bin"
 }
@@ -144,6 +151,7 @@ GGML_RS_TREE=$TREE
 GGML_RS_BUILD_STOCK=$CACHE/build-stock
 GGML_RS_BUILD_OURS=$CACHE/build-ours
 GGML_RS_BUILD_NATIVE=$CACHE/build-native
+GGML_RS_BUILD_RSCPU=$CACHE/build-rscpu
 EOF
 }
 
@@ -151,7 +159,7 @@ case "${1:-}" in
     deps)  cmd_deps ;;
     deps-browser) cmd_deps_browser ;;
     fetch) cmd_fetch ;;
-    build) cmd_build "${2:?variant: stock, ours or native}" ;;
+    build) cmd_build "${2:?variant: stock, ours, native or rscpu}" ;;
     paths) cmd_paths ;;
     *) sed -n '2,13p' "$0"; exit 2 ;;
 esac

@@ -3,15 +3,19 @@
 //! run-time selected AVX2 / AVX-512 versions), a persistent thread pool (`pool`) and a row-parallel
 //! mat-vec / mat-mat on top (`matmul`).
 //!
-//! This crate knows nothing of ggml's C structs or the backend interface: it works on plain
-//! slices, so `cargo test` exercises it without any upstream code; the adapter to ggml's C ABI
-//! (tensors, graphs, the backend tables) belongs to the ABI crate and the backend built on it.
-//! `unsafe` lives in three places only: the SIMD kernels (`dot/*`, intrinsics need it), the byte
-//! view of blocks (`block`), and the one lifetime erasure of the pool (`pool`).
+//! The kernels know nothing of ggml's C structs: they work on plain slices and `ops::Node`s, so
+//! `cargo test` exercises them without any upstream code. `backend` is the CPU backend built on
+//! them: the registry, device and stream (through ggml-abi's adapter from Rust traits to ggml's
+//! C tables), the graph walk, and the C API of upstream's libggml-cpu that the cdylib
+//! `libggml_rs_cpu.so` exports (a drop-in for libggml-cpu, and a module for `GGML_BACKEND_PATH`).
+//! `unsafe` lives in four places only: the SIMD kernels (`dot/*`, intrinsics need it), the byte
+//! view of blocks (`block`), the one lifetime erasure of the pool (`pool`), and the C boundary
+//! of `backend`.
 
 // the quantizers and references index as upstream's C does, which keeps them checkable against it
 #![allow(clippy::needless_range_loop)]
 
+pub mod backend;
 pub mod block;
 pub mod dot;
 pub mod fp;

@@ -1,0 +1,193 @@
+//! Computing a ggml graph on the kernels of `ops`: the graph's nodes become [`Node`]s, each handed
+//! to `ops::compute` on a persistent pool. Shared by the backend's `graph_compute` and the C API's
+//! `ggml_graph_compute`.
+
+use std::ffi::c_void;
+
+use ggml_abi::graph::GraphRef;
+use ggml_abi::sys::{self, GGML_STATUS_ABORTED, GGML_STATUS_FAILED, GGML_STATUS_SUCCESS, GGML_TENSOR_FLAG_COMPUTE, ggml_status};
+use ggml_abi::tensor::TensorRef;
+
+use crate::block::AlignedBytes;
+use crate::ops::{self, Exec, MAX_SRC, Node, OP_PARAMS, Op, View};
+use crate::pool::ThreadPool;
+
+/// `ggml_abort_callback`: true asks the computation to stop
+pub type AbortCallback = Option<unsafe extern "C" fn(data: *mut c_void) -> bool>;
+
+/// Where graphs run: a persistent pool and a scratch buffer, both kept between graphs (the hot
+/// path allocates nothing once they have grown).
+pub struct Engine {
+    pool: ThreadPool,
+    scratch: AlignedBytes,
+}
+
+impl Engine {
+    pub fn new(n_threads: usize) -> Engine {
+        Engine { pool: ThreadPool::new(n_threads.max(1)), scratch: AlignedBytes::default() }
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.pool.n_threads()
+    }
+
+    /// the pool again with `n_threads` threads (the scratch is kept)
+    pub fn set_n_threads(&mut self, n_threads: usize) {
+        if n_threads.max(1) != self.pool.n_threads() {
+            self.pool = ThreadPool::new(n_threads.max(1));
+        }
+    }
+
+    /// Computes every node of `graph` that is to be computed (ggml's rules: not a view or NONE,
+    /// flagged COMPUTE, not empty), in order. An op the kernels cannot do is an error naming the
+    /// node (logged) and `GGML_STATUS_FAILED`: never a silent wrong result. `abort` is asked after
+    /// each node.
+    pub fn compute(&mut self, graph: GraphRef, abort: AbortCallback, abort_data: *mut c_void) -> ggml_status {
+        for (i, t) in graph.node_slice().iter().enumerate() {
+            if !is_computed(*t) {
+                continue;
+            }
+            let node = match node_of(t) {
+                Ok(n) => n,
+                Err(why) => return fail(i, *t, &why),
+            };
+            let mut exec = Exec::new(&mut self.pool, &mut self.scratch);
+            if let Err(e) = ops::compute(&node, &mut exec) {
+                return fail(i, *t, &e.0);
+            }
+            // SAFETY: the callback and its data are the application's (ggml's contract).
+            if let Some(cb) = abort
+                && unsafe { cb(abort_data) }
+            {
+                return GGML_STATUS_ABORTED;
+            }
+        }
+        GGML_STATUS_SUCCESS
+    }
+}
+
+fn fail(index: usize, t: TensorRef, why: &str) -> ggml_status {
+    // the kernels' errors name the node and op already (OpError)
+    ggml_abi::log_error!("ggml-rs-cpu: graph node {index} ({}): {why}\n", t.op_name());
+    GGML_STATUS_FAILED
+}
+
+/// whether ggml's CPU backend computes this node (ggml-cpu.c: `ggml_op_is_empty`, the COMPUTE
+/// flag, `ggml_is_empty`)
+pub fn is_computed(t: TensorRef) -> bool {
+    !sys::op::is_empty(t.op()) && t.flags() & GGML_TENSOR_FLAG_COMPUTE != 0 && t.ne().iter().all(|&n| n != 0)
+}
+
+fn view_of(t: TensorRef) -> View {
+    View { ty: t.type_(), ne: t.ne(), nb: t.nb(), data: t.data() as *mut u8 }
+}
+
+/// The node as the kernels see it (its data pointers may be NULL when asked by `supports_op`,
+/// before allocation).
+pub fn node_of(t: &TensorRef) -> Result<Node<'_>, String> {
+    let name = t.name_cstr().to_str().unwrap_or("<name not UTF-8>");
+    let op = Op::from_raw(t.op()).ok_or_else(|| format!("'{name}': op {} is not an op of ggml {}", t.op(), ggml_abi::config::GGML_VERSION))?;
+    let mut src = [None; MAX_SRC];
+    for (s, v) in t.srcs().iter().zip(src.iter_mut()) {
+        *v = s.map(view_of);
+    }
+    // SAFETY: a TensorRef points to a live tensor; op_params is a plain array of it, copied out.
+    let params: [i32; OP_PARAMS] = unsafe { (*t.as_ptr()).op_params };
+    Ok(Node { op, dst: view_of(*t), src, params, name })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ggml_abi::sys::{ggml_cgraph, ggml_hash_set, ggml_tensor};
+
+    /// a contiguous f32 tensor over `data` (ggml's layout, built by hand: no ggml-base needed)
+    fn f32_tensor(name: &str, op: Op, data: &mut [f32], ne: [i64; 4], flags: i32) -> Box<ggml_tensor> {
+        // SAFETY: ggml_tensor is plain old data; all-zero is a valid (empty) tensor.
+        let mut t: Box<ggml_tensor> = Box::new(unsafe { std::mem::zeroed() });
+        t.type_ = 0;
+        t.ne = ne;
+        t.nb = [4, 4 * ne[0] as usize, 4 * (ne[0] * ne[1]) as usize, 4 * (ne[0] * ne[1] * ne[2]) as usize];
+        t.op = op as i32;
+        t.flags = flags;
+        t.data = data.as_mut_ptr() as *mut c_void;
+        for (d, s) in t.name.iter_mut().zip(name.bytes()) {
+            *d = s as _;
+        }
+        t
+    }
+
+    fn graph(nodes: &mut [*mut ggml_tensor]) -> ggml_cgraph {
+        ggml_cgraph {
+            size: nodes.len() as i32,
+            n_nodes: nodes.len() as i32,
+            n_leafs: 0,
+            nodes: nodes.as_mut_ptr(),
+            grads: std::ptr::null_mut(),
+            grad_accs: std::ptr::null_mut(),
+            leafs: std::ptr::null_mut(),
+            use_counts: std::ptr::null_mut(),
+            visited_hash_set: ggml_hash_set { size: 0, used: std::ptr::null_mut(), keys: std::ptr::null_mut() },
+            order: 0,
+            uid: 0,
+        }
+    }
+
+    unsafe extern "C" fn count_and_stop(data: *mut c_void) -> bool {
+        // SAFETY: the test passes a pointer to its counter.
+        unsafe { *(data as *mut u32) += 1 };
+        true
+    }
+
+    #[test]
+    fn the_walk_computes_what_ggml_cpu_computes_and_skips_the_rest() {
+        let (mut a, mut b) = ([1.0f32, 2.0, 3.0, 4.0], [10.0f32, 20.0, 30.0, 40.0]);
+        let (mut sum, mut skipped, mut viewed, mut empty) = ([0.0f32; 4], [-1.0f32; 4], [-1.0f32; 4], [-1.0f32; 0]);
+        let mut ta = f32_tensor("a", Op::None, &mut a, [4, 1, 1, 1], 0);
+        let mut tb = f32_tensor("b", Op::None, &mut b, [4, 1, 1, 1], 0);
+        let pa: *mut ggml_tensor = &mut *ta;
+        let pb: *mut ggml_tensor = &mut *tb;
+        let with_srcs = |mut t: Box<ggml_tensor>| {
+            t.src[0] = pa;
+            t.src[1] = pb;
+            t
+        };
+        let mut t_sum = with_srcs(f32_tensor("sum", Op::Add, &mut sum, [4, 1, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
+        // no COMPUTE flag (a node another backend computes in a shared graph): not touched
+        let mut t_skipped = with_srcs(f32_tensor("skipped", Op::Add, &mut skipped, [4, 1, 1, 1], 0));
+        // a view computes nothing
+        let mut t_view = with_srcs(f32_tensor("view", Op::View, &mut viewed, [4, 1, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
+        // an empty tensor (a dimension of 0) computes nothing
+        let mut t_empty = with_srcs(f32_tensor("empty", Op::Add, &mut empty, [4, 0, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
+        let mut nodes: Vec<*mut ggml_tensor> = vec![&mut *t_view, &mut *t_skipped, &mut *t_empty, &mut *t_sum];
+        let g = graph(&mut nodes);
+        // SAFETY: the graph and its tensors live until the end of the test.
+        let gr = unsafe { GraphRef::from_raw(&g) }.unwrap();
+        let flags: Vec<bool> = gr.node_slice().iter().map(|t| is_computed(*t)).collect();
+        assert_eq!(flags, [false, false, false, true]);
+
+        let mut engine = Engine::new(2);
+        assert_eq!(engine.compute(gr, None, std::ptr::null_mut()), GGML_STATUS_SUCCESS);
+        assert_eq!(sum, [11.0, 22.0, 33.0, 44.0]);
+        assert_eq!(skipped, [-1.0; 4]);
+        assert_eq!(viewed, [-1.0; 4]);
+
+        // the abort callback is asked after each computed node, and stops the graph
+        let mut t_sum2 = with_srcs(f32_tensor("sum2", Op::Add, &mut skipped, [4, 1, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
+        let mut nodes2: Vec<*mut ggml_tensor> = vec![&mut *t_sum, &mut *t_sum2];
+        let g2 = graph(&mut nodes2);
+        sum = [0.0; 4];
+        let mut asked = 0u32;
+        // SAFETY: as above.
+        let gr2 = unsafe { GraphRef::from_raw(&g2) }.unwrap();
+        assert_eq!(engine.compute(gr2, Some(count_and_stop), &mut asked as *mut u32 as *mut c_void), GGML_STATUS_ABORTED);
+        assert_eq!(asked, 1);
+        assert_eq!(sum, [11.0, 22.0, 33.0, 44.0]);
+        assert_eq!(skipped, [-1.0; 4], "the node after the abort ran");
+
+        // the node as the kernels see it: op, shapes, strides, params, name
+        let n = node_of(&gr.node_slice()[3]).unwrap();
+        assert_eq!((n.op, n.name, n.dst.ne, n.dst.nb[1]), (Op::Add, "sum", [4, 1, 1, 1], 16));
+        assert!(n.src[0].is_some() && n.src[1].is_some() && n.src[2].is_none());
+    }
+}
