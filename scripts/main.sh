@@ -5,7 +5,10 @@
 #   2. generate the tiny llama model (random weights, working tokenizer, from a seed);
 #   3. run the same prompt on both builds and print the two runs side by side: generated text,
 #      logits of every position (FNV-1a of the raw floats), compute buffer sizes;
-#   4. run the stock shared build again with this library in LD_PRELOAD.
+#   4. run the stock shared build again with this library in LD_PRELOAD;
+#   5. run it on our core + our Rust CPU backend, no upstream backend library in the process
+#      (the rscpu build): same text expected; its logits differ in the last bits (other kernels),
+#      so the row shows how many positions pick the same top token and the largest difference.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 T=$(mktemp -d)
@@ -13,28 +16,35 @@ trap 'rm -rf "$T"' EXIT
 
 step "build"
 setup_tools && build_library && build_upstream && make_models || { echo "build failed"; exit 1; }
+(cd "$ROOT" && cargo build --release -p ggml-rs-cpu 2>&1 | tail -n 1) && "$ROOT/scripts/upstream.sh" build rscpu \
+    || { echo "build of the Rust CPU backend configuration failed"; exit 1; }
+BUILD_RSCPU=$GGML_RS_BUILD_RSCPU
 
 PROMPT=${1:-"Once upon a time there was a little model that generated random text"}
 ARGS=(-m "$MODELS/tiny-f32.gguf" -n 32 -c 256 -b 32 -ub 8 -v -p "$PROMPT")
-"$BUILD_STOCK/bin/llama-compare" "${ARGS[@]}" > "$T/stock.txt" 2> "$T/stock.err" || { tail "$T/stock.err"; exit 1; }
+"$BUILD_STOCK/bin/llama-compare" "${ARGS[@]}" --logits "$T/stock.bin" > "$T/stock.txt" 2> "$T/stock.err" || { tail "$T/stock.err"; exit 1; }
 "$BUILD_OURS/bin/llama-compare" "${ARGS[@]}" > "$T/ours.txt" 2> "$T/ours.err" || { tail "$T/ours.err"; exit 1; }
 GGML_RS_LOG=1 LD_PRELOAD="$LIB" "$BUILD_STOCK/bin/llama-compare" "${ARGS[@]}" > "$T/preload.txt" 2> "$T/preload.err" || exit 1
+"$BUILD_RSCPU/bin/llama-compare" "${ARGS[@]}" --logits "$T/rscpu.bin" > "$T/rscpu.txt" 2> "$T/rscpu.err" || { tail "$T/rscpu.err"; exit 1; }
 
 show() { # label file
-    printf '%-26s %s\n' "$1" "$(grep '^text:' "$2" | cut -c7- | cut -c1-110)"
+    printf '%-28s %s\n' "$1" "$(grep '^text:' "$2" | cut -c7- | cut -c1-110)"
 }
 step "llama.cpp (tiny model, prompt \"$PROMPT\")"
 show "upstream ggml-base:" "$T/stock.txt"
 show "ggml-rs (link-time):" "$T/ours.txt"
 show "ggml-rs (LD_PRELOAD):" "$T/preload.txt"
+show "ggml-rs + Rust CPU backend:" "$T/rscpu.txt"
 echo
 rows=$(grep -c logits_fnv1a64 "$T/stock.txt")
 same_rows=$(diff <(grep logits_fnv1a64 "$T/stock.txt") <(grep logits_fnv1a64 "$T/ours.txt") > /dev/null && echo "$rows" || echo 0)
-printf '%-26s %s\n' "logits rows identical:" "$same_rows of $rows (link-time), $(cmp -s "$T/stock.txt" "$T/preload.txt" && echo "$rows" || echo 0) of $rows (LD_PRELOAD)"
-printf '%-26s %s\n' "LD_PRELOAD marker:" "$(grep -m1 -o 'ggml-rs [0-9.]*: scheduler.*' "$T/preload.err" || echo MISSING)"
+printf '%-28s %s\n' "logits rows identical:" "$same_rows of $rows (link-time), $(cmp -s "$T/stock.txt" "$T/preload.txt" && echo "$rows" || echo 0) of $rows (LD_PRELOAD)"
+printf '%-28s %s\n' "Rust CPU backend:" "$(python3 "$ROOT/scripts/compare_logits.py" "$T/stock.txt" "$T/stock.bin" "$T/rscpu.txt" "$T/rscpu.bin")"
+printf '%-28s %s\n' "LD_PRELOAD marker:" "$(grep -m1 -o 'ggml-rs [0-9.]*: scheduler.*' "$T/preload.err" || echo MISSING)"
 echo
 printf '%-44s | %s\n' "upstream compute buffers" "ggml-rs compute buffers"
 paste -d'|' <(grep 'compute buffer size =' "$T/stock.err" | sed 's/.*: *//' | cut -c1-44) \
             <(grep 'compute buffer size =' "$T/ours.err" | sed 's/.*: *//') | sed 's/|/ | /'
-cmp -s "$T/stock.txt" "$T/ours.txt" && cmp -s "$T/stock.txt" "$T/preload.txt" && { echo; echo "identical output"; exit 0; }
+grep '^text:' "$T/stock.txt" | cmp -s - <(grep '^text:' "$T/rscpu.txt") || { echo; echo "THE RUST CPU BACKEND GENERATED ANOTHER TEXT"; exit 1; }
+cmp -s "$T/stock.txt" "$T/ours.txt" && cmp -s "$T/stock.txt" "$T/preload.txt" && { echo; echo "identical output (core); same text on the Rust CPU backend"; exit 0; }
 echo; echo "OUTPUTS DIFFER"; diff "$T/stock.txt" "$T/ours.txt" | head; exit 1
