@@ -132,7 +132,7 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
         let mut x = vec![0f32; k];
         for r in chunk_range(c, per, n_rows) {
             let (i11, i12, i13) = unravel(r, b.ne[1] as usize, b.ne[2] as usize);
-            let p = b.data.wrapping_add(offset(&b, 0, i11, i12, i13));
+            let p = b.data.wrapping_add(offset(b, 0, i11, i12, i13));
             let out = scratch.ptr.wrapping_add(r * row_size);
             match src {
                 Some(s) if b.ty != vdt as i32 => {

@@ -224,7 +224,7 @@ pub fn block_align(ty: GgmlType) -> usize {
 ///
 /// # Safety
 /// `p` is valid for reading `len` bytes for `'a`, and nothing writes them meanwhile.
-pub unsafe fn aligned_bytes<'a>(p: *const u8, len: usize, align: usize, tmp: &'a mut Vec<u64>) -> &'a [u8] {
+pub unsafe fn aligned_bytes(p: *const u8, len: usize, align: usize, tmp: &mut Vec<u64>) -> &[u8] {
     if (p as usize).is_multiple_of(align) {
         // SAFETY: readable and unchanged for 'a (caller)
         unsafe { std::slice::from_raw_parts(p, len) }
@@ -288,7 +288,7 @@ pub mod testing {
             T { ty, ne, nb, buf: AlignedBytes::zeroed(next + 16), off: 0 }
         }
 
-        /// the same tensor placed `off` bytes further into its buffer (unaligned views)
+        /// the tensor placed `off` bytes into its buffer (unaligned views); call before writing values
         pub fn shifted(mut self, off: usize) -> T {
             let len = self.buf.len();
             self.buf.resize(len + off);
@@ -337,12 +337,6 @@ pub mod testing {
             assert!(at + s.size() <= self.buf.len());
             // SAFETY: in bounds (asserted)
             unsafe { s.store(self.buf.as_mut_ptr().add(at), v) }
-        }
-
-        pub fn get_i64(&self, i: [usize; 4]) -> i64 {
-            let at = self.at(i);
-            let b = &self.buf[at..at + 8];
-            i64::from_le_bytes(b.try_into().unwrap())
         }
 
         pub fn set_i64(&mut self, i: [usize; 4], v: i64) {
