@@ -1,13 +1,380 @@
-//! Family `attn`: FLASH_ATTN_EXT (F16/F32/quantized K and V, mask, sinks, soft-cap, ALiBi).
+//! Family `attn`: FLASH_ATTN_EXT.
+//!
+//! Q is F32; K and V are F32, F16, BF16, Q8_0 or Q4_0 (rows packed); the optional mask is F16 (its
+//! row is the query's, dims 2 and 3 broadcast), the optional sinks (src4) F32 per head. Op params:
+//! [0] scale, [1] max_bias (ALiBi), [2] logit soft-cap, [3] precision (default or F32: both
+//! accumulate in f32 here). The output is upstream's permuted layout: [DV, n_head, n_q, n_seq].
+//!
+//! As upstream's CPU: each query row is converted once to K's `vec_dot_type` (F16 for F16 K, Q8_0
+//! for Q8_0 / Q4_0 K, quantized as upstream's CPU quantizes activations) and dotted with the K rows
+//! by the same dot kernels MUL_MAT uses; the scores are `s·scale` (through `softcap·tanh` when
+//! soft-capped) plus `slope·mask`; a masked `-inf` position is skipped. The softmax is online, over
+//! tiles of KV: a tile's scores first, then the running maximum, the rescale of the f32 V
+//! accumulator and the sum, then the V rows (converted to f32) weighted in. The sink joins the
+//! softmax as a score with no V row. A row with nothing to attend to is 0.
 
-use super::{Exec, Family, Node, OpError};
+use super::softmax::alibi_slope;
+use super::unary::kit::{max_chunks, par_ranges_c, set, unflatten};
+use super::{Exec, Family, Node, Op, OpError, Scratch, View, raw_type};
+use crate::GgmlType;
+use crate::dot::RowDot;
+use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86};
 
-pub const FAMILY: Family = Family { name: "attn", ops: &[], supports, compute };
+pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supports, compute };
 
-fn supports(_node: &Node) -> bool {
-    false
+/// KV positions per tile
+const TILE: usize = 64;
+
+fn kv_type(v: &View) -> Option<GgmlType> {
+    match v.block_type()? {
+        t @ (GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::Q4_0) => Some(t),
+        _ => None,
+    }
 }
 
-fn compute(node: &Node, _exec: &mut Exec) -> Result<(), OpError> {
-    Err(OpError::new(node, "the attn family computes nothing yet"))
+fn refusal(node: &Node) -> Option<&'static str> {
+    let (Some(q), Some(k), Some(v)) = (node.src[0].as_ref(), node.src[1].as_ref(), node.src[2].as_ref()) else {
+        return Some("needs q, k, v");
+    };
+    let d = &node.dst;
+    let (Some(kt), Some(vt)) = (kv_type(k), kv_type(v)) else { return Some("K / V type") };
+    if q.ty != raw_type::F32 || d.ty != raw_type::F32 || q.nb[0] != 4 || d.nb[0] != 4 {
+        return Some("Q and the output must be F32 with packed rows");
+    }
+    let (dk, dv) = (k.ne[0], v.ne[0]);
+    if q.ne[0] != dk || v.ne[1] != k.ne[1] || dk as usize % kt.block_size() != 0 || dv as usize % vt.block_size() != 0 {
+        return Some("head sizes");
+    }
+    if k.nb[0] != kt.type_size() || v.nb[0] != vt.type_size() {
+        return Some("K / V rows must be packed");
+    }
+    if d.ne != [dv, q.ne[2], q.ne[1], q.ne[3]] {
+        return Some("output shape must be [DV, n_head, n_q, n_seq]");
+    }
+    let bcast = |x: &View| x.ne[2] > 0 && x.ne[3] > 0 && q.ne[2] % x.ne[2] == 0 && q.ne[3] % x.ne[3] == 0;
+    if !bcast(k) || !bcast(v) {
+        return Some("K / V heads must divide Q's");
+    }
+    if let Some(m) = node.src[3].as_ref()
+        && (m.ty != raw_type::F16 || m.ne[0] < k.ne[1] || m.ne[1] < q.ne[1] || !bcast(m))
+    {
+        return Some("the mask must be F16, [n_kv, >= n_q, broadcastable]");
+    }
+    if let Some(s) = node.src[4].as_ref()
+        && (s.ty != raw_type::F32 || s.ne[0] < q.ne[2] || s.nb[0] != 4)
+    {
+        return Some("sinks must be F32, one per head");
+    }
+    if !matches!(node.params[3], 0 | 10) {
+        return Some("unknown precision");
+    }
+    None
+}
+
+fn supports(node: &Node) -> bool {
+    refusal(node).is_none()
+}
+
+/// bytes of a row of `n` elements of `t`, as a slice at `p`
+fn row_bytes<'a>(p: *const u8, t: GgmlType, n: i64) -> &'a [u8] {
+    // SAFETY: a packed row of n elements of t inside a view (the views' contract, ops/unary/kit.rs)
+    unsafe { std::slice::from_raw_parts(p, t.row_size(n as usize)) }
+}
+
+/// the per-chunk work areas, in f32 words: Q converted, V row in f32, the accumulator, tile scores
+struct Work {
+    q_words: usize,
+    dv: usize,
+}
+
+impl Work {
+    fn words(&self) -> usize {
+        self.q_words + 2 * self.dv + TILE
+    }
+}
+
+fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
+    if let Some(why) = refusal(node) {
+        return Err(OpError::new(node, why));
+    }
+    let (q, k, v) = (*node.src(0)?, *node.src(1)?, *node.src(2)?);
+    let (mask, sinks) = (node.src[3], node.src[4]);
+    let d = node.dst;
+    let (kt, vt) = (kv_type(&k).expect("checked"), kv_type(&v).expect("checked"));
+    let qt = kt.vec_dot_type().expect("K types have one");
+    let (dk, dv) = (k.ne[0], v.ne[0]);
+    let work = Work { q_words: qt.row_size(dk as usize).div_ceil(4), dv: dv as usize };
+    let scratch = exec.scratch(max_chunks(exec) * work.words() * 4);
+    let dot = RowDot::active(kt);
+    let mut scale = node.param_f32(0);
+    let max_bias = node.param_f32(1);
+    let softcap = node.param_f32(2);
+    if softcap != 0.0 {
+        scale /= softcap;
+    }
+    let p = Params { scale, max_bias, softcap };
+    let qne = q.ne;
+    par_ranges_c(exec, q.nrows(), |c, r0, r1| {
+        let w = chunk_work(&scratch, c, &work);
+        for r in r0..r1 {
+            let (iq1, iq2, iq3) = unflatten(r, &qne);
+            one_row(&q, &k, &v, mask.as_ref(), sinks.as_ref(), &d, (kt, vt, qt), &dot, &p, (iq1, iq2, iq3), w.0, w.1, w.2, w.3);
+        }
+    });
+    Ok(())
+}
+
+struct Params {
+    scale: f32,
+    max_bias: f32,
+    softcap: f32,
+}
+
+type Areas<'a> = (&'a mut [u8], &'a mut [f32], &'a mut [f32], &'a mut [f32]);
+
+fn chunk_work<'a>(s: &Scratch, c: usize, w: &Work) -> Areas<'a> {
+    let all = super::unary::kit::scratch_f32(s, c, w.words());
+    let (qw, rest) = all.split_at_mut(w.q_words);
+    let (v32, rest) = rest.split_at_mut(w.dv);
+    let (acc, tile) = rest.split_at_mut(w.dv);
+    // SAFETY: reinterpreting this chunk's own f32 words as bytes (any bit pattern is valid for both)
+    let qb = unsafe { std::slice::from_raw_parts_mut(qw.as_mut_ptr() as *mut u8, qw.len() * 4) };
+    (qb, v32, acc, tile)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one_row(
+    q: &View,
+    k: &View,
+    v: &View,
+    mask: Option<&View>,
+    sinks: Option<&View>,
+    d: &View,
+    (kt, vt, qt): (GgmlType, GgmlType, GgmlType),
+    dot: &RowDot,
+    p: &Params,
+    (iq1, iq2, iq3): (i64, i64, i64),
+    qbuf: &mut [u8],
+    v32: &mut [f32],
+    acc: &mut [f32],
+    scores: &mut [f32],
+) {
+    let (dk, dv, n_kv) = (k.ne[0], v.ne[0], k.ne[1]);
+    let slope = alibi_slope(p.max_bias, q.ne[2] as u32, iq2 as u32);
+    // Q in K's dot type
+    let qrow = row_bytes(q.row(iq1, iq2, iq3), GgmlType::F32, dk);
+    let qf: &[f32] = crate::block::as_blocks(qrow, "flash_attn_ext q");
+    let qb = &mut qbuf[..qt.row_size(dk as usize)];
+    if qt == GgmlType::Q8_0 {
+        quantize_row_q8_0_x86(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
+    } else {
+        quantize_row(qt, qf, qb);
+    }
+    let (ik2, ik3) = (iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
+    let (iv2, iv3) = (iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
+    let mrow = mask.map(|m| m.row(iq1, iq2 % m.ne[2], iq3 % m.ne[3]));
+    acc.fill(0.0);
+    let mut m_run = f32::NEG_INFINITY;
+    let mut s_run = 0f32;
+    let mut ic0 = 0;
+    while ic0 < n_kv {
+        let n = (n_kv - ic0).min(TILE as i64) as usize;
+        // the tile's scores
+        let mut tmax = f32::NEG_INFINITY;
+        for j in 0..n {
+            let ic = ic0 + j as i64;
+            let mv = match mrow {
+                // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
+                Some(mp) => slope * half::f16::from_bits(unsafe { (mp.add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32(),
+                None => 0.0,
+            };
+            if mv == f32::NEG_INFINITY {
+                scores[j] = f32::NEG_INFINITY;
+                continue;
+            }
+            let mut s = dot.dot(row_bytes(k.row(ic, ik2, ik3), kt, dk), qb) * p.scale;
+            if p.softcap != 0.0 {
+                s = p.softcap * s.tanh();
+            }
+            s += mv;
+            scores[j] = s;
+            tmax = tmax.max(s);
+        }
+        if tmax > m_run {
+            let ms = (m_run - tmax).exp();
+            acc.iter_mut().for_each(|a| *a *= ms);
+            s_run *= ms;
+            m_run = tmax;
+        }
+        for j in 0..n {
+            if scores[j] == f32::NEG_INFINITY {
+                continue;
+            }
+            let vs = (scores[j] - m_run).exp();
+            let ic = ic0 + j as i64;
+            let vrow = row_bytes(v.row(ic, iv2, iv3), vt, dv);
+            dequantize_row(vt, vrow, v32);
+            for (a, x) in acc.iter_mut().zip(v32.iter()) {
+                *a += x * vs;
+            }
+            s_run += vs;
+        }
+        ic0 += n as i64;
+    }
+    if let Some(sk) = sinks {
+        let s = super::unary::kit::get(sk, iq2, 0, 0, 0);
+        if s > m_run {
+            let ms = (m_run - s).exp();
+            acc.iter_mut().for_each(|a| *a *= ms);
+            s_run = s_run * ms + 1.0;
+        } else {
+            s_run += (s - m_run).exp();
+        }
+    }
+    let inv = if s_run == 0.0 { 0.0 } else { 1.0 / s_run };
+    for (i0, a) in acc.iter().enumerate() {
+        // permuted output: [DV, n_head, n_q, n_seq]
+        set(d, i0 as i64, iq2, iq1, iq3, a * inv);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::unary::kit::testkit::*;
+    use super::*;
+    use crate::rng::XorShift;
+
+    /// attention from its definition, in f64, with K and V as the kernel reads them (after
+    /// rounding to their type) and Q as given
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+        sinks: Option<&[f32]>,
+        scale: f32,
+        max_bias: f32,
+        softcap: f32,
+        kv: (&[f32], &[f32]),
+    ) -> Vec<f32> {
+        let (qn, kn, vn) = (q.view.ne, k.view.ne, v.view.ne);
+        let (dk, dv, n_kv) = (kn[0] as usize, vn[0] as usize, kn[1] as usize);
+        let qs = q.to_f32();
+        let ms = mask.map(|m| (m.to_f32(), m.view.ne));
+        let mut out = vec![0f32; dv * (qn[1] * qn[2] * qn[3]) as usize];
+        for iq3 in 0..qn[3] {
+            for iq2 in 0..qn[2] {
+                for iq1 in 0..qn[1] {
+                    let qoff = (((iq3 * qn[2] + iq2) * qn[1] + iq1) as usize) * dk;
+                    let (ik2, ik3) = (iq2 / (qn[2] / kn[2]), iq3 / (qn[3] / kn[3]));
+                    let slope = alibi_slope(max_bias, qn[2] as u32, iq2 as u32) as f64;
+                    let mut sc = vec![f64::NEG_INFINITY; n_kv];
+                    for (ic, s) in sc.iter_mut().enumerate() {
+                        let koff = (((ik3 * kn[2] + ik2) * kn[1] + ic as i64) as usize) * dk;
+                        let mut x: f64 = (0..dk).map(|i| qs[qoff + i] as f64 * kv.0[koff + i] as f64).sum::<f64>() * scale as f64;
+                        if softcap != 0.0 {
+                            x = softcap as f64 * (x / softcap as f64).tanh();
+                        }
+                        if let Some((m, mne)) = &ms {
+                            let mi = (((iq3 % mne[3]) * mne[2] + iq2 % mne[2]) * mne[1] + iq1) * mne[0] + ic as i64;
+                            x += slope * m[mi as usize] as f64;
+                        }
+                        *s = x;
+                    }
+                    let sink = sinks.map(|s| s[iq2 as usize] as f64);
+                    let mx = sc.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);
+                    let w: Vec<f64> = sc.iter().map(|s| if *s == f64::NEG_INFINITY { 0.0 } else { (s - mx).exp() }).collect();
+                    let sum: f64 = w.iter().sum::<f64>() + sink.map_or(0.0, |s| (s - mx).exp());
+                    let ooff = (((iq3 * qn[1] + iq1) * qn[2] + iq2) as usize) * dv;
+                    for i in 0..dv {
+                        let mut a = 0f64;
+                        for (ic, wi) in w.iter().enumerate() {
+                            let voff = (((ik3 * vn[2] + iq2 / (qn[2] / vn[2])) * vn[1] + ic as i64) as usize) * dv;
+                            a += wi * kv.1[voff + i] as f64;
+                        }
+                        out[ooff + i] = if sum == 0.0 { 0.0 } else { (a / sum) as f32 };
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// a K or V tensor of block type `t` (packed) from random values, and the values it holds
+    fn kv_tensor(t: GgmlType, ne: [i64; 4], rng: &mut XorShift) -> (Tensor, Vec<f32>) {
+        let n = ne.iter().product::<i64>() as usize;
+        let vals: Vec<f32> = (0..n).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+        let bytes = t.row_size(n);
+        let mut buf = crate::block::AlignedBytes::zeroed(bytes);
+        quantize_row(t, &vals, &mut buf);
+        let mut back = vec![0f32; n];
+        dequantize_row(t, &buf, &mut back);
+        let ts = t.type_size();
+        let bs = t.block_size() as i64;
+        let nb0 = ts;
+        let nb1 = ts * (ne[0] / bs) as usize;
+        let nb = [nb0, nb1, nb1 * ne[1] as usize, nb1 * (ne[1] * ne[2]) as usize];
+        let data = buf.as_mut_ptr();
+        (Tensor { buf, view: View { ty: t as i32, ne, nb, data } }, back)
+    }
+
+    #[test]
+    fn flash_attn_matches_reference() {
+        let mut rng = XorShift::new(41);
+        let types = [GgmlType::F16, GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0];
+        for (case, &kt) in types.iter().cycle().take(15).enumerate() {
+            let vt = if case % 2 == 0 { kt } else { GgmlType::F16 };
+            let dk = if case % 3 == 0 { 64 } else { 32 };
+            let dv = if case % 4 == 1 { 64 } else { dk };
+            let n_kv = [1, 7, 70, 130][case % 4];
+            let (n_q, n_head, n_head_kv, n_seq) = (rng.i32_in(1, 5) as i64, 4, if case % 2 == 0 { 2 } else { 4 }, 1 + (case % 2) as i64);
+            let q = Tensor::random(raw_type::F32, [dk, n_q, n_head, n_seq], if case % 3 == 2 { Layout::Permuted } else { Layout::Contig }, &mut rng, -1.0, 1.0);
+            let (k, kvals) = kv_tensor(kt, [dk, n_kv, n_head_kv, n_seq], &mut rng);
+            let (v, vvals) = kv_tensor(vt, [dv, n_kv, n_head_kv, n_seq], &mut rng);
+            let with_mask = case % 3 != 1;
+            // a causal-looking mask with -inf, padded rows, one mask for all heads
+            let mvals: Vec<f32> =
+                (0..n_kv * (n_q + 3)).map(|i| if (i % n_kv) > (i / n_kv) + n_kv / 2 { f32::NEG_INFINITY } else { rng.f32_in(-1.0, 0.0) }).collect();
+            let mask = Tensor::from_f32(raw_type::F16, [n_kv, n_q + 3, 1, 1], Layout::Contig, &mvals);
+            let sinks: Vec<f32> = (0..n_head).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let sk = Tensor::from_f32(raw_type::F32, [n_head, 1, 1, 1], Layout::Contig, &sinks);
+            let with_sinks = case % 4 == 3;
+            let (scale, max_bias, softcap) = (1.0 / (dk as f32).sqrt(), if case % 5 == 4 { 8.0 } else { 0.0 }, if case % 6 == 5 { 30.0 } else { 0.0 });
+            let dst = Tensor::new(raw_type::F32, [dv, n_head, n_q, n_seq], Layout::Contig);
+            let n = node(
+                Op::FlashAttnExt,
+                &dst,
+                &[Some(&q), Some(&k), Some(&v), with_mask.then_some(&mask), with_sinks.then_some(&sk)],
+                &[f(scale), f(max_bias), f(softcap)],
+            );
+            assert!(supports(&n), "{:?}", refusal(&n));
+            run(&n, 3).unwrap();
+            // Q is rounded to K's dot type by the kernel: a loose tolerance for the quantized K
+            let want = reference(&q, &k, &v, with_mask.then_some(&mask), with_sinks.then_some(&sinks[..]), scale, max_bias, softcap, (&kvals, &vvals));
+            let tol = match kt {
+                GgmlType::F32 => 1e-5,
+                GgmlType::F16 => 2e-3,
+                _ => 2e-2,
+            };
+            assert_close(&format!("case {case}: K {kt:?} V {vt:?} dk {dk} dv {dv} n_kv {n_kv} mask {with_mask} sinks {with_sinks}"), &dst.to_f32(), &want, tol);
+        }
+    }
+
+    #[test]
+    fn a_fully_masked_row_is_zero_and_bad_shapes_are_refused() {
+        let mut rng = XorShift::new(42);
+        let q = Tensor::random(raw_type::F32, [32, 1, 2, 1], Layout::Contig, &mut rng, -1.0, 1.0);
+        let (k, _) = kv_tensor(GgmlType::F16, [32, 4, 2, 1], &mut rng);
+        let (v, _) = kv_tensor(GgmlType::F16, [32, 4, 2, 1], &mut rng);
+        let mask = Tensor::from_f32(raw_type::F16, [4, 1, 1, 1], Layout::Contig, &[f32::NEG_INFINITY; 4]);
+        let dst = Tensor::random(raw_type::F32, [32, 2, 1, 1], Layout::Contig, &mut rng, 1.0, 2.0);
+        run(&node(Op::FlashAttnExt, &dst, &[Some(&q), Some(&k), Some(&v), Some(&mask)], &[f(1.0)]), 1).unwrap();
+        assert!(dst.to_f32().iter().all(|&x| x == 0.0));
+        let bad = Tensor::new(raw_type::F32, [32, 1, 2, 1], Layout::Contig);
+        let n = node(Op::FlashAttnExt, &bad, &[Some(&q), Some(&k), Some(&v)], &[f(1.0)]);
+        assert!(!supports(&n));
+        assert!(refusal(&n).unwrap().contains("output shape"));
+        assert!(run(&n, 1).is_err());
+    }
 }

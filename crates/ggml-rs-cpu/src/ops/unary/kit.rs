@@ -1,0 +1,306 @@
+//! What the kernels of the families `unary`, `softmax`, `rope`, `attn`, `reduce` and `train` share:
+//! element access to F32 / F16 / BF16 / I32 views, row addressing, row-parallel chunking, and
+//! (for the tests) tensors built from plain vectors in contiguous and non-contiguous layouts.
+//!
+//! Memory contract: a [`View`] handed to a kernel describes memory the backend owns for the whole
+//! computation (mod.rs): every address `data + Σ i_k·nb[k]` with `i_k < ne[k]` is readable, and
+//! the destination's are writable by the one chunk that computes them. The accessors here rely on
+//! that contract and on nothing else.
+
+use super::super::{Exec, Scratch, View, raw_type};
+use half::{bf16, f16};
+
+/// whether values of this type can be read and written as floats here
+pub fn is_float(ty: i32) -> bool {
+    matches!(ty, raw_type::F32 | raw_type::F16 | raw_type::BF16)
+}
+
+/// bytes of one element of a float or integer type, `None` for a block type
+pub fn elem_size(ty: i32) -> Option<usize> {
+    match ty {
+        raw_type::F32 | raw_type::I32 => Some(4),
+        raw_type::F16 | raw_type::BF16 | raw_type::I16 => Some(2),
+        raw_type::I8 => Some(1),
+        raw_type::I64 | raw_type::F64 => Some(8),
+        _ => None,
+    }
+}
+
+/// reads one float element (F32, F16 or BF16; other types read 0: callers check `is_float`)
+///
+/// # Safety
+/// `p` points to a readable element of type `ty`.
+#[inline(always)]
+pub unsafe fn ld(ty: i32, p: *const u8) -> f32 {
+    // SAFETY: the caller's promise; unaligned reads, since views need not be aligned in tests
+    unsafe {
+        match ty {
+            raw_type::F32 => (p as *const f32).read_unaligned(),
+            raw_type::F16 => f16::from_bits((p as *const u16).read_unaligned()).to_f32(),
+            raw_type::BF16 => bf16::from_bits((p as *const u16).read_unaligned()).to_f32(),
+            _ => 0.0,
+        }
+    }
+}
+
+/// writes one float element, rounding to nearest even for F16 / BF16 as ggml does
+///
+/// # Safety
+/// `p` points to a writable element of type `ty`.
+#[inline(always)]
+pub unsafe fn st(ty: i32, p: *mut u8, v: f32) {
+    // SAFETY: the caller's promise
+    unsafe {
+        match ty {
+            raw_type::F32 => (p as *mut f32).write_unaligned(v),
+            raw_type::F16 => (p as *mut u16).write_unaligned(f16::from_f32(v).to_bits()),
+            raw_type::BF16 => (p as *mut u16).write_unaligned(bf16::from_f32(v).to_bits()),
+            _ => {}
+        }
+    }
+}
+
+/// address of element (i0, i1, i2, i3)
+#[inline(always)]
+pub fn at(v: &View, i0: i64, i1: i64, i2: i64, i3: i64) -> *mut u8 {
+    v.data.wrapping_add(i0 as usize * v.nb[0] + i1 as usize * v.nb[1] + i2 as usize * v.nb[2] + i3 as usize * v.nb[3])
+}
+
+/// element (i0, i1, i2, i3) of a float view
+#[inline(always)]
+pub fn get(v: &View, i0: i64, i1: i64, i2: i64, i3: i64) -> f32 {
+    // SAFETY: an in-range element of a view (module contract)
+    unsafe { ld(v.ty, at(v, i0, i1, i2, i3)) }
+}
+
+/// sets element (i0, i1, i2, i3) of a float view
+#[inline(always)]
+pub fn set(v: &View, i0: i64, i1: i64, i2: i64, i3: i64, x: f32) {
+    // SAFETY: an in-range element of the destination, written by the chunk that owns it (module contract)
+    unsafe { st(v.ty, at(v, i0, i1, i2, i3), x) }
+}
+
+/// element (i0, i1, i2, i3) of an I32 view
+#[inline(always)]
+pub fn get_i32(v: &View, i0: i64, i1: i64, i2: i64, i3: i64) -> i32 {
+    // SAFETY: an in-range element of a view (module contract)
+    unsafe { (at(v, i0, i1, i2, i3) as *const i32).read_unaligned() }
+}
+
+/// sets element (i0, i1, i2, i3) of an I32 view
+#[inline(always)]
+pub fn set_i32(v: &View, i0: i64, i1: i64, i2: i64, i3: i64, x: i32) {
+    // SAFETY: as for `set`
+    unsafe { (at(v, i0, i1, i2, i3) as *mut i32).write_unaligned(x) }
+}
+
+/// the flat row index `r` as (i1, i2, i3) of shape `ne`
+#[inline(always)]
+pub fn unflatten(r: i64, ne: &[i64; 4]) -> (i64, i64, i64) {
+    let i3 = r / (ne[1] * ne[2]);
+    let i2 = (r - i3 * ne[1] * ne[2]) / ne[1];
+    (r - i3 * ne[1] * ne[2] - i2 * ne[1], i2, i3)
+}
+
+/// row `(i1, i2, i3)` of an F32 view whose elements are packed, as a slice of `n` floats; `None`
+/// when the view is not packed F32 or the row is not aligned for f32 (callers fall back to the
+/// element-wise form)
+#[inline(always)]
+pub fn f32_row<'a>(v: &View, n: i64, i1: i64, i2: i64, i3: i64) -> Option<&'a [f32]> {
+    let p = at(v, 0, i1, i2, i3);
+    if v.ty != raw_type::F32 || v.nb[0] != 4 || !(p as usize).is_multiple_of(4) {
+        return None;
+    }
+    // SAFETY: n packed in-range f32 elements, aligned (checked) (module contract)
+    Some(unsafe { std::slice::from_raw_parts(p as *const f32, n as usize) })
+}
+
+/// as [`f32_row`], writable: the destination row of the calling chunk
+#[inline(always)]
+#[allow(clippy::mut_from_ref)]
+pub fn f32_row_mut<'a>(v: &View, n: i64, i1: i64, i2: i64, i3: i64) -> Option<&'a mut [f32]> {
+    let p = at(v, 0, i1, i2, i3);
+    if v.ty != raw_type::F32 || v.nb[0] != 4 || !(p as usize).is_multiple_of(4) {
+        return None;
+    }
+    // SAFETY: as for f32_row; the row belongs to the calling chunk only (module contract)
+    Some(unsafe { std::slice::from_raw_parts_mut(p as *mut f32, n as usize) })
+}
+
+/// the most chunks [`par_ranges`] splits into on this pool (scratch areas per chunk are sized by it)
+pub fn max_chunks(exec: &Exec) -> usize {
+    exec.n_threads() * 4
+}
+
+/// runs `f(r0, r1)` over `0..n` split in contiguous ranges over the pool's threads
+pub fn par_ranges<F: Fn(i64, i64) + Sync>(exec: &mut Exec, n: i64, f: F) {
+    par_ranges_c(exec, n, |_, r0, r1| f(r0, r1))
+}
+
+/// as [`par_ranges`], `f` also told its chunk's index (below [`max_chunks`])
+pub fn par_ranges_c<F: Fn(usize, i64, i64) + Sync>(exec: &mut Exec, n: i64, f: F) {
+    if n <= 0 {
+        return;
+    }
+    let chunks = (max_chunks(exec) as i64).min(n).max(1);
+    let per = (n + chunks - 1) / chunks;
+    let chunks = (n + per - 1) / per;
+    exec.parallel(chunks as usize, |c| {
+        let r0 = c as i64 * per;
+        f(c, r0, (r0 + per).min(n));
+    });
+}
+
+/// chunk `c`'s `len` floats of a scratch area split in equal parts
+#[allow(clippy::mut_from_ref)]
+pub fn scratch_f32<'a>(s: &Scratch, c: usize, len: usize) -> &'a mut [f32] {
+    assert!((c + 1) * len * 4 <= s.len, "scratch_f32: chunk {c} of {len} floats is past the scratch area");
+    // SAFETY: in bounds (checked), 8-byte aligned base; each chunk uses its own part (Exec::scratch's contract)
+    unsafe { std::slice::from_raw_parts_mut((s.ptr as *mut f32).add(c * len), len) }
+}
+
+/// same shape
+pub fn same_shape(a: &View, b: &View) -> bool {
+    a.ne == b.ne
+}
+
+/// the elements are packed in the order of the dimensions (ggml_is_contiguous)
+pub fn is_contiguous(v: &View) -> bool {
+    let Some(ts) = elem_size(v.ty) else { return false };
+    let mut s = ts;
+    for k in 0..4 {
+        if v.ne[k] != 1 && v.nb[k] != s {
+            return false;
+        }
+        s *= v.ne[k] as usize;
+    }
+    true
+}
+
+/// ggml's `ggml_are_same_shape` after broadcasting `b` over `a` (`ggml_can_repeat(b, a)`)
+pub fn can_repeat(b: &View, a: &View) -> bool {
+    (0..4).all(|k| b.ne[k] > 0 && a.ne[k] % b.ne[k] == 0)
+}
+
+#[cfg(test)]
+pub mod testkit {
+    //! tensors from plain vectors, in contiguous and non-contiguous layouts, and a pool to run on
+    use super::*;
+    use crate::block::AlignedBytes;
+    use crate::ops::{MAX_SRC, Node, OP_PARAMS, Op};
+    use crate::pool::ThreadPool;
+    use crate::rng::XorShift;
+
+    /// how a test tensor is laid out in memory
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Layout {
+        /// packed
+        Contig,
+        /// rows padded: each dimension's stride a few elements more than packed
+        Padded,
+        /// dims 1 and 2 stored in swapped order (a permuted view), rows packed
+        Permuted,
+    }
+
+    pub const LAYOUTS: [Layout; 3] = [Layout::Contig, Layout::Padded, Layout::Permuted];
+
+    pub struct Tensor {
+        pub buf: AlignedBytes,
+        pub view: View,
+    }
+
+    impl Tensor {
+        /// a tensor of type `ty` and shape `ne`, zeroed
+        pub fn new(ty: i32, ne: [i64; 4], layout: Layout) -> Tensor {
+            let ts = elem_size(ty).expect("testkit: element type");
+            let mut nb = [ts, 0, 0, 0];
+            let pad = if layout == Layout::Padded { 3 * ts } else { 0 };
+            let order: [usize; 3] = if layout == Layout::Permuted { [2, 1, 3] } else { [1, 2, 3] };
+            let mut s = ts * ne[0] as usize + pad;
+            for &k in &order {
+                nb[k] = s;
+                s = s * ne[k] as usize + pad;
+            }
+            let mut buf = AlignedBytes::zeroed(s + 64);
+            let data = buf.as_mut_ptr();
+            Tensor { buf, view: View { ty, ne, nb, data } }
+        }
+
+        /// filled from `vals` in logical order (i0 fastest)
+        pub fn from_f32(ty: i32, ne: [i64; 4], layout: Layout, vals: &[f32]) -> Tensor {
+            let t = Tensor::new(ty, ne, layout);
+            assert_eq!(vals.len() as i64, t.view.nelements());
+            let mut k = 0;
+            for i3 in 0..ne[3] {
+                for i2 in 0..ne[2] {
+                    for i1 in 0..ne[1] {
+                        for i0 in 0..ne[0] {
+                            if ty == raw_type::I32 {
+                                set_i32(&t.view, i0, i1, i2, i3, vals[k] as i32);
+                            } else {
+                                set(&t.view, i0, i1, i2, i3, vals[k]);
+                            }
+                            k += 1;
+                        }
+                    }
+                }
+            }
+            t
+        }
+
+        /// random values in [lo, hi)
+        pub fn random(ty: i32, ne: [i64; 4], layout: Layout, rng: &mut XorShift, lo: f32, hi: f32) -> Tensor {
+            let n: i64 = ne.iter().product();
+            let vals: Vec<f32> = (0..n).map(|_| rng.f32_in(lo, hi)).collect();
+            Tensor::from_f32(ty, ne, layout, &vals)
+        }
+
+        /// the values in logical order, as f32
+        pub fn to_f32(&self) -> Vec<f32> {
+            let ne = self.view.ne;
+            let mut out = Vec::with_capacity(self.view.nelements() as usize);
+            for i3 in 0..ne[3] {
+                for i2 in 0..ne[2] {
+                    for i1 in 0..ne[1] {
+                        for i0 in 0..ne[0] {
+                            out.push(if self.view.ty == raw_type::I32 { get_i32(&self.view, i0, i1, i2, i3) as f32 } else { get(&self.view, i0, i1, i2, i3) });
+                        }
+                    }
+                }
+            }
+            out
+        }
+    }
+
+    /// a node of `op` into `dst` from `src`, with `params`
+    pub fn node<'a>(op: Op, dst: &Tensor, src: &[Option<&Tensor>], params: &[i32]) -> Node<'a> {
+        let mut s = [None; MAX_SRC];
+        for (i, t) in src.iter().enumerate() {
+            s[i] = t.map(|t| t.view);
+        }
+        let mut p = [0i32; OP_PARAMS];
+        p[..params.len()].copy_from_slice(params);
+        Node { op, dst: dst.view, src: s, params: p, name: "test" }
+    }
+
+    pub fn f(x: f32) -> i32 {
+        x.to_bits() as i32
+    }
+
+    /// computes `node` on a pool of `threads`
+    pub fn run(node: &Node, threads: usize) -> Result<(), crate::ops::OpError> {
+        let mut pool = ThreadPool::new(threads);
+        let mut scratch = AlignedBytes::default();
+        let mut exec = Exec::new(&mut pool, &mut scratch);
+        crate::ops::compute(node, &mut exec)
+    }
+
+    /// asserts |a - b| <= tol · max(1, |b|) element-wise
+    pub fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let ok = (x - y).abs() <= tol * y.abs().max(1.0) || (x.is_nan() && y.is_nan()) || x == y;
+            assert!(ok, "{what}: element {i}: {x} vs {y}");
+        }
+    }
+}
