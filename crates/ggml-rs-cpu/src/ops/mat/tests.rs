@@ -134,6 +134,21 @@ fn mul_mat_activations_of_other_types_and_unaligned_views() {
 }
 
 #[test]
+fn mul_mat_of_empty_rows_is_zero() {
+    let a = T::new(F32, [0, 3, 1, 1]);
+    let b = T::new(F32, [0, 2, 1, 1]);
+    let mut d = T::new(F32, [3, 2, 1, 1]);
+    d.fill(&mut XorShift::new(1), 1.0, 2.0);
+    // empty tensors may have no memory at all
+    let mut n = node(Op::MulMat, &d, &[&a, &b], &[]);
+    for s in n.src.iter_mut().take(2).flatten() {
+        s.data = std::ptr::null_mut();
+    }
+    run(&n, 2);
+    assert!(d.values().iter().all(|v| *v == 0.0), "{:?}", d.values());
+}
+
+#[test]
 fn mul_mat_claims() {
     let a = T::new(GgmlType::Q4_0 as i32, [64, 4, 1, 1]);
     let b16 = T::new(F16, [64, 2, 1, 1]);
