@@ -218,10 +218,10 @@ fn add_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             let (i1, i2, i3) = unravel(r, a.ne[1] as usize, a.ne[2] as usize);
             // SAFETY: ids checked above; dense rows of a, b, d of ne0 floats
             unsafe {
-                let i11 = ids.data.add(offset(&ids, i1, i2, 0, 0)).cast::<i32>().read_unaligned() as usize;
-                let pa = a.data.add(offset(&a, 0, i1, i2, i3)).cast::<f32>();
+                let i11 = ids.data.add(offset(ids, i1, i2, 0, 0)).cast::<i32>().read_unaligned() as usize;
+                let pa = a.data.add(offset(a, 0, i1, i2, i3)).cast::<f32>();
                 let pb = b.data.add(i11 * b.nb[1]).cast::<f32>();
-                let pd = d.data.add(offset(&d, 0, i1, i2, i3)).cast::<f32>();
+                let pd = d.data.add(offset(d, 0, i1, i2, i3)).cast::<f32>();
                 for i in 0..ne0 {
                     pd.add(i).write_unaligned(pa.add(i).read_unaligned() + pb.add(i).read_unaligned());
                 }
@@ -276,7 +276,7 @@ fn acc(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                 // src0 read at the same place (it is dst's copy, or dst itself)
                 unsafe {
                     let x = a.data.add(at + i0 * 4).cast::<f32>().read_unaligned();
-                    let y = b.data.add(offset(&b, i0, i1, i2, i3)).cast::<f32>().read_unaligned();
+                    let y = b.data.add(offset(b, i0, i1, i2, i3)).cast::<f32>().read_unaligned();
                     d.data.add(at + i0 * 4).cast::<f32>().write_unaligned(x + y);
                 }
             }

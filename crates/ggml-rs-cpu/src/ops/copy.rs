@@ -203,7 +203,7 @@ fn dup_quantize(a: Scalar, s: &View, d: &View, exec: &mut Exec) {
         let mut x = vec![0f32; n];
         for r in chunk_range(c, per, rows) {
             let (i1, i2, i3) = unravel(r, s.ne[1] as usize, s.ne[2] as usize);
-            let row = offset(&s, 0, i1, i2, i3);
+            let row = offset(s, 0, i1, i2, i3);
             for (k, v) in x.iter_mut().enumerate() {
                 // SAFETY: element k of a source row (dense rows, supports)
                 *v = unsafe { a.load(s.data.add(row + k * a.size())) };
@@ -275,7 +275,7 @@ fn set(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                 // SAFETY: inside the destination (bounds checked in set_supported); row r of
                 // src1 is read by its strides; rows of the region are disjoint when the
                 // parameters describe a view, as ggml_set builds them
-                unsafe { std::ptr::copy(s1.data.add(offset(&s1, i0, i1, i2, i3)), d.data.add(dst + i0 * size), size) };
+                unsafe { std::ptr::copy(s1.data.add(offset(s1, i0, i1, i2, i3)), d.data.add(dst + i0 * size), size) };
             }
         }
     });

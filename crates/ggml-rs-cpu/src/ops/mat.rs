@@ -132,7 +132,7 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
         let mut x = vec![0f32; k];
         for r in chunk_range(c, per, n_rows) {
             let (i11, i12, i13) = unravel(r, b.ne[1] as usize, b.ne[2] as usize);
-            let p = b.data.wrapping_add(offset(&b, 0, i11, i12, i13));
+            let p = b.data.wrapping_add(offset(b, 0, i11, i12, i13));
             let out = scratch.ptr.wrapping_add(r * row_size);
             match src {
                 Some(s) if b.ty != vdt as i32 => {
@@ -159,6 +159,10 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
 /// `w` and `x` are valid for reading `w_len` / `x_len` bytes.
 #[inline]
 unsafe fn dot(kern: &RowDot, w: *const u8, w_len: usize, x: *const u8, x_len: usize, align: usize, tmp: &mut Vec<u64>) -> f32 {
+    if w_len == 0 {
+        // an empty product (k = 0); no slice over pointers that may be dangling
+        return 0.0;
+    }
     // SAFETY: the lengths are readable (caller); x comes from the scratch or an aligned src1
     unsafe {
         let wr = super::copy::elem::aligned_bytes(w, w_len, align, tmp);

@@ -171,6 +171,10 @@ pub fn chunk_range(c: usize, per: usize, n: usize) -> std::ops::Range<usize> {
 /// `src` is valid for reading `ty.row_size(n)` bytes, `dst` for writing `4 n` bytes, and they
 /// do not overlap; `n` is a multiple of the block size.
 pub unsafe fn dequantize_to(ty: GgmlType, src: *const u8, n: usize, dst: *mut u8) {
+    if n == 0 {
+        // nothing to read: the pointers of an empty tensor may be null
+        return;
+    }
     let rs = ty.row_size(n);
     let mut tmp_in = Vec::new();
     // SAFETY: `rs` readable bytes (caller); a copy when the address is not aligned for the blocks
@@ -193,6 +197,10 @@ pub unsafe fn dequantize_to(ty: GgmlType, src: *const u8, n: usize, dst: *mut u8
 /// # Safety
 /// `dst` is valid for writing `ty.row_size(x.len())` bytes and overlaps nothing `x` borrows.
 pub unsafe fn quantize_from(ty: GgmlType, x: &[f32], dst: *mut u8) {
+    if x.is_empty() {
+        // nothing to write: the pointer of an empty tensor may be null
+        return;
+    }
     let rs = ty.row_size(x.len());
     let write = |out: &mut [u8]| {
         if ty == GgmlType::Q8_0 && cfg!(target_arch = "x86_64") {
@@ -223,10 +231,14 @@ pub fn block_align(ty: GgmlType) -> usize {
 /// `len` bytes at `p` as a slice aligned to `align`: in place when `p` is, else copied into `tmp`
 ///
 /// # Safety
-/// `p` is valid for reading `len` bytes for `'a`, and nothing writes them meanwhile.
-pub unsafe fn aligned_bytes<'a>(p: *const u8, len: usize, align: usize, tmp: &'a mut Vec<u64>) -> &'a [u8] {
+/// `p` is valid for reading `len` bytes while the result is borrowed, and nothing writes them meanwhile.
+pub unsafe fn aligned_bytes(p: *const u8, len: usize, align: usize, tmp: &mut Vec<u64>) -> &[u8] {
+    if len == 0 {
+        // the pointer of an empty row may be null, which no slice may have
+        return &[];
+    }
     if (p as usize).is_multiple_of(align) {
-        // SAFETY: readable and unchanged for 'a (caller)
+        // SAFETY: readable and unchanged while borrowed (caller)
         unsafe { std::slice::from_raw_parts(p, len) }
     } else {
         tmp.clear();
@@ -288,7 +300,7 @@ pub mod testing {
             T { ty, ne, nb, buf: AlignedBytes::zeroed(next + 16), off: 0 }
         }
 
-        /// the same tensor placed `off` bytes further into its buffer (unaligned views)
+        /// the tensor placed `off` bytes into its buffer (unaligned views); call before writing values
         pub fn shifted(mut self, off: usize) -> T {
             let len = self.buf.len();
             self.buf.resize(len + off);
@@ -337,12 +349,6 @@ pub mod testing {
             assert!(at + s.size() <= self.buf.len());
             // SAFETY: in bounds (asserted)
             unsafe { s.store(self.buf.as_mut_ptr().add(at), v) }
-        }
-
-        pub fn get_i64(&self, i: [usize; 4]) -> i64 {
-            let at = self.at(i);
-            let b = &self.buf[at..at + 8];
-            i64::from_le_bytes(b.try_into().unwrap())
         }
 
         pub fn set_i64(&mut self, i: [usize; 4], v: i64) {

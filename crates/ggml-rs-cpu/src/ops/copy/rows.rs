@@ -139,17 +139,19 @@ pub(super) fn get_rows_back_supported(node: &Node) -> bool {
     let (Ok(a), Ok(b), d) = (node.src(0), node.src(1), &node.dst) else { return false };
     matches!(a.ty, raw_type::F32 | raw_type::F16)
         && rows_dense(a)
-        && a.ne[2] == 1
-        && a.ne[3] == 1
+        // src0's rows are taken as one flat list (upstream steps nb1 only)
+        && ((a.ne[2] == 1 && a.ne[3] == 1) || is_contiguous(a))
         && b.ty == raw_type::I32
         && is_contiguous(b)
-        && b.nelements() == a.ne[1]
+        // the first nelements(src1) rows of src0 are used (src1 may be a shorter view)
+        && b.nelements() <= a.nrows()
         && d.ty == raw_type::F32
         && is_contiguous(d)
         && d.ne[0] == a.ne[0]
 }
 
-/// GET_ROWS_BACK: the destination (zeroed) accumulates row i of src0 into row `b[i]`, in order of i
+/// GET_ROWS_BACK: the destination (zeroed) accumulates row i of src0 into row `b[i]`, for i
+/// below nelements(src1) in order
 pub(super) fn get_rows_back(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, d) = (*node.src(0)?, *node.src(1)?, node.dst);
     let flat = View { ne: [b.nelements(), 1, 1, 1], ..b };
@@ -159,6 +161,8 @@ pub(super) fn get_rows_back(node: &Node, exec: &mut Exec) -> Result<(), OpError>
     // by columns, so that every destination element sums its rows in upstream's order
     let (n_chunks, per) = split(nc, exec.n_threads(), 256);
     exec.parallel(n_chunks, |c| {
+        // whole views into the closure (a field of one alone is a bare pointer, not Sync)
+        let (a, d) = (&a, &d);
         let cols = chunk_range(c, per, nc);
         for r in 0..d.nrows() as usize {
             let (i1, i2, i3) = unravel(r, d.ne[1] as usize, d.ne[2] as usize);
@@ -167,14 +171,14 @@ pub(super) fn get_rows_back(node: &Node, exec: &mut Exec) -> Result<(), OpError>
                 unsafe { d.data.add(offset(&d, k, i1, i2, i3)).cast::<f32>().write_unaligned(0.0) };
             }
         }
-        for i in 0..a.ne[1] as usize {
+        for i in 0..flat.ne[0] as usize {
             // SAFETY: checked in range above
             let r = unsafe { index(&flat, i, 0, 0) } as usize;
             for k in cols.clone() {
                 // SAFETY: element k of source row i and of destination row r
                 unsafe {
                     let p = d.data.add(offset(&d, k, r, 0, 0)).cast::<f32>();
-                    p.write_unaligned(p.read_unaligned() + at.load(a.data.add(offset(&a, k, i, 0, 0))));
+                    p.write_unaligned(p.read_unaligned() + at.load(a.data.add(i * a.nb[1] + k * a.nb[0])));
                 }
             }
         }

@@ -246,6 +246,25 @@ fn get_rows_back_sums_repeated_rows() {
     }
 }
 
+/// upstream's test with a view of the indices: only the first nelements(src1) rows of src0 count
+#[test]
+fn get_rows_back_uses_as_many_rows_as_there_are_indices() {
+    let mut r = XorShift::new(9);
+    let a = T::new(F32, [16, 4, 2, 1]).random(&mut r);
+    let mut b = T::new(I32, [3, 1, 1, 1]);
+    for (k, v) in [1, 1, 0].iter().enumerate() {
+        b.set([k, 0, 0, 0], *v as f32);
+    }
+    let d = T::new(F32, [16, 2, 1, 1]);
+    let n = node(Op::GetRowsBack, &d, &[&a, &b], &[]);
+    assert!(supports(&n), "3 indices for 8 rows");
+    run(&n, 2);
+    for k in 0..16 {
+        assert_eq!(d.get([k, 0, 0, 0]), a.get([k, 2, 0, 0]));
+        assert_eq!(d.get([k, 1, 0, 0]), a.get([k, 0, 0, 0]) + a.get([k, 1, 0, 0]));
+    }
+}
+
 #[test]
 fn set_overwrites_a_strided_region_and_keeps_the_rest() {
     let mut r = XorShift::new(7);

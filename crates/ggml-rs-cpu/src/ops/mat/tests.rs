@@ -1,1 +1,217 @@
+//! MUL_MAT, MUL_MAT_ID, OUT_PROD against f64 products of the dequantized operands (the
+//! activations quantized to the vec-dot type first, as the kernel must), on broadcast shapes
+//! and permuted / padded / unaligned views; and the chunking does not change a bit.
+
 use super::*;
+use crate::ops::copy::elem::dequantize_to;
+use crate::ops::copy::elem::testing::*;
+use crate::rng::XorShift;
+use raw_type::{BF16, F16, F32, I32};
+
+const WEIGHTS: [GgmlType; 7] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+
+/// row (i1, i2, i3) of `t` as f32 (dequantized)
+fn row(t: &T, i1: usize, i2: usize, i3: usize) -> Vec<f32> {
+    let n = t.ne[0] as usize;
+    let at = t.off + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+    match GgmlType::from_raw(t.ty) {
+        Some(ty) => {
+            let mut v = vec![0f32; n];
+            let bytes = &t.buf[at..at + ty.row_size(n)];
+            // SAFETY: a whole row of the buffer into n floats (any alignment)
+            unsafe { dequantize_to(ty, bytes.as_ptr(), n, v.as_mut_ptr().cast()) };
+            v
+        }
+        None => (0..n).map(|k| t.get([k, i1, i2, i3])).collect(),
+    }
+}
+
+/// what the kernel's activations hold: the row converted to `vdt` (upstream's from_float) and back
+fn as_vec_dot(vdt: GgmlType, x: &[f32]) -> Vec<f32> {
+    let mut q = crate::block::AlignedBytes::zeroed(vdt.row_size(x.len()));
+    let mut back = vec![0f32; x.len()];
+    // SAFETY: buffers of the row's sizes
+    unsafe {
+        crate::ops::copy::elem::quantize_from(vdt, x, q.as_mut_ptr());
+        dequantize_to(vdt, q.as_ptr(), x.len(), back.as_mut_ptr().cast());
+    }
+    back
+}
+
+fn weights(r: &mut XorShift, ty: GgmlType, ne: [i64; 4]) -> T {
+    let x = r.model_like((ne[0] * ne[1] * ne[2] * ne[3]) as usize);
+    T::quantized(ty, ne, &x, 0)
+}
+
+/// checks dst against Σ w·x in f64 within f32 rounding of Σ|w·x|
+fn check_mul_mat(a: &T, b: &T, d: &T, what: &str) {
+    let wt = GgmlType::from_raw(a.ty).unwrap();
+    let vdt = wt.vec_dot_type().unwrap();
+    let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
+    for i13 in 0..b.ne[3] as usize {
+        for i12 in 0..b.ne[2] as usize {
+            for i11 in 0..b.ne[1] as usize {
+                let x = row(b, i11, i12, i13);
+                let x = if b.ty == vdt as i32 || (vdt == GgmlType::F32) { x } else { as_vec_dot(vdt, &x) };
+                for i01 in 0..a.ne[1] as usize {
+                    let w = row(a, i01, i12 / r2, i13 / r3);
+                    let exact: f64 = w.iter().zip(&x).map(|(p, q)| *p as f64 * *q as f64).sum();
+                    let mag: f64 = w.iter().zip(&x).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+                    let got = d.get([i01, i11, i12, i13]) as f64;
+                    assert!((got - exact).abs() <= mag * 2e-5 + 1e-6, "{what}: ({i01}, {i11}, {i12}, {i13}) = {got}, want {exact}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mul_mat_every_weight_type_broadcast_and_permuted_activations() {
+    let mut r = XorShift::new(31);
+    for wt in WEIGHTS {
+        let k = 256;
+        let a = weights(&mut r, wt, [k, 33, 2, 1]);
+        let bne = [k, 5, 4, 2];
+        for (name, mut b) in [("contiguous", T::new(F32, bne)), ("padded", T::padded(F32, bne, 16)), ("permuted", T::permuted(F32, bne, [0, 2, 1, 3]))] {
+            b.fill(&mut r, -1.0, 1.0);
+            let d = T::new(F32, [33, 5, 4, 2]);
+            let n = node(Op::MulMat, &d, &[&a, &b], &[]);
+            run(&n, 3);
+            check_mul_mat(&a, &b, &d, &format!("{} × f32 {name}", wt.name()));
+            // the chunks computed on one thread give the same bits
+            let one = T::new(F32, [33, 5, 4, 2]);
+            run(&node(Op::MulMat, &one, &[&a, &b], &[]), 1);
+            assert_eq!(one.buf[..], d.buf[..], "{} {name}: 1 thread vs 3", wt.name());
+        }
+    }
+}
+
+#[test]
+fn mul_mat_vector_and_many_rows() {
+    let mut r = XorShift::new(32);
+    for wt in [GgmlType::Q8_0, GgmlType::Q4K, GgmlType::F16] {
+        let a = weights(&mut r, wt, [512, 130, 1, 1]);
+        let b = T::new(F32, [512, 1, 1, 1]).random(&mut r);
+        let d = T::new(F32, [130, 1, 1, 1]);
+        run(&node(Op::MulMat, &d, &[&a, &b], &[]), 2);
+        check_mul_mat(&a, &b, &d, &format!("{} vector", wt.name()));
+    }
+}
+
+#[test]
+fn mul_mat_activations_of_other_types_and_unaligned_views() {
+    let mut r = XorShift::new(33);
+    // F16 / BF16 activations for F32 weights (widened), F16 for F16 weights (used as they are)
+    for (wt, bt) in [(GgmlType::F32, F16), (GgmlType::F32, BF16), (GgmlType::F16, F16), (GgmlType::BF16, BF16)] {
+        let a = weights(&mut r, wt, [64, 20, 1, 1]);
+        let mut b = T::permuted(bt, [64, 3, 2, 1], [0, 2, 1, 3]);
+        b.fill(&mut r, -1.0, 1.0);
+        let d = T::new(F32, [20, 3, 2, 1]);
+        run(&node(Op::MulMat, &d, &[&a, &b], &[]), 2);
+        check_mul_mat(&a, &b, &d, &format!("{} × {bt}", wt.name()));
+    }
+    // weights and activations at odd addresses: copied to aligned rows, same result
+    let x = r.model_like(64 * 8);
+    let a = T::quantized(GgmlType::F32, [64, 8, 1, 1], &x, 0).shifted(2);
+    let mut a2 = T::new(F32, [64, 8, 1, 1]).shifted(2);
+    for i in a2.indices() {
+        a2.set(i, x[i[0] + 64 * i[1]]);
+    }
+    let b = T::new(F32, [64, 3, 1, 1]).shifted(2).random(&mut r);
+    let d = T::new(F32, [8, 3, 1, 1]).shifted(2);
+    run(&node(Op::MulMat, &d, &[&a2, &b], &[]), 2);
+    check_mul_mat(&a2, &b, &d, "unaligned f32");
+    drop(a);
+    let q = T::quantized(GgmlType::Q6K, [256, 4, 1, 1], &r.model_like(1024), 0);
+    let mut q_odd = T::new(GgmlType::Q6K as i32, [256, 4, 1, 1]).shifted(1);
+    let len = q.buf.len() - 16;
+    q_odd.buf[1..1 + len].copy_from_slice(&q.buf[..len]);
+    let b = T::new(F32, [256, 2, 1, 1]).random(&mut r);
+    let (d1, d2) = (T::new(F32, [4, 2, 1, 1]), T::new(F32, [4, 2, 1, 1]));
+    run(&node(Op::MulMat, &d1, &[&q, &b], &[]), 1);
+    run(&node(Op::MulMat, &d2, &[&q_odd, &b], &[]), 1);
+    assert_eq!(d1.values(), d2.values(), "q6_K at an odd address");
+}
+
+#[test]
+fn mul_mat_of_empty_rows_is_zero() {
+    let a = T::new(F32, [0, 3, 1, 1]);
+    let b = T::new(F32, [0, 2, 1, 1]);
+    let mut d = T::new(F32, [3, 2, 1, 1]);
+    d.fill(&mut XorShift::new(1), 1.0, 2.0);
+    // empty tensors may have no memory at all
+    let mut n = node(Op::MulMat, &d, &[&a, &b], &[]);
+    for s in n.src.iter_mut().take(2).flatten() {
+        s.data = std::ptr::null_mut();
+    }
+    run(&n, 2);
+    assert!(d.values().iter().all(|v| *v == 0.0), "{:?}", d.values());
+}
+
+#[test]
+fn mul_mat_claims() {
+    let a = T::new(GgmlType::Q4_0 as i32, [64, 4, 1, 1]);
+    let b16 = T::new(F16, [64, 2, 1, 1]);
+    let d = T::new(F32, [4, 2, 1, 1]);
+    assert!(!supports(&node(Op::MulMat, &d, &[&a, &b16], &[])), "f16 activations for q4_0 weights are not upstream's");
+    let b = T::new(F32, [64, 2, 3, 1]);
+    let a3 = T::new(F32, [64, 4, 2, 1]);
+    let d3 = T::new(F32, [4, 2, 3, 1]);
+    assert!(!supports(&node(Op::MulMat, &d3, &[&a3, &b], &[])), "3 is no multiple of 2");
+    let bt = T::permuted(F32, [64, 2, 1, 1], [0, 1, 2, 3]);
+    assert!(supports(&node(Op::MulMat, &d, &[&T::new(F32, [64, 4, 1, 1]), &bt], &[])));
+}
+
+#[test]
+fn mul_mat_id_routes_each_token_slot_to_its_expert() {
+    let mut r = XorShift::new(34);
+    for wt in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4K] {
+        let (k, rows, n_exp, n_ids, n_tok) = (256, 10, 4, 2, 3);
+        let a = weights(&mut r, wt, [k, rows, n_exp, 1]);
+        for ne11 in [1, n_ids] {
+            let b = T::padded(F32, [k, ne11, n_tok, 1], 8).random(&mut r);
+            let mut ids = T::new(I32, [n_ids, n_tok, 1, 1]);
+            for i in ids.indices() {
+                ids.set(i, r.i32_in(0, n_exp as i32 - 1) as f32);
+            }
+            let d = T::new(F32, [rows, n_ids, n_tok, 1]);
+            run(&node(Op::MulMatId, &d, &[&a, &b, &ids], &[]), 3);
+            let vdt = wt.vec_dot_type().unwrap();
+            for t in 0..n_tok as usize {
+                for s in 0..n_ids as usize {
+                    let e = ids.get([s, t, 0, 0]) as usize;
+                    let x = as_vec_dot(vdt, &row(&b, s % ne11 as usize, t, 0));
+                    for i in 0..rows as usize {
+                        let w = row(&a, i, e, 0);
+                        let exact: f64 = w.iter().zip(&x).map(|(p, q)| *p as f64 * *q as f64).sum();
+                        let mag: f64 = w.iter().zip(&x).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+                        let got = d.get([i, s, t, 0]) as f64;
+                        assert!((got - exact).abs() <= mag * 2e-5 + 1e-6, "{} ne11 {ne11} ({i}, {s}, {t}): {got} vs {exact}", wt.name());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn out_prod_sums_outer_products_over_the_shared_dimension() {
+    let mut r = XorShift::new(35);
+    for wt in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0] {
+        // F32 broadcasts src0 over dims 2, 3; the others take equal dims
+        let (ane, bne) = if wt == GgmlType::F32 { ([32, 6, 1, 2], [5, 6, 3, 2]) } else { ([32, 6, 3, 2], [5, 6, 3, 2]) };
+        let a = weights(&mut r, wt, ane);
+        let b = T::permuted(F32, bne, [0, 2, 1, 3]).random(&mut r);
+        let d = T::padded(F32, [32, 5, 3, 2], 8);
+        run(&node(Op::OutProd, &d, &[&a, &b], &[]), 3);
+        let (r2, r3) = ((bne[2] / ane[2]) as usize, (bne[3] / ane[3]) as usize);
+        for i in d.indices() {
+            let mut exact = 0f64;
+            for j in 0..6 {
+                exact += row(&a, j, i[2] / r2, i[3] / r3)[i[0]] as f64 * b.get([i[1], j, i[2], i[3]]) as f64;
+            }
+            let got = d.get(i) as f64;
+            assert!((got - exact).abs() <= 1e-5 * (1.0 + exact.abs()), "{} {i:?}: {got} vs {exact}", wt.name());
+        }
+    }
+}
