@@ -53,12 +53,50 @@ impl Head {
         Head(w)
     }
 
-    /// Where to look for an equal window already in the table (a filter only: the window found
-    /// there is compared in full before it is shared).
+    /// Where to look for a window equal to `t`'s already in the table (a filter only: the window
+    /// found there is compared in full before it is shared). From the words that tell layouts
+    /// apart: type, shape, op and its first parameter (buffer and strides mostly follow).
     #[inline]
-    fn bucket(&self) -> usize {
-        let h = self.0.iter().fold(0u64, |h, &w| (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29));
+    fn bucket_of(t: TensorRef) -> usize {
+        let p = t.as_ptr() as *const u64;
+        // SAFETY: `t` is a valid tensor (TensorRef's contract); words 0 to 11 lie inside `[0, HEAD)`,
+        // inside its struct, read by value, unaligned.
+        let h = [0, 2, 3, 4, 5, 10].iter().fold(0u64, |h, &i| (h ^ unsafe { p.add(i).read_unaligned() }).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         (h >> 54) as usize // BUCKETS = 1024
+    }
+
+    /// Whether `t`'s window reads as this one.
+    #[inline(always)]
+    fn matches(&self, t: TensorRef) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is part of x86-64
+            unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(self.diff(t), _mm_setzero_si128())) == 0xffff }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Head::of(t) == *self
+        }
+    }
+
+    /// The bytes where `t`'s window differs from this one, or-ed into one chunk (SSE2, every
+    /// x86-64 has it: 6 chunks of 16 bytes, xor-ed, no branch).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn diff(&self, t: TensorRef) -> std::arch::x86_64::__m128i {
+        use std::arch::x86_64::*;
+        let p = t.as_ptr() as *const u8;
+        let h = self.0.as_ptr() as *const __m128i;
+        // SAFETY: SSE2 is part of x86-64; `[0, HEAD)` lies inside the tensor's struct (checked at
+        // compile time above), read with unaligned loads; `Head` is 16-byte aligned.
+        unsafe {
+            let mut acc = _mm_setzero_si128();
+            for i in 0..HEAD / 16 {
+                acc = _mm_or_si128(acc, _mm_xor_si128(_mm_loadu_si128(p.add(16 * i) as *const __m128i), _mm_load_si128(h.add(i))));
+            }
+            acc
+        }
     }
 }
 
@@ -137,11 +175,7 @@ impl Seen {
         unsafe {
             let ld = |off: usize| _mm_loadu_si128(p.add(off) as *const __m128i);
             let mine = |a: &[u64; 2]| _mm_load_si128(a.as_ptr() as *const __m128i);
-            let h = head.0.as_ptr() as *const __m128i;
-            let mut acc = _mm_setzero_si128();
-            for i in 0..HEAD / 16 {
-                acc = _mm_or_si128(acc, _mm_xor_si128(ld(16 * i), _mm_load_si128(h.add(i))));
-            }
+            let mut acc = head.diff(t);
             acc = _mm_or_si128(acc, _mm_xor_si128(ld(SRC), mine(&self.src01)));
             acc = _mm_or_si128(acc, _mm_xor_si128(ld(SRC + 16), mine(&self.src23)));
             acc = _mm_or_si128(acc, _mm_xor_si128(ld(SRC + 72), mine(&self.src9_view)));
@@ -238,23 +272,25 @@ impl PlacedGraph {
             wide: wide_spare::take(16),
         };
         let mut buckets = [u32::MAX; BUCKETS];
+        let (heads, wide) = (&mut p.heads, &mut p.wide);
         let order = model.nodes.iter().map(|n| n.tensor).chain(model.leafs.iter().map(|l| l.0)).chain(loose.iter().copied());
-        for t in order.map(|t| tensors[t]) {
-            let head = Head::of(t);
-            let b = head.bucket();
+        // one `extend` of a sized iterator: no capacity check per tensor
+        p.seen.extend(order.map(|t| {
+            let t = tensors[t];
+            let b = Head::bucket_of(t);
             let id = match buckets[b] {
-                id if id != u32::MAX && p.heads[id as usize] == head => id,
+                id if id != u32::MAX && heads[id as usize].matches(t) => id,
                 _ => {
-                    buckets[b] = p.heads.len() as u32;
-                    p.heads.push(head);
+                    buckets[b] = heads.len() as u32;
+                    heads.push(Head::of(t));
                     buckets[b]
                 }
             };
-            let (mut seen, wide) = Seen::of(t);
+            let (mut seen, slots) = Seen::of(t);
             seen.meta |= id << 1;
-            p.seen.push(seen);
-            p.wide.extend(wide);
-        }
+            wide.extend(slots);
+            seen
+        }));
         Some(p)
     }
 
