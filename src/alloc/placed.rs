@@ -402,8 +402,9 @@ mod tests {
                 assert!(unchanged(&p, &refs), "{what} of tensor {i} restored");
             }
         }
-        // the wide slots, each: another source in slot 6 of tensor 20, slot 5 emptied, slot 9 of 30
-        for (i, j, to) in [(20, 6, other), (20, 5, std::ptr::null_mut()), (30, 9, &raw mut ts[3]), (30, 4, std::ptr::null_mut())] {
+        // slots 4 to 8, each: filled in a tensor that used none (9), changed or emptied where used (20, 30)
+        for (i, j, to) in [(9, 4, other), (9, 7, other), (20, 6, other), (20, 5, std::ptr::null_mut()), (30, 9, &raw mut ts[3]), (30, 4, std::ptr::null_mut())]
+        {
             let keep = ts[i].src[j];
             ts[i].src[j] = to;
             assert!(!unchanged(&p, &refs), "slot {j} of tensor {i} changed, not noticed");
