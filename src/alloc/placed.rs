@@ -210,7 +210,6 @@ impl Seen {
 #[inline(always)]
 fn all_hold(ts: &[TensorRef], seen: &[Seen], heads: &[Head], wide: &mut std::slice::Iter<'_, Wide>) -> bool {
     for (i, (&t, s)) in ts.iter().zip(seen).enumerate() {
-        #[cfg(target_arch = "x86_64")]
         if let Some(&ahead) = ts.get(i + AHEAD) {
             prefetch_header(ahead);
         }
@@ -239,6 +238,11 @@ fn prefetch_header(t: TensorRef) {
         }
     }
 }
+
+/// Elsewhere: none (the hardware's own prefetcher only).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn prefetch_header(_: TensorRef) {}
 
 /// A placed graph: what `Seen` reads of every tensor (nodes, then leafs, then tensors in neither
 /// list) in reading order, the distinct layout windows, and slots 4 to 9 where used.
