@@ -153,7 +153,7 @@ impl Gallocr {
             return;
         }
         let last = self.last.as_ref().expect("a graph was just placed");
-        self.placed = Some(PlacedGraph::take(&last.built.tensors, &last.built.model, &last.loose));
+        self.placed = PlacedGraph::take(&last.built.tensors, &last.built.model, &last.loose);
     }
 
     /// Allocates the last planned graph again, its tensors `in_place` already or not.
