@@ -392,7 +392,10 @@ python_package() {
         && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$ROOT/python/requirements-test.txt" \
         && "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "$ROOT/python" || return 1
     # from outside the source tree, so the installed package is the one imported
-    (cd "$T" && GGML_RS_LIB_DIR="$BUILD_OURS/bin" GGML_RS_LIBRARY="$LIB" timeout 600 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    # the Rust CPU backend, which the package loads as a module (Backend.rust_cpu)
+    (cd "$ROOT" && cargo build --release -p ggml-rs-cpu 2>&1 | tail -n 1) || return 1
+    (cd "$T" && GGML_RS_LIB_DIR="$BUILD_OURS/bin" GGML_RS_LIBRARY="$LIB" GGML_RS_CPU_LIBRARY="$ROOT/target/release/libggml_rs_cpu.so" \
+        GGML_RS_CPU_REQUIRED=1 timeout 600 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
         "$ROOT/python/tests" > "$T/pytest.log" 2>&1)
     rc=$?
     tail -n 15 "$T/pytest.log"

@@ -189,6 +189,9 @@ _OPTIONAL = {
     "ggml_backend_reg_dev_count": (c_size_t, [P]),
     "ggml_backend_reg_dev_get": (P, [P, c_size_t]),
     "ggml_backend_dev_init": (P, [P, c_char_p]),
+    "ggml_backend_load": (P, [c_char_p]),
+    "ggml_backend_reg_name": (c_char_p, [P]),
+    "ggml_backend_dev_name": (c_char_p, [P]),
     # libggml-rpc
     "ggml_backend_rpc_init": (P, [c_char_p, c_uint32]),
     # ggml-rs extensions (include/ggml-rs.h)

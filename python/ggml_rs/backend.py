@@ -1,5 +1,7 @@
 """Backends (CPU, RPC, any the registry knows), their buffer types, and buffers."""
 
+import ctypes
+import os
 import socket
 
 from ._lib import (DEVICE_TYPE_CPU, RPC_ADD_SERVER, STATUS, GgmlError, clear_messages, failure, lib)
@@ -7,6 +9,8 @@ from ._owner import Owner, lifecycle, locked, register_buffer, unregister_buffer
 
 _DEVICE_TYPES = {"cpu": 0, "gpu": 1, "igpu": 2, "accel": 3}
 USAGE = {"any": 0, "weights": 1, "compute": 2}
+# backend modules loaded through Backend.load_module: real path -> (registry, device names)
+_MODULES = {}
 
 
 class BufferType:
@@ -80,6 +84,53 @@ class Backend(Owner):
             clear_messages()
             return cls._made(f(name.encode(), params.encode() if params else None), f"Backend.by_name({name!r})",
                              f"the registry has no device named {name!r}")
+
+    @staticmethod
+    def load_module(path):
+        """Registers the backend module at `path` (a library with `ggml_backend_init`, e.g. the
+        Rust CPU backend's libggml_rs_cpu.so) in ggml's registry; returns its device names.
+        Loading the same library twice registers it once."""
+        L = lib()
+        load = L.require("ggml_backend_load", "Backend.load_module")
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise GgmlError(f"Backend.load_module: {path} is not a file")
+        key = os.path.realpath(path)
+        if key not in _MODULES:
+            with lifecycle.using():
+                clear_messages()
+                reg = load(path.encode())
+                if not reg:
+                    raise failure("Backend.load_module", f"ggml_backend_load could not load {path} as a backend module")
+                n = L.ggml_backend_reg_dev_count(reg)
+                _MODULES[key] = (reg, [L.ggml_backend_dev_name(L.ggml_backend_reg_dev_get(reg, i)).decode() for i in range(n)])
+        return list(_MODULES[key][1])
+
+    @classmethod
+    def rust_cpu(cls, path=None, n_threads=None):
+        """ggml-rs's CPU backend written in Rust, loaded as a module beside upstream's CPU (its
+        device is then named RSCPU). `path` defaults to $GGML_RS_CPU_LIBRARY, else
+        libggml_rs_cpu.so next to the loaded libggml_rs."""
+        if path is None:
+            path = os.environ.get("GGML_RS_CPU_LIBRARY")
+        if path is None:
+            core = next((p for p in lib().paths if os.path.basename(p).startswith("libggml_rs.")), None)
+            if core is None:
+                raise GgmlError("Backend.rust_cpu: no path given, GGML_RS_CPU_LIBRARY unset, and libggml_rs is not loaded")
+            path = os.path.join(os.path.dirname(core), "libggml_rs_cpu.so")
+        names = cls.load_module(path)
+        if not names:
+            raise GgmlError(f"Backend.rust_cpu: {path} registered no device")
+        b = cls.by_name(names[0])
+        if n_threads is not None:
+            # the registry's proc address, as llama.cpp sets the threads of any CPU-like backend
+            reg = _MODULES[os.path.realpath(os.fspath(path))][0]
+            get = lib().require("ggml_backend_reg_get_proc_address", "Backend.rust_cpu")
+            fn = get(reg, b"ggml_backend_set_n_threads")
+            if not fn:
+                raise GgmlError(f"Backend.rust_cpu: {path} hands out no ggml_backend_set_n_threads")
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int)(fn)(b.ptr, int(n_threads))
+        return b
 
     @classmethod
     def by_type(cls, kind="cpu", params=None):
