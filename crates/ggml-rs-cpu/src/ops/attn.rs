@@ -42,7 +42,7 @@ fn refusal(node: &Node) -> Option<&'static str> {
         return Some("Q and the output must be F32 with packed rows");
     }
     let (dk, dv) = (k.ne[0], v.ne[0]);
-    if q.ne[0] != dk || v.ne[1] != k.ne[1] || dk as usize % kt.block_size() != 0 || dv as usize % vt.block_size() != 0 {
+    if q.ne[0] != dk || v.ne[1] != k.ne[1] || !(dk as usize).is_multiple_of(kt.block_size()) || !(dv as usize).is_multiple_of(vt.block_size()) {
         return Some("head sizes");
     }
     if k.nb[0] != kt.type_size() || v.nb[0] != vt.type_size() {

@@ -384,7 +384,7 @@ mod tests {
         let (an, ap, beta, eps) = (0.8f32, 0.5f32, 0.25f32, -1e-6f32);
         run(&node(Op::Unary, &dst, &[Some(&src)], &[UnaryOp::Xielu as i32, f(an), f(ap), f(beta), f(eps)]), 1).unwrap();
         let want_pos = ap * 4.0 + beta * 2.0;
-        let want_neg = ((-1f32).exp_m1() + 1.0) * an + beta * -1.0;
+        let want_neg = ((-1f32).exp_m1() + 1.0) * an - beta;
         assert_close("xielu", &dst.to_f32(), &[want_pos, want_neg], 1e-6);
     }
 
