@@ -129,8 +129,34 @@ fn global(name: &CStr) -> Option<*mut c_void> {
     (!p.is_null()).then_some(p)
 }
 
+/// Every distinct address `name` has in the loaded objects (each object searched with its
+/// dependencies, as `dlsym` on its handle does; the main program through `RTLD_DEFAULT`). A
+/// backend uses it to see whether another library of the process defines the same entry point
+/// (upstream's CPU backend beside ours).
+pub fn lookup_all(name: &CStr) -> Vec<*mut c_void> {
+    let mut found: Vec<*mut c_void> = global(name).into_iter().collect();
+    for_each_loaded_object(name, |p| {
+        if !found.contains(&p) {
+            found.push(p);
+        }
+        false
+    });
+    found
+}
+
 /// `dlsym` on every loaded object, including those loaded with `RTLD_LOCAL`.
 fn any_loaded_object(name: &CStr) -> Option<*mut c_void> {
+    let mut first = None;
+    for_each_loaded_object(name, |p| {
+        first = Some(p);
+        true
+    });
+    first
+}
+
+/// Calls `found(address)` for each loaded object (in load order) where `dlsym` finds `name`,
+/// until it returns true.
+fn for_each_loaded_object(name: &CStr, mut found: impl FnMut(*mut c_void) -> bool) {
     // the paths first, then the lookups: dlopen is not called from inside dl_iterate_phdr, which
     // holds the loader's lock
     let mut paths: Vec<Vec<u8>> = Vec::new();
@@ -160,12 +186,11 @@ fn any_loaded_object(name: &CStr) -> Option<*mut c_void> {
             }
             let p = libc::dlsym(h, name.as_ptr());
             libc::dlclose(h);
-            if !p.is_null() {
-                return Some(p);
+            if !p.is_null() && found(p) {
+                return;
             }
         }
     }
-    None
 }
 
 /// A ggml function this library needs is in no loaded object: say which (after `context`, the
@@ -269,6 +294,14 @@ mod tests {
     fn finds_a_function_of_the_process() {
         // libc's, through RTLD_DEFAULT
         assert!(lookup(c"strlen").is_some());
+    }
+
+    #[test]
+    fn lookup_all_finds_one_definition_once() {
+        let all = lookup_all(c"strlen");
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(Some(all[0]), lookup(c"strlen"));
+        assert!(lookup_all(c"ggml_rs_no_such_function").is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! ggml's C ABI, the one place that knows ggml's C structs: `#[repr(C)]` mirrors (`sys`,
 //! `abi_*`), checked handles over backend objects (`handles`), typed views over tensors and
 //! graphs (`tensor`, `graph`), ggml's logger and abort path (`log`), and the lookup of
-//! ggml-base's functions on first use (`imports`, with the weak table build.rs compiles). All
+//! ggml-base's functions on first use (`imports`, with the weak table build.rs compiles), and the adapter from a
+//! backend written in Rust (three traits) to ggml's backend tables (`rust_backend`). All
 //! `unsafe` that touches C memory outside the export layer of ggml-rs lives here.
 //!
 //! ggml-rs (allocator, scheduler, exports) depends on this crate; so will the Rust backends
@@ -22,6 +23,7 @@ pub mod graph;
 pub mod handles;
 pub mod imports;
 pub mod log;
+pub mod rust_backend;
 pub mod snapshot;
 pub mod sys;
 pub mod tensor;

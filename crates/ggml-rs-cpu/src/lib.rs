@@ -12,6 +12,7 @@
 // the quantizers and references index as upstream's C does, which keeps them checkable against it
 #![allow(clippy::needless_range_loop)]
 
+pub mod backend;
 pub mod block;
 pub mod dot;
 pub mod fp;

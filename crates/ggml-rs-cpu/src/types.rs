@@ -71,7 +71,7 @@ impl GgmlType {
 
     /// the type the activations are converted to for this weight type's dot product, `None` for
     /// a type that is only ever an activation (Q8_K)
-    pub fn vec_dot_type(self) -> Option<GgmlType> {
+    pub const fn vec_dot_type(self) -> Option<GgmlType> {
         match self {
             GgmlType::F32 => Some(GgmlType::F32),
             GgmlType::F16 => Some(GgmlType::F16),

@@ -1,0 +1,111 @@
+//! What this CPU has, detected at run time (upstream's `ggml_cpu_has_*` answer what its build was
+//! compiled for; ours answer what the machine runs, which is what the kernels select on), and the
+//! feature list of `ggml_backend_get_features` built from it.
+
+use std::ffi::{CStr, c_char};
+use std::sync::OnceLock;
+
+use ggml_abi::abi_backend::ggml_backend_feature;
+
+/// One feature query of ggml-cpu.h: its name there (after `ggml_cpu_has_`), the name upstream's
+/// feature list gives it, and whether this CPU has it.
+#[derive(Clone, Copy, Debug)]
+pub struct Feature {
+    pub query: &'static str,
+    pub list_name: &'static CStr,
+    pub present: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+fn x86() -> [(&'static str, &'static CStr, bool); 13] {
+    use std::arch::is_x86_feature_detected as has;
+    // AMX-INT8: CPUID.(EAX=7,ECX=0):EDX[25] (std does not detect AMX on stable Rust); a CPU
+    // without leaf 7 answers zeros, read as absent
+    let amx_int8 = std::arch::x86_64::__cpuid_count(7, 0).edx & (1 << 25) != 0;
+    [
+        ("sse3", c"SSE3", has!("sse3")),
+        ("ssse3", c"SSSE3", has!("ssse3")),
+        ("avx", c"AVX", has!("avx")),
+        ("avx_vnni", c"AVX_VNNI", has!("avxvnni")),
+        ("avx2", c"AVX2", has!("avx2")),
+        ("f16c", c"F16C", has!("f16c")),
+        ("fma", c"FMA", has!("fma")),
+        ("bmi2", c"BMI2", has!("bmi2")),
+        ("avx512", c"AVX512", has!("avx512f")),
+        ("avx512_vbmi", c"AVX512_VBMI", has!("avx512vbmi")),
+        ("avx512_vnni", c"AVX512_VNNI", has!("avx512vnni")),
+        ("avx512_bf16", c"AVX512_BF16", has!("avx512bf16")),
+        ("amx_int8", c"AMX_INT8", amx_int8),
+    ]
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn x86() -> [(&'static str, &'static CStr, bool); 0] {
+    []
+}
+
+/// every feature this backend knows of, in upstream's list order
+pub fn all() -> &'static [Feature] {
+    static ALL: OnceLock<Vec<Feature>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        #[allow(unused_mut)]
+        let mut v: Vec<Feature> = x86().into_iter().map(|(query, list_name, present)| Feature { query, list_name, present }).collect();
+        // the other architectures' queries: never on the CPUs this crate builds for
+        #[cfg(target_arch = "aarch64")]
+        v.push(Feature { query: "neon", list_name: c"NEON", present: std::arch::is_aarch64_feature_detected!("neon") });
+        v
+    })
+}
+
+/// `ggml_cpu_has_<query>()`: 1 when present
+pub fn has(query: &str) -> i32 {
+    all().iter().any(|f| f.query == query && f.present) as i32
+}
+
+/// `ggml_backend_get_features`: the present features, each with value "1", then a NULL entry.
+pub fn list() -> *const ggml_backend_feature {
+    struct List(Vec<ggml_backend_feature>);
+    // SAFETY: the entries point to static C strings only.
+    unsafe impl Send for List {}
+    // SAFETY: as above; never written after it is built.
+    unsafe impl Sync for List {}
+    static LIST: OnceLock<List> = OnceLock::new();
+    LIST.get_or_init(|| {
+        let mut v: Vec<ggml_backend_feature> =
+            all().iter().filter(|f| f.present).map(|f| ggml_backend_feature { name: f.list_name.as_ptr(), value: c"1".as_ptr() }).collect();
+        v.push(ggml_backend_feature { name: std::ptr::null::<c_char>(), value: std::ptr::null() });
+        List(v)
+    })
+    .0
+    .as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queries_agree_with_the_kernels_level_and_the_list() {
+        // the kernels' own detection (simd::detected) and these queries must not contradict
+        let level = crate::simd::detected();
+        if level >= crate::simd::Level::Avx2 {
+            assert_eq!((has("avx2"), has("fma"), has("f16c")), (1, 1, 1));
+        }
+        assert_eq!(has("avx512") == 1, level >= crate::simd::Level::Avx512);
+        assert_eq!(has("avx512_vnni") == 1, level >= crate::simd::Level::Avx512Vnni);
+        assert_eq!(has("no_such_feature"), 0);
+        // the list holds exactly the present ones, NULL-terminated
+        let mut n = 0;
+        // SAFETY: `list` is NULL-terminated.
+        unsafe {
+            let mut p = list();
+            while !(*p).name.is_null() {
+                let name = CStr::from_ptr((*p).name);
+                assert!(all().iter().any(|f| f.present && f.list_name == name), "{name:?}");
+                n += 1;
+                p = p.add(1);
+            }
+        }
+        assert_eq!(n, all().iter().filter(|f| f.present).count());
+    }
+}
