@@ -43,8 +43,10 @@ fn supports(node: &Node) -> bool {
     let Some(s) = node.src[0].as_ref() else { return false };
     let rows_match = |a: &View, b: &View| a.ne[1..] == b.ne[1..];
     match node.op {
-        Op::Sum => is_float(s.ty) && d.ty == s.ty && d.nelements() == 1,
-        Op::SumRows | Op::Mean => s.ty == F32 && d.ty == F32 && d.ne[0] == 1 && rows_match(s, d),
+        // upstream reads the rows as packed whatever nb[0] says (an assert compiled out): a
+        // transposed source is refused rather than summed differently
+        Op::Sum => is_float(s.ty) && d.ty == s.ty && d.nelements() == 1 && Some(s.nb[0]) == elem_size(s.ty),
+        Op::SumRows | Op::Mean => s.ty == F32 && d.ty == F32 && d.ne[0] == 1 && rows_match(s, d) && s.nb[0] == 4,
         Op::Cumsum => s.ty == F32 && d.ty == F32 && s.ne == d.ne,
         Op::Argmax => s.ty == F32 && d.ty == raw_type::I32 && s.ne[2] == 1 && s.ne[3] == 1 && d.ne[0] == s.ne[1] && d.nelements() == s.ne[1],
         Op::CountEqual => {
@@ -60,7 +62,7 @@ fn supports(node: &Node) -> bool {
                 (0..4).contains(&dim)
                     && t.ty == s.ty
                     && d.ty == s.ty
-                    && elem_size(s.ty).is_some()
+                    && (elem_size(s.ty).is_some() || block_rows(s.ty, [s, t, d]).is_some())
                     && (0..4).all(|k| if k as i32 == dim { s.ne[k] + t.ne[k] == d.ne[k] } else { s.ne[k] == d.ne[k] && t.ne[k] == d.ne[k] })
             })
         }
@@ -70,6 +72,12 @@ fn supports(node: &Node) -> bool {
         }
         _ => false,
     }
+}
+
+/// the block type of views whose rows are packed whole blocks, for CONCAT of quantized rows
+fn block_rows(ty: i32, views: [&View; 3]) -> Option<crate::GgmlType> {
+    let bt = crate::GgmlType::from_raw(ty)?;
+    views.iter().all(|v| v.nb[0] == bt.type_size() && (v.ne[0] as usize).is_multiple_of(bt.block_size())).then_some(bt)
 }
 
 fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
@@ -212,6 +220,34 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                 }
             }
         }),
+        Op::Concat if elem_size(s.ty).is_none() => {
+            // a block type: whole packed rows (or, along dim 0, the two halves of a row) as bytes
+            let t = *node.src(1)?;
+            let dim = node.params[0] as usize;
+            let bt = block_rows(s.ty, [&s, &t, &d]).expect("checked");
+            let (ra, rb) = (bt.row_size(sne[0] as usize), bt.row_size(t.ne[0] as usize));
+            par_ranges(exec, d.nrows(), |r0, r1| {
+                for r in r0..r1 {
+                    let (i1, i2, i3) = unflatten(r, &ne);
+                    let to = d.row(i1, i2, i3);
+                    // SAFETY: packed rows of the views (block_rows checks nb[0]), in range (views' contract)
+                    unsafe {
+                        if dim == 0 {
+                            std::ptr::copy_nonoverlapping(s.row(i1, i2, i3), to, ra);
+                            std::ptr::copy_nonoverlapping(t.row(i1, i2, i3), to.add(ra), rb);
+                        } else {
+                            let mut i = [0, i1, i2, i3];
+                            if i[dim] < sne[dim] {
+                                std::ptr::copy_nonoverlapping(s.row(i1, i2, i3), to, ra);
+                            } else {
+                                i[dim] -= sne[dim];
+                                std::ptr::copy_nonoverlapping(t.row(i[1], i[2], i[3]), to, ra);
+                            }
+                        }
+                    }
+                }
+            });
+        }
         Op::Concat => {
             let t = *node.src(1)?;
             let dim = node.params[0] as usize;
@@ -431,5 +467,58 @@ mod tests {
         assert_eq!(d.to_f32(), vec![1.0, 1.5, 2.0, 2.5, 3.0]);
         let wrong = Tensor::new(F32, [4, 1, 1, 1], Layout::Contig);
         assert!(run(&node(Op::Arange, &wrong, &[], &[f(1.0), f(3.5), f(0.5)]), 1).is_err());
+    }
+
+    /// a packed tensor of block type `t` from values (the values it holds after rounding returned)
+    fn blocks(t: crate::GgmlType, ne: [i64; 4], rng: &mut XorShift) -> (Tensor, Vec<f32>) {
+        let n = ne.iter().product::<i64>() as usize;
+        let vals: Vec<f32> = (0..n).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+        let mut buf = crate::block::AlignedBytes::zeroed(t.row_size(n));
+        crate::quants::quantize_row(t, &vals, &mut buf);
+        let mut back = vec![0f32; n];
+        crate::quants::dequantize_row(t, &buf, &mut back);
+        let nb1 = t.row_size(ne[0] as usize);
+        let nb = [t.type_size(), nb1, nb1 * ne[1] as usize, nb1 * (ne[1] * ne[2]) as usize];
+        let data = buf.as_mut_ptr();
+        (Tensor { buf, view: View { ty: t as i32, ne, nb, data } }, back)
+    }
+
+    #[test]
+    fn concat_of_quantized_rows_and_sum_of_a_transposed_view() {
+        let mut rng = XorShift::new(55);
+        let t = crate::GgmlType::Q8_0;
+        for dim in 0..4usize {
+            let ane = [64i64, 2, 3, 1];
+            let mut bne = ane;
+            bne[dim] = if dim == 0 { 32 } else { 2 };
+            let mut cne = ane;
+            cne[dim] += bne[dim];
+            let (a, av) = blocks(t, ane, &mut rng);
+            let (b, bv) = blocks(t, bne, &mut rng);
+            let (c, _) = blocks(t, cne, &mut rng);
+            let n = node(Op::Concat, &c, &[Some(&a), Some(&b)], &[dim as i32]);
+            assert!(supports(&n), "dim {dim}");
+            run(&n, 2).unwrap();
+            let mut cv = vec![0f32; cne.iter().product::<i64>() as usize];
+            crate::quants::dequantize_row(t, &c.buf[..t.row_size(cv.len())], &mut cv);
+            for i in each(cne) {
+                let want = if i[dim] < ane[dim] {
+                    av[idx(ane, i)]
+                } else {
+                    let mut j = i;
+                    j[dim] -= ane[dim];
+                    bv[idx(bne, j)]
+                };
+                assert_eq!(cv[idx(cne, i)], want, "q8_0 concat dim {dim} at {i:?}");
+            }
+        }
+        // upstream sums a transposed view's memory as if its rows were packed: not claimed
+        let x = Tensor::new(F32, [4, 3, 1, 1], Layout::Contig);
+        let mut tv = x.view;
+        tv.ne = [3, 4, 1, 1];
+        tv.nb = [16, 4, 48, 48];
+        let xt = Tensor { buf: crate::block::AlignedBytes::zeroed(0), view: tv };
+        let d = Tensor::new(F32, [1, 1, 1, 1], Layout::Contig);
+        assert!(!supports(&node(Op::Sum, &d, &[Some(&xt)], &[])));
     }
 }
