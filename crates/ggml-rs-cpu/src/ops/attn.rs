@@ -160,6 +160,17 @@ struct Params {
     softcap: f32,
 }
 
+/// a V row in f32; F16 through `half`'s slice conversion (F16C, eight at a time, where the CPU
+/// has it: the per-element form checks for it on every value)
+fn v_to_f32(vt: GgmlType, bytes: &[u8], out: &mut [f32]) {
+    if vt == GgmlType::F16 {
+        use half::slice::HalfFloatSliceExt;
+        crate::block::as_blocks::<half::f16>(bytes, "flash_attn_ext v").convert_to_f32_slice(out);
+    } else {
+        dequantize_row(vt, bytes, out);
+    }
+}
+
 /// query rows iq1 .. iq1 + nq of head iq2, sequence iq3
 #[allow(clippy::too_many_arguments)]
 fn one_group(
@@ -251,7 +262,7 @@ fn one_group(
                 continue;
             }
             let ic = ic0 + j as i64;
-            dequantize_row(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), w.v32);
+            v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), w.v32);
             for a in 0..nq {
                 let vs = w.scores[a * TILE + j];
                 if vs == 0.0 {
