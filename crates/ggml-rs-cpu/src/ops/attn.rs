@@ -14,7 +14,7 @@
 //! softmax as a score with no V row. A row with nothing to attend to is 0.
 
 use super::softmax::alibi_slope;
-use super::unary::kit::{max_chunks, par_ranges_c, set, unflatten};
+use super::unary::kit::{max_chunks, par_ranges_c, set};
 use super::{Exec, Family, Node, Op, OpError, Scratch, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
@@ -42,7 +42,7 @@ fn refusal(node: &Node) -> Option<&'static str> {
         return Some("Q and the output must be F32 with packed rows");
     }
     let (dk, dv) = (k.ne[0], v.ne[0]);
-    if q.ne[0] != dk || v.ne[1] != k.ne[1] || dk as usize % kt.block_size() != 0 || dv as usize % vt.block_size() != 0 {
+    if q.ne[0] != dk || v.ne[1] != k.ne[1] || !(dk as usize).is_multiple_of(kt.block_size()) || !(dv as usize).is_multiple_of(vt.block_size()) {
         return Some("head sizes");
     }
     if k.nb[0] != kt.type_size() || v.nb[0] != vt.type_size() {
@@ -81,7 +81,12 @@ fn row_bytes<'a>(p: *const u8, t: GgmlType, n: i64) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(p, t.row_size(n as usize)) }
 }
 
-/// the per-chunk work areas, in f32 words: Q converted, V row in f32, the accumulator, tile scores
+/// query rows of one head computed together: each K row is dotted and each V row converted once
+/// per group rather than once per query
+const QT: usize = 16;
+
+/// the per-chunk work areas, in f32 words: per query of a group its converted Q, accumulator,
+/// tile scores, running maximum and sum; one V row in f32
 struct Work {
     q_words: usize,
     dv: usize,
@@ -89,8 +94,28 @@ struct Work {
 
 impl Work {
     fn words(&self) -> usize {
-        self.q_words + 2 * self.dv + TILE
+        QT * (self.q_words + self.dv + TILE + 2) + self.dv
     }
+}
+
+struct Areas<'a> {
+    /// QT converted query rows of `q_words` words each
+    qbuf: &'a mut [f32],
+    acc: &'a mut [f32],
+    scores: &'a mut [f32],
+    m_run: &'a mut [f32],
+    s_run: &'a mut [f32],
+    v32: &'a mut [f32],
+}
+
+fn chunk_work<'a>(s: &Scratch, c: usize, w: &Work) -> Areas<'a> {
+    let all = super::unary::kit::scratch_f32(s, c, w.words());
+    let (qbuf, rest) = all.split_at_mut(QT * w.q_words);
+    let (acc, rest) = rest.split_at_mut(QT * w.dv);
+    let (scores, rest) = rest.split_at_mut(QT * TILE);
+    let (m_run, rest) = rest.split_at_mut(QT);
+    let (s_run, v32) = rest.split_at_mut(QT);
+    Areas { qbuf, acc, scores, m_run, s_run, v32 }
 }
 
 fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
@@ -114,11 +139,16 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     }
     let p = Params { scale, max_bias, softcap };
     let qne = q.ne;
-    par_ranges_c(exec, q.nrows(), |c, r0, r1| {
-        let w = chunk_work(&scratch, c, &work);
-        for r in r0..r1 {
-            let (iq1, iq2, iq3) = unflatten(r, &qne);
-            one_row(&q, &k, &v, mask.as_ref(), sinks.as_ref(), &d, (kt, vt, qt), &dot, &p, (iq1, iq2, iq3), w.0, w.1, w.2, w.3);
+    // a unit: up to QT query rows of one head (iq2) and sequence (iq3)
+    let groups = (qne[1] as usize).div_ceil(QT) as i64;
+    par_ranges_c(exec, groups * qne[2] * qne[3], |c, u0, u1| {
+        let mut w = chunk_work(&scratch, c, &work);
+        for u in u0..u1 {
+            let (g, rest) = (u % groups, u / groups);
+            let (iq2, iq3) = (rest % qne[2], rest / qne[2]);
+            let iq1 = g * QT as i64;
+            let n = (qne[1] - iq1).min(QT as i64) as usize;
+            one_group(&q, &k, &v, mask.as_ref(), sinks.as_ref(), &d, (kt, vt, qt), &dot, &p, (iq1, n, iq2, iq3), work.q_words, &mut w);
         }
     });
     Ok(())
@@ -130,20 +160,20 @@ struct Params {
     softcap: f32,
 }
 
-type Areas<'a> = (&'a mut [u8], &'a mut [f32], &'a mut [f32], &'a mut [f32]);
-
-fn chunk_work<'a>(s: &Scratch, c: usize, w: &Work) -> Areas<'a> {
-    let all = super::unary::kit::scratch_f32(s, c, w.words());
-    let (qw, rest) = all.split_at_mut(w.q_words);
-    let (v32, rest) = rest.split_at_mut(w.dv);
-    let (acc, tile) = rest.split_at_mut(w.dv);
-    // SAFETY: reinterpreting this chunk's own f32 words as bytes (any bit pattern is valid for both)
-    let qb = unsafe { std::slice::from_raw_parts_mut(qw.as_mut_ptr() as *mut u8, qw.len() * 4) };
-    (qb, v32, acc, tile)
+/// a V row in f32; F16 through `half`'s slice conversion (F16C, eight at a time, where the CPU
+/// has it: the per-element form checks for it on every value)
+fn v_to_f32(vt: GgmlType, bytes: &[u8], out: &mut [f32]) {
+    if vt == GgmlType::F16 {
+        use half::slice::HalfFloatSliceExt;
+        crate::block::as_blocks::<half::f16>(bytes, "flash_attn_ext v").convert_to_f32_slice(out);
+    } else {
+        dequantize_row(vt, bytes, out);
+    }
 }
 
+/// query rows iq1 .. iq1 + nq of head iq2, sequence iq3
 #[allow(clippy::too_many_arguments)]
-fn one_row(
+fn one_group(
     q: &View,
     k: &View,
     v: &View,
@@ -153,88 +183,115 @@ fn one_row(
     (kt, vt, qt): (GgmlType, GgmlType, GgmlType),
     dot: &RowDot,
     p: &Params,
-    (iq1, iq2, iq3): (i64, i64, i64),
-    qbuf: &mut [u8],
-    v32: &mut [f32],
-    acc: &mut [f32],
-    scores: &mut [f32],
+    (iq1, nq, iq2, iq3): (i64, usize, i64, i64),
+    q_words: usize,
+    w: &mut Areas,
 ) {
     let (dk, dv, n_kv) = (k.ne[0], v.ne[0], k.ne[1]);
+    let dvu = dv as usize;
     let slope = alibi_slope(p.max_bias, q.ne[2] as u32, iq2 as u32);
-    // Q in K's dot type
-    let qrow = row_bytes(q.row(iq1, iq2, iq3), GgmlType::F32, dk);
-    let qf: &[f32] = crate::block::as_blocks(qrow, "flash_attn_ext q");
-    let qb = &mut qbuf[..qt.row_size(dk as usize)];
-    if qt == GgmlType::Q8_0 {
-        quantize_row_q8_0_x86(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
-    } else {
-        quantize_row(qt, qf, qb);
+    let qbytes = qt.row_size(dk as usize);
+    // each query in K's dot type
+    for a in 0..nq {
+        let qrow = row_bytes(q.row(iq1 + a as i64, iq2, iq3), GgmlType::F32, dk);
+        let qf: &[f32] = crate::block::as_blocks(qrow, "flash_attn_ext q");
+        let words = &mut w.qbuf[a * q_words..(a + 1) * q_words];
+        // SAFETY: this chunk's own f32 words seen as bytes (any bit pattern is valid for both)
+        let qb = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, qbytes) };
+        if qt == GgmlType::Q8_0 {
+            quantize_row_q8_0_x86(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
+        } else {
+            quantize_row(qt, qf, qb);
+        }
     }
+    let q_bytes = |w: &Areas, a: usize| -> &[u8] {
+        let words = &w.qbuf[a * q_words..(a + 1) * q_words];
+        // SAFETY: as above, read only
+        unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, qbytes) }
+    };
     let (ik2, ik3) = (iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
     let (iv2, iv3) = (iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
-    let mrow = mask.map(|m| m.row(iq1, iq2 % m.ne[2], iq3 % m.ne[3]));
-    acc.fill(0.0);
-    let mut m_run = f32::NEG_INFINITY;
-    let mut s_run = 0f32;
+    let mrow = |a: usize| mask.map(|m| m.row(iq1 + a as i64, iq2 % m.ne[2], iq3 % m.ne[3]));
+    w.acc[..nq * dvu].fill(0.0);
+    w.m_run[..nq].fill(f32::NEG_INFINITY);
+    w.s_run[..nq].fill(0.0);
     let mut ic0 = 0;
     while ic0 < n_kv {
         let n = (n_kv - ic0).min(TILE as i64) as usize;
-        // the tile's scores
-        let mut tmax = f32::NEG_INFINITY;
+        // the tile's scores, K row by K row
         for j in 0..n {
             let ic = ic0 + j as i64;
-            let mv = match mrow {
-                // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
-                Some(mp) => slope * half::f16::from_bits(unsafe { (mp.add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32(),
-                None => 0.0,
-            };
-            if mv == f32::NEG_INFINITY {
-                scores[j] = f32::NEG_INFINITY;
-                continue;
+            let krow = row_bytes(k.row(ic, ik2, ik3), kt, dk);
+            for a in 0..nq {
+                let mv = match mrow(a) {
+                    // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
+                    Some(mp) => slope * half::f16::from_bits(unsafe { (mp.add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32(),
+                    None => 0.0,
+                };
+                w.scores[a * TILE + j] = if mv == f32::NEG_INFINITY {
+                    f32::NEG_INFINITY
+                } else {
+                    let mut s = dot.dot(krow, q_bytes(w, a)) * p.scale;
+                    if p.softcap != 0.0 {
+                        s = p.softcap * s.tanh();
+                    }
+                    s + mv
+                };
             }
-            let mut s = dot.dot(row_bytes(k.row(ic, ik2, ik3), kt, dk), qb) * p.scale;
-            if p.softcap != 0.0 {
-                s = p.softcap * s.tanh();
+        }
+        // the running maxima, the accumulators rescaled; the scores become weights
+        for a in 0..nq {
+            let sc = &mut w.scores[a * TILE..a * TILE + n];
+            let tmax = sc.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            if tmax > w.m_run[a] {
+                let ms = (w.m_run[a] - tmax).exp();
+                w.acc[a * dvu..(a + 1) * dvu].iter_mut().for_each(|x| *x *= ms);
+                w.s_run[a] *= ms;
+                w.m_run[a] = tmax;
             }
-            s += mv;
-            scores[j] = s;
-            tmax = tmax.max(s);
+            let m = w.m_run[a];
+            for s in sc.iter_mut() {
+                // a masked position weighs 0 (exp(-inf) is 0, and a row masked so far has m = -inf)
+                *s = if *s == f32::NEG_INFINITY { 0.0 } else { (*s - m).exp() };
+                w.s_run[a] += *s;
+            }
         }
-        if tmax > m_run {
-            let ms = (m_run - tmax).exp();
-            acc.iter_mut().for_each(|a| *a *= ms);
-            s_run *= ms;
-            m_run = tmax;
-        }
+        // V row by V row, converted once for the group
         for j in 0..n {
-            if scores[j] == f32::NEG_INFINITY {
+            if (0..nq).all(|a| w.scores[a * TILE + j] == 0.0) {
                 continue;
             }
-            let vs = (scores[j] - m_run).exp();
             let ic = ic0 + j as i64;
-            let vrow = row_bytes(v.row(ic, iv2, iv3), vt, dv);
-            dequantize_row(vt, vrow, v32);
-            for (a, x) in acc.iter_mut().zip(v32.iter()) {
-                *a += x * vs;
+            v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), w.v32);
+            for a in 0..nq {
+                let vs = w.scores[a * TILE + j];
+                if vs == 0.0 {
+                    continue;
+                }
+                for (x, y) in w.acc[a * dvu..(a + 1) * dvu].iter_mut().zip(w.v32.iter()) {
+                    *x += y * vs;
+                }
             }
-            s_run += vs;
         }
         ic0 += n as i64;
     }
-    if let Some(sk) = sinks {
-        let s = super::unary::kit::get(sk, iq2, 0, 0, 0);
-        if s > m_run {
-            let ms = (m_run - s).exp();
-            acc.iter_mut().for_each(|a| *a *= ms);
-            s_run = s_run * ms + 1.0;
-        } else {
-            s_run += (s - m_run).exp();
+    for a in 0..nq {
+        let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
+        if let Some(sk) = sinks {
+            let s = super::unary::kit::get(sk, iq2, 0, 0, 0);
+            if s > w.m_run[a] {
+                let ms = (w.m_run[a] - s).exp();
+                acc.iter_mut().for_each(|x| *x *= ms);
+                w.s_run[a] = w.s_run[a] * ms + 1.0;
+            } else {
+                w.s_run[a] += (s - w.m_run[a]).exp();
+            }
         }
-    }
-    let inv = if s_run == 0.0 { 0.0 } else { 1.0 / s_run };
-    for (i0, a) in acc.iter().enumerate() {
-        // permuted output: [DV, n_head, n_q, n_seq]
-        set(d, i0 as i64, iq2, iq1, iq3, a * inv);
+        let inv = if w.s_run[a] == 0.0 { 0.0 } else { 1.0 / w.s_run[a] };
+        for (i0, x) in acc.iter().enumerate() {
+            // permuted output: [DV, n_head, n_q, n_seq]
+            set(d, i0 as i64, iq2, iq1 + a as i64, iq3, x * inv);
+        }
     }
 }
 
@@ -328,7 +385,9 @@ mod tests {
             let dk = if case % 3 == 0 { 64 } else { 32 };
             let dv = if case % 4 == 1 { 64 } else { dk };
             let n_kv = [1, 7, 70, 130][case % 4];
-            let (n_q, n_head, n_head_kv, n_seq) = (rng.i32_in(1, 5) as i64, 4, if case % 2 == 0 { 2 } else { 4 }, 1 + (case % 2) as i64);
+            // more queries than a group (QT) in some cases
+            let (n_q, n_head, n_head_kv, n_seq) =
+                (if case % 5 == 0 { 37 } else { rng.i32_in(1, 5) as i64 }, 4, if case % 2 == 0 { 2 } else { 4 }, 1 + (case % 2) as i64);
             let q = Tensor::random(raw_type::F32, [dk, n_q, n_head, n_seq], if case % 3 == 2 { Layout::Permuted } else { Layout::Contig }, &mut rng, -1.0, 1.0);
             let (k, kvals) = kv_tensor(kt, [dk, n_kv, n_head_kv, n_seq], &mut rng);
             let (v, vvals) = kv_tensor(vt, [dv, n_kv, n_head_kv, n_seq], &mut rng);

@@ -267,6 +267,7 @@ mod tests {
 
     /// rotation from the definition, in f64: pair k of position p turns by
     /// p·freq_scale·base^(-2k/n_dims)/ff_k (no YaRN), scaled by attn_factor
+    #[allow(clippy::too_many_arguments)]
     fn reference(x: &Tensor, pos: &[i32], n_dims: i64, mode: i32, base: f64, scale: f64, attn: f64, ff: Option<&[f32]>, n_offs: i64, sign: f64) -> Vec<f32> {
         let ne = x.view.ne;
         let xs = x.to_f32();

@@ -159,29 +159,6 @@ pub fn scratch_f32<'a>(s: &Scratch, c: usize, len: usize) -> &'a mut [f32] {
     unsafe { std::slice::from_raw_parts_mut((s.ptr as *mut f32).add(c * len), len) }
 }
 
-/// same shape
-pub fn same_shape(a: &View, b: &View) -> bool {
-    a.ne == b.ne
-}
-
-/// the elements are packed in the order of the dimensions (ggml_is_contiguous)
-pub fn is_contiguous(v: &View) -> bool {
-    let Some(ts) = elem_size(v.ty) else { return false };
-    let mut s = ts;
-    for k in 0..4 {
-        if v.ne[k] != 1 && v.nb[k] != s {
-            return false;
-        }
-        s *= v.ne[k] as usize;
-    }
-    true
-}
-
-/// ggml's `ggml_are_same_shape` after broadcasting `b` over `a` (`ggml_can_repeat(b, a)`)
-pub fn can_repeat(b: &View, a: &View) -> bool {
-    (0..4).all(|k| b.ne[k] > 0 && a.ne[k] % b.ne[k] == 0)
-}
-
 #[cfg(test)]
 pub mod testkit {
     //! tensors from plain vectors, in contiguous and non-contiguous layouts, and a pool to run on
@@ -205,6 +182,8 @@ pub mod testkit {
     pub const LAYOUTS: [Layout; 3] = [Layout::Contig, Layout::Padded, Layout::Permuted];
 
     pub struct Tensor {
+        /// owns the memory `view` points into
+        #[allow(dead_code)]
         pub buf: AlignedBytes,
         pub view: View,
     }
