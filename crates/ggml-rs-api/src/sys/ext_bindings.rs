@@ -74,6 +74,22 @@ pub struct GgmlRs {
         ),
         ::libloading::Error,
     >,
+    pub ggml_rs_gallocr_write_report: Result<
+        unsafe extern "C" fn(
+            galloc: ggml_gallocr_t,
+            path: *const ::std::os::raw::c_char,
+            format: ::std::os::raw::c_int,
+        ) -> bool,
+        ::libloading::Error,
+    >,
+    pub ggml_rs_sched_write_report: Result<
+        unsafe extern "C" fn(
+            sched: ggml_backend_sched_t,
+            path: *const ::std::os::raw::c_char,
+            format: ::std::os::raw::c_int,
+        ) -> bool,
+        ::libloading::Error,
+    >,
 }
 impl GgmlRs {
     pub unsafe fn new<P>(path: P) -> Result<Self, ::libloading::Error>
@@ -104,6 +120,12 @@ impl GgmlRs {
         let ggml_rs_sched_counters = __library
             .get(b"ggml_rs_sched_counters\0")
             .map(|sym| *sym);
+        let ggml_rs_gallocr_write_report = __library
+            .get(b"ggml_rs_gallocr_write_report\0")
+            .map(|sym| *sym);
+        let ggml_rs_sched_write_report = __library
+            .get(b"ggml_rs_sched_write_report\0")
+            .map(|sym| *sym);
         Ok(GgmlRs {
             __library,
             ggml_rs_version,
@@ -112,6 +134,8 @@ impl GgmlRs {
             ggml_rs_sched_dump_plan,
             ggml_rs_gallocr_counters,
             ggml_rs_sched_counters,
+            ggml_rs_gallocr_write_report,
+            ggml_rs_sched_write_report,
         })
     }
     pub unsafe fn ggml_rs_version(&self) -> *const ::std::os::raw::c_char {
@@ -171,5 +195,27 @@ impl GgmlRs {
             .ggml_rs_sched_counters
             .as_ref()
             .expect("Expected function, got error."))(sched, n_splits, n_repeats)
+    }
+    pub unsafe fn ggml_rs_gallocr_write_report(
+        &self,
+        galloc: ggml_gallocr_t,
+        path: *const ::std::os::raw::c_char,
+        format: ::std::os::raw::c_int,
+    ) -> bool {
+        (self
+            .ggml_rs_gallocr_write_report
+            .as_ref()
+            .expect("Expected function, got error."))(galloc, path, format)
+    }
+    pub unsafe fn ggml_rs_sched_write_report(
+        &self,
+        sched: ggml_backend_sched_t,
+        path: *const ::std::os::raw::c_char,
+        format: ::std::os::raw::c_int,
+    ) -> bool {
+        (self
+            .ggml_rs_sched_write_report
+            .as_ref()
+            .expect("Expected function, got error."))(sched, path, format)
     }
 }

@@ -168,7 +168,7 @@ pub(super) fn get_rows_back(node: &Node, exec: &mut Exec) -> Result<(), OpError>
             let (i1, i2, i3) = unravel(r, d.ne[1] as usize, d.ne[2] as usize);
             for k in cols.clone() {
                 // SAFETY: inside the contiguous destination; columns are disjoint across chunks
-                unsafe { d.data.add(offset(&d, k, i1, i2, i3)).cast::<f32>().write_unaligned(0.0) };
+                unsafe { d.data.add(offset(d, k, i1, i2, i3)).cast::<f32>().write_unaligned(0.0) };
             }
         }
         for i in 0..flat.ne[0] as usize {
@@ -177,7 +177,7 @@ pub(super) fn get_rows_back(node: &Node, exec: &mut Exec) -> Result<(), OpError>
             for k in cols.clone() {
                 // SAFETY: element k of source row i and of destination row r
                 unsafe {
-                    let p = d.data.add(offset(&d, k, r, 0, 0)).cast::<f32>();
+                    let p = d.data.add(offset(d, k, r, 0, 0)).cast::<f32>();
                     p.write_unaligned(p.read_unaligned() + at.load(a.data.add(i * a.nb[1] + k * a.nb[0])));
                 }
             }
