@@ -9,7 +9,7 @@
 //! negated (the inverse). Op params: [1] n_dims, [2] mode, [4] n_ctx_orig, [5..=10] freq_base,
 //! freq_scale, ext_factor, attn_factor, beta_fast, beta_slow (f32), [11..=14] sections, [15] offset.
 
-use super::unary::kit::{get, get_i32, max_chunks, par_ranges_c, scratch_f32, set, unflatten};
+use super::unary::kit::{f32_row, f32_row_mut, get, get_i32, max_chunks, par_ranges_c, scratch_f32, set, unflatten};
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 
 pub const FAMILY: Family = Family { name: "rope", ops: &[Op::Rope, Op::RopeBack], supports, compute };
@@ -238,6 +238,34 @@ fn rotate_row(s: &View, d: &View, cache: &[f32], p: &Params, i1: i64, i2: i64, i
         _ => (p.n_dims, p.n_dims / 2, |i0| i0 / 2),
     };
     let base = if p.mode == MODE_VISION { 0 } else { p.n_offs };
+    let pair = |x0: f32, x1: f32, i0: i64| {
+        let (cos, sin) = (cache[i0 as usize], cache[i0 as usize + 1]);
+        (x0 * cos - x1 * sin, x0 * sin + x1 * cos)
+    };
+    // packed F32 rows: the same arithmetic on slices; in place (the K-shift) only the destination
+    // row is borrowed, so no shared and mutable borrows of the same memory exist
+    if std::ptr::eq(s.row(i1, i2, i3), d.row(i1, i2, i3)) && s.nb[0] == d.nb[0] {
+        if let Some(y) = f32_row_mut(d, ne0, i1, i2, i3) {
+            for i0 in (0..n).step_by(2) {
+                let a = (base + first(i0)) as usize;
+                let b = a + off as usize;
+                (y[a], y[b]) = pair(y[a], y[b], i0);
+            }
+            return;
+        }
+    } else if let (Some(x), Some(y)) = (f32_row(s, ne0, i1, i2, i3), f32_row_mut(d, ne0, i1, i2, i3)) {
+        for i0 in (0..n).step_by(2) {
+            let a = (base + first(i0)) as usize;
+            let b = a + off as usize;
+            (y[a], y[b]) = pair(x[a], x[b], i0);
+        }
+        if p.mode != MODE_VISION {
+            let (o, e) = (p.n_offs as usize, (p.n_offs + p.n_dims) as usize);
+            y[..o].copy_from_slice(&x[..o]);
+            y[e..].copy_from_slice(&x[e..]);
+        }
+        return;
+    }
     for i0 in (0..n).step_by(2) {
         let (cos, sin) = (cache[i0 as usize], cache[i0 as usize + 1]);
         let a = base + first(i0);
@@ -326,16 +354,18 @@ mod tests {
 
     #[test]
     fn rope_in_place_on_f16_is_the_out_of_place_result() {
-        // the K-shift: the cache view rotated into itself
+        // the K-shift: the cache view rotated into itself (F32 takes the slice form)
         let mut rng = XorShift::new(32);
-        let ne = [16, 4, 6, 1];
-        let x = Tensor::random(raw_type::F16, ne, Layout::Padded, &mut rng, -1.0, 1.0);
-        let pos = Tensor::from_f32(raw_type::I32, [6, 1, 1, 1], Layout::Contig, &[3.0, -2.0, 7.0, 0.0, 100.0, 5.0]);
-        let pr = params(16, MODE_NEOX, 0, 10000.0, 1.0, 0.0, 1.0, [0; 4], 0);
-        let out = Tensor::new(raw_type::F16, ne, Layout::Padded);
-        run(&node(Op::Rope, &out, &[Some(&x), Some(&pos)], &pr), 2).unwrap();
-        run(&node(Op::Rope, &x, &[Some(&x), Some(&pos)], &pr), 2).unwrap();
-        assert_eq!(x.to_f32(), out.to_f32());
+        for ty in [raw_type::F16, raw_type::F32] {
+            let ne = [16, 4, 6, 1];
+            let x = Tensor::random(ty, ne, Layout::Padded, &mut rng, -1.0, 1.0);
+            let pos = Tensor::from_f32(raw_type::I32, [6, 1, 1, 1], Layout::Contig, &[3.0, -2.0, 7.0, 0.0, 100.0, 5.0]);
+            let pr = params(12, MODE_NEOX, 0, 10000.0, 1.0, 0.0, 1.0, [0; 4], 2);
+            let out = Tensor::new(ty, ne, Layout::Padded);
+            run(&node(Op::Rope, &out, &[Some(&x), Some(&pos)], &pr), 2).unwrap();
+            run(&node(Op::Rope, &x, &[Some(&x), Some(&pos)], &pr), 2).unwrap();
+            assert_eq!(x.to_f32(), out.to_f32(), "{ty}");
+        }
     }
 
     #[test]
