@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use ggml_plan::report::json_str;
+
 use crate::ggml::graph::GraphRef;
 use crate::ggml::sys::op;
 use crate::ggml::tensor::TensorRef;
@@ -69,23 +71,6 @@ pub fn print_assignments(plan: &SplitPlan, graph: GraphRef, names: &[String], le
         crate::log_debug!("{out}");
         out.clear();
     }
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// The plan as JSON: backends, splits (backend, node range, inputs with their copies and
