@@ -509,7 +509,9 @@ rscpu_ops_run() { # label, then test-backend-ops arguments
 }
 rscpu_backend_ops() {
     local ops
-    ops=$("$BUILD_NATIVE/bin/test-backend-ops" --list-ops 2> /dev/null | awk 'NR > 1 && $1 != "FLASH_ATTN_EXT" && $1 != "MUL_MAT_ID" {print $1}' | paste -sd,)
+    # the op lines only ("  NAME"): an empty or other entry would be taken as a regex (an empty
+    # one matches every op)
+    ops=$("$BUILD_NATIVE/bin/test-backend-ops" --list-ops 2> /dev/null | awk '/^  [A-Z0-9_]+$/ && $1 != "FLASH_ATTN_EXT" && $1 != "MUL_MAT_ID" {print $1}' | paste -sd,)
     [ -n "$ops" ] || { echo "test-backend-ops --list-ops listed nothing"; return 1; }
     rscpu_ops_run every-other-op -o "$ops" &&
         rscpu_ops_run flash-attn -o FLASH_ATTN_EXT -p 'hsk=128,hsv=128,' &&
