@@ -40,7 +40,7 @@ pub fn panicked(function: &str, payload: Box<dyn Any + Send>) -> ! {
     crate::ggml::log::abort(file!(), line!(), &format!("{function}: internal error (panic): {}", message(&*payload)))
 }
 
-/// The last plain segment of an item path: the function a `crate::function_name!()` stands in (the
+/// The last plain segment of an item path: the function a `function_name!()` stands in (the
 /// marker item and closures skipped).
 pub fn enclosing_function(path: &'static str) -> &'static str {
     path.rsplit("::").find(|segment| *segment != "function_name_marker" && !segment.starts_with('{')).unwrap_or(path)
