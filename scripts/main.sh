@@ -72,13 +72,16 @@ if why=$(sd_profile_missing); then
 else
     "$ROOT/scripts/upstream.sh" build sd-ours || { echo "build of sd-ours failed"; exit 1; }
     sd_image "$SD_BUILD_OURS/bin" "$IMAGES/ours.png" || exit 1
-    GGML_RS_LOG=1 LD_PRELOAD="$SD_LIB" sd_image "$SD_BUILD_STOCK/bin" "$IMAGES/preload.png" || exit 1
+    # stable-diffusion.cpp uses ggml_gallocr directly (no scheduler): the memory plan reports our
+    # allocator writes are the proof that the preloaded library is the one that ran
+    rm -rf "$T/report"
+    GGML_RS_ALLOC_REPORT="$T/report" LD_PRELOAD="$SD_LIB" sd_image "$SD_BUILD_STOCK/bin" "$IMAGES/preload.png" || exit 1
     same() { cmp -s "$IMAGES/stock.png" "$1" && echo "byte-identical" || echo "DIFFERS"; }
     cmp -s "$IMAGES/stock.png" "$IMAGES/ours.png" && cmp -s "$IMAGES/stock.png" "$IMAGES/preload.png" || IMAGE_RC=1
     printf '%-28s %s\n' "upstream ggml-base:" "$IMAGES/stock.png ($(sha256sum < "$IMAGES/stock.png" | cut -c1-16))"
     printf '%-28s %s\n' "ggml-rs (link-time):" "$IMAGES/ours.png: $(same "$IMAGES/ours.png")"
     printf '%-28s %s\n' "ggml-rs (LD_PRELOAD):" "$IMAGES/preload.png: $(same "$IMAGES/preload.png")"
-    printf '%-28s %s\n' "LD_PRELOAD marker:" "$(grep -m1 -o 'ggml-rs [0-9.]*: scheduler.*' "$IMAGES/preload.log" || echo MISSING)"
+    printf '%-28s %s\n' "LD_PRELOAD marker:" "$(ls "$T/report" 2>/dev/null | grep -c 'json$') plans reported by ggml-rs's allocator (GGML_RS_ALLOC_REPORT)"
     echo
     printf '%-44s | %s\n' "upstream compute buffers" "ggml-rs compute buffers"
     paste -d'|' <(grep 'compute buffer size' "$IMAGES/stock.log" | sed 's/.* - //' | cut -c1-44) \
