@@ -176,7 +176,8 @@ cmd_build() {
 # our library with stable-diffusion.cpp's ABI profile (cargo is incremental: cheap when unchanged)
 cmd_sd_lib() {
     log "building libggml_rs with --features $GGML_RS_SD_PIN_PROFILE into $SD_TARGET"
-    (cd "$ROOT" && CARGO_TARGET_DIR=$SD_TARGET cargo build --release --lib --features "$GGML_RS_SD_PIN_PROFILE" 2>&1 | tail -n 3) \
+    # cargo's own progress (a crate a line) goes to stderr; stdout is the library's path
+    (cd "$ROOT" && CARGO_TARGET_DIR=$SD_TARGET nice cargo build --release --lib --jobs "$JOBS" --features "$GGML_RS_SD_PIN_PROFILE" >&2) \
         && [ -f "$SD_LIB" ] || { log "cargo build --features $GGML_RS_SD_PIN_PROFILE failed"; exit 1; }
     echo "$SD_LIB"
 }
