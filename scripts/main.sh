@@ -86,5 +86,15 @@ else
     printf '%-44s | %s\n' "upstream compute buffers" "ggml-rs compute buffers"
     paste -d'|' <(grep 'compute buffer size' "$IMAGES/stock.log" | sed 's/.* - //' | cut -c1-44) \
                 <(grep 'compute buffer size' "$IMAGES/ours.log" | sed 's/.* - //') | sed 's/|/ | /'
+    # how close each of our plans is to the least any placement can need (the most bytes live at once)
+    echo
+    python3 - "$T/report" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    plan = json.load(open(path))
+    for buf in plan["buffers"]:
+        print(f"ggml-rs plan {path.rsplit('/', 1)[1][:4]} ({plan['kind']}, {plan['n_steps']} nodes): "
+              f"{buf['size'] / 2**20:.2f} MiB, lower bound {buf['lower_bound'] / 2**20:.2f} MiB")
+PY
 fi
 exit $((LLAMA_RC | IMAGE_RC))
