@@ -84,8 +84,8 @@ else
     printf '%-28s %s\n' "LD_PRELOAD marker:" "$(ls "$T/report" 2>/dev/null | grep -c 'json$') plans reported by ggml-rs's allocator (GGML_RS_ALLOC_REPORT)"
     echo
     printf '%-44s | %s\n' "upstream compute buffers" "ggml-rs compute buffers"
-    paste -d'|' <(grep 'compute buffer size' "$IMAGES/stock.log" | sed 's/.* - //' | cut -c1-44) \
-                <(grep 'compute buffer size' "$IMAGES/ours.log" | sed 's/.* - //') | sed 's/|/ | /'
+    paste -d'|' <(grep 'compute buffer size' "$IMAGES/stock.log" | sed 's/.* - //') \
+                <(grep 'compute buffer size' "$IMAGES/ours.log" | sed 's/.* - //') | awk -F'|' '{printf "%-44s | %s\n", $1, $2}'
     # how close each of our plans is to the least any placement can need (the most bytes live at once)
     echo
     python3 - "$T/report" <<'PY'
