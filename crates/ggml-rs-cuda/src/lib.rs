@@ -1,0 +1,2 @@
+//! ggml-rs's CUDA backend (issue 16), `libggml_rs_cuda.so`.
+pub mod kernels;
