@@ -120,23 +120,57 @@ pub fn is_quant(ty: i32) -> bool {
 pub enum Plan {
     /// views, reshapes, permutes: nothing to run
     Nop,
-    Binary { op: i32 },
-    Scale { s: f32, b: f32 },
-    Unary { op: i32 },
-    Glu { op: i32, swapped: bool },
+    Binary {
+        op: i32,
+    },
+    Scale {
+        s: f32,
+        b: f32,
+    },
+    Unary {
+        op: i32,
+    },
+    Glu {
+        op: i32,
+        swapped: bool,
+    },
     Cpy,
     GetRows,
-    SetRows { quant: bool },
-    RmsNorm { eps: f32 },
-    Norm { eps: f32 },
-    Rope { n_dims: i32, neox: bool, theta_scale: f32, freq_scale: f32, ext_factor: f32, attn_factor: f32, corr: [f32; 2] },
-    SoftMax { scale: f32, max_bias: f32 },
+    SetRows {
+        quant: bool,
+    },
+    RmsNorm {
+        eps: f32,
+    },
+    Norm {
+        eps: f32,
+    },
+    Rope {
+        n_dims: i32,
+        neox: bool,
+        theta_scale: f32,
+        freq_scale: f32,
+        ext_factor: f32,
+        attn_factor: f32,
+        corr: [f32; 2],
+    },
+    SoftMax {
+        scale: f32,
+        max_bias: f32,
+    },
     /// mat-vec kernel (few columns)
     MulMatVec,
     /// cuBLAS GemmEx on `gemm_ty` operands (src0 dequantized to f16 first when quantized; src1
     /// converted to `gemm_ty`)
-    MulMatGemm { gemm_ty: i32, dequant: bool },
-    FlashAttn { scale: f32, max_bias: f32, softcap: f32 },
+    MulMatGemm {
+        gemm_ty: i32,
+        dequant: bool,
+    },
+    FlashAttn {
+        scale: f32,
+        max_bias: f32,
+        softcap: f32,
+    },
 }
 
 fn need(cond: bool, why: impl FnOnce() -> String) -> Result<(), String> {

@@ -207,7 +207,7 @@ pub mod nvrtc {
         let cname = CString::new(format!("{name}.cu")).map_err(|_| format!("{name}: bad name"))?;
         let prog = result::create_program(&src, Some(&cname)).map_err(|e| format!("{name}: nvrtcCreateProgram: {e:?}"))?;
         // SAFETY: prog was created above and is destroyed once, at the end.
-        let out = unsafe {
+        unsafe {
             let compiled = result::compile_program(prog, &options(arch));
             let log = result::get_program_log(prog).map(|l| c_chars_to_string(&l)).unwrap_or_default();
             let r = match compiled {
@@ -216,8 +216,7 @@ pub mod nvrtc {
             };
             let _ = result::destroy_program(prog);
             r
-        };
-        out
+        }
     }
 
     fn c_chars_to_string(v: &[std::ffi::c_char]) -> String {

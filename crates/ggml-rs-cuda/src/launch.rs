@@ -83,7 +83,7 @@ mod tests {
         assert_eq!(per_row(10, 100_000).unwrap().block.0, 1024);
         for len in [1u64, 31, 32, 33, 100, 1000, 1024, 5000] {
             let b = per_row(1, len).unwrap().block.0;
-            assert!(b % 32 == 0 && b <= 1024 && b >= 32);
+            assert!(b.is_multiple_of(32) && (32..=1024).contains(&b));
         }
         assert!(per_row(GRID_X_MAX + 1, 8).is_err());
     }
