@@ -745,6 +745,13 @@ unsafe extern "C" fn backend_event_wait(backend: ggml_backend_t, event: ggml_bac
     })
 }
 
+/// whether a node is computed at all: not a view/NONE, marked COMPUTE by ggml (a node built
+/// without it, e.g. by ggml_graph_add_node of a caller that did not set it, is skipped as ggml's
+/// own backends skip it), and not empty
+pub fn computes(t: TensorRef) -> bool {
+    !ggml_abi::sys::op::is_empty(t.op()) && t.flags() & ggml_abi::sys::GGML_TENSOR_FLAG_COMPUTE != 0 && t.ne().iter().all(|&n| n != 0)
+}
+
 /// Runs every node of `graph` on the stream (asynchronously: ggml synchronizes when it reads).
 pub fn compute(s: &mut Stream, graph: GraphRef) -> ggml_status {
     if let Err(e) = s.gpu.bind() {
@@ -752,7 +759,7 @@ pub fn compute(s: &mut Stream, graph: GraphRef) -> ggml_status {
         return GGML_STATUS_FAILED;
     }
     for t in graph.nodes() {
-        if ggml_abi::sys::op::is_empty(t.op()) {
+        if !computes(t) {
             continue;
         }
         let n = NodeDesc::from_tensor(t);
@@ -788,6 +795,25 @@ unsafe extern "C" fn backend_graph_compute(backend: ggml_backend_t, graph: *mut 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_without_compute_flag_views_and_empty_ones_are_skipped() {
+        // SAFETY: a zeroed ggml_tensor is a valid value of the struct (NULL pointers, zero sizes).
+        let mut t: Box<ggml_tensor> = Box::new(unsafe { std::mem::zeroed() });
+        t.op = ggml_abi::sys::op::ADD;
+        t.ne = [4, 1, 1, 1];
+        t.flags = ggml_abi::sys::GGML_TENSOR_FLAG_COMPUTE;
+        let r = |t: &mut ggml_tensor| unsafe { TensorRef::from_raw(t) }.unwrap();
+        assert!(computes(r(&mut t)));
+        t.flags = 0;
+        assert!(!computes(r(&mut t)));
+        t.flags = ggml_abi::sys::GGML_TENSOR_FLAG_COMPUTE;
+        t.op = ggml_abi::sys::op::VIEW;
+        assert!(!computes(r(&mut t)));
+        t.op = ggml_abi::sys::op::ADD;
+        t.ne = [4, 0, 1, 1];
+        assert!(!computes(r(&mut t)));
+    }
 
     #[test]
     fn a_registry_with_zero_devices_answers_every_question_without_a_device() {

@@ -55,8 +55,9 @@ pub fn name_prefix() -> String {
     std::env::var("GGML_RS_CUDA_NAME").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "CUDA".to_string())
 }
 
-/// Finds the devices. Without a driver (no libcuda, cuInit failing, no device, or
-/// `GGML_RS_CUDA_DISABLE` set) the answer is empty and `log` gets exactly one line saying why.
+/// Finds the devices. Without a driver (no libcuda, cuInit failing, no device, no libnvrtc to
+/// compile the kernels with, or `GGML_RS_CUDA_DISABLE` set) the answer is empty and `log` gets
+/// exactly one line saying why; with devices, one line listing them.
 pub fn probe(log: &mut dyn FnMut(String)) -> Vec<Gpu> {
     if std::env::var_os("GGML_RS_CUDA_DISABLE").is_some_and(|v| !v.is_empty() && v != "0") {
         log("ggml-rs-cuda: GGML_RS_CUDA_DISABLE is set: no CUDA devices\n".into());
@@ -78,6 +79,11 @@ pub fn probe(log: &mut dyn FnMut(String)) -> Vec<Gpu> {
             return Vec::new();
         }
     };
+    // without NVRTC no kernel can be compiled: the devices would accept graphs they cannot run
+    if n > 0 && !nvrtc::available() {
+        log(format!("ggml-rs-cuda: {n} CUDA device(s) but no libnvrtc on the loader's path (the kernels are compiled at run time): no CUDA devices\n"));
+        return Vec::new();
+    }
     let prefix = name_prefix();
     let mut gpus = Vec::new();
     let mut errors = Vec::new();
