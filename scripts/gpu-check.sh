@@ -25,9 +25,16 @@
 # ratios (tg128: weight bytes per token x tok/s over the copy bandwidth; pp512: tok/s over cuBLAS's).
 #
 # Environment: GPU_CHECK_LARGE=0 skips the large model (its generation takes about a minute);
-# OUT: where logs and the table go (the device tool sets it).
+# GPU_CHECK_BUDGET (seconds for the whole run, default 450; each step's timeout is cut to what is
+# left); GPU_CHECK_PYTHON (default python3: the one with torch and the nvidia wheels); OUT: where
+# logs and the table go (the device tool sets it; default .gpu-out/).
+#
+# With the device tool: run(command="scripts/gpu-check.sh run", carry=[".gpu-carry"],
+# timeout_s=540) after `scripts/gpu-check.sh prepare` here; the table is the output's end and
+# $OUT/table.txt, the logs $OUT/logs.tar.gz (the tool brings back at most 8 files).
 set -uo pipefail
 
+T_START=$SECONDS
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CARRY=$ROOT/.gpu-carry
 
@@ -83,11 +90,20 @@ for line in sys.stdin:
 ROWS=()
 row() { ROWS+=("$(printf '%-44s | %-6s | %s' "$1" "$2" "$3")"); }
 
-# step NAME TIMEOUT CMD...: runs CMD with its own timeout, its output in $LOGS/NAME.log
+# step NAME TIMEOUT CMD...: runs CMD with its own timeout, cut to what is left of the whole run's
+# budget (GPU_CHECK_BUDGET seconds, default 450: the device tool's 10-minute command limit leaves
+# room for start-up and copies); with under 10 s left the step is not run (status 125)
 step() {
     local name=$1 limit=$2
     shift 2
     local t0=$SECONDS
+    local left=$((T_START + ${GPU_CHECK_BUDGET:-450} - SECONDS))
+    if [ "$left" -lt 10 ]; then
+        echo "not run: the budget is spent" > "$LOGS/$name.log"
+        log "$name: not run (budget spent)"
+        return 125
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
     log "$name (timeout ${limit}s)"
     timeout --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
     local rc=$?
@@ -96,7 +112,14 @@ step() {
     return $rc
 }
 
-status_of() { [ "$1" -eq 0 ] && echo PASS || { [ "$1" -eq 124 ] && echo TIME || echo FAIL; }; }
+status_of() {
+    case "$1" in
+        0) echo PASS ;;
+        124) echo TIME ;;
+        125) echo SKIP ;;
+        *) echo FAIL ;;
+    esac
+}
 
 setup_loader() {
     local py=${GPU_CHECK_PYTHON:-python3} dirs=()
@@ -147,11 +170,12 @@ run_all() {
     local dry=$1
     OUTDIR=${OUT:-$ROOT/.gpu-out}
     mkdir -p "$OUTDIR"
-    LOGS=$OUTDIR/logs
     WORK=${GPU_CHECK_WORK:-/tmp/gpu-check}
+    LOGS=$WORK/logs
     mkdir -p "$LOGS" "$WORK"
     [ -d "$CARRY/lib" ] || { log ".gpu-carry/ is missing: run 'scripts/gpu-check.sh prepare' on the build machine and carry it"; return 1; }
-    local t_start=$SECONDS
+    T_START=$SECONDS
+    local t_start=$T_START
     if command -v nvidia-smi > /dev/null; then
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$LOGS/gpu.log" 2>&1
     else
@@ -286,6 +310,8 @@ PY
         printf '%s\n' "---------------------------------------------+--------+------------------------------------------"
         printf '%s\n' "${ROWS[@]}"
     } | tee "$OUTDIR/table.txt"
+    # two files come back through the device tool: the table and the logs
+    tar -czf "$OUTDIR/logs.tar.gz" -C "$WORK" logs
 }
 
 case "${1:-}" in
