@@ -27,7 +27,11 @@ extern "C" __global__ void rope_op(const char *a, TD ta, int type_a, const int *
             continue;
         }
         const float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
-        const float theta_extrap = (float)pos[i2] * powf(theta_scale, (float)(i0 / 2)) / ff;
+        // theta = pos * theta_scale^(i0/2), by repeated multiplication as ggml's CPU rope cache
+        // builds it (powf rounds differently, and the CPU is what results are compared with)
+        float theta_base = (float)pos[i2];
+        for (int j = 0; j < i0 / 2; j++) theta_base *= theta_scale;
+        const float theta_extrap = theta_base / ff;
         const float theta_interp = freq_scale * theta_extrap;
         float theta = theta_interp, mscale = attn_factor;
         if (ext_factor != 0.0f) {
