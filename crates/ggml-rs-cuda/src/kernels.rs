@@ -219,6 +219,32 @@ pub mod nvrtc {
         }
     }
 
+    /// compiles `source` to machine code for sm_`arch` (NVRTC runs ptxas itself: no driver
+    /// needed) and returns the CUBIN's size and NVRTC's log (ptxas's register / spill report with
+    /// `-Xptxas -v`). The backend loads PTX; this is the check that the PTX also assembles.
+    pub fn compile_cubin(name: &str, source: &str, arch: u32) -> Result<(usize, String), String> {
+        if !available() {
+            return Err("libnvrtc not found on the loader's path".into());
+        }
+        let src = CString::new(source).map_err(|_| format!("{name}: source has a NUL byte"))?;
+        let cname = CString::new(format!("{name}.cu")).map_err(|_| format!("{name}: bad name"))?;
+        let prog = result::create_program(&src, Some(&cname)).map_err(|e| format!("{name}: nvrtcCreateProgram: {e:?}"))?;
+        let opts = [format!("--gpu-architecture=sm_{arch}"), "--std=c++17".into(), "-default-device".into(), "-Xptxas".into(), "-v".into()];
+        // SAFETY: prog was created above and is destroyed once, at the end.
+        unsafe {
+            let compiled = result::compile_program(prog, &opts);
+            let log = result::get_program_log(prog).map(|l| c_chars_to_string(&l)).unwrap_or_default();
+            let mut size = 0usize;
+            let r = match compiled {
+                Ok(()) if sys::nvrtcGetCUBINSize(prog, &mut size) == sys::nvrtcResult::NVRTC_SUCCESS && size > 0 => Ok((size, log)),
+                Ok(()) => Err(format!("{name}: no CUBIN for sm_{arch}")),
+                Err(e) => Err(format!("{name}: NVRTC failed for sm_{arch} ({e:?}):\n{log}")),
+            };
+            let _ = result::destroy_program(prog);
+            r
+        }
+    }
+
     fn c_chars_to_string(v: &[std::ffi::c_char]) -> String {
         let bytes: Vec<u8> = v.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
         String::from_utf8_lossy(&bytes).into_owned()
@@ -310,6 +336,12 @@ mod tests {
             for k in m.kernels() {
                 assert!(ptx.contains(&format!(".entry {k}(")), "{}: PTX lacks the entry {k}", m.name());
             }
+            // and the PTX assembles to sm_90 machine code (NVRTC's own ptxas): no spills
+            let (size, log) = nvrtc::compile_cubin(m.name(), &m.source(), 90).unwrap_or_else(|e| panic!("{e}"));
+            let spills: Vec<&str> = log.lines().filter(|l| l.contains("spill") && !l.contains(" 0 bytes spill stores, 0 bytes spill loads")).collect();
+            let regs: Vec<String> = log.lines().filter_map(|l| l.split("Used ").nth(1).and_then(|r| r.split(' ').next()).map(String::from)).collect();
+            eprintln!("{}: CUBIN {size} bytes, registers per kernel {regs:?}", m.name());
+            assert!(spills.is_empty(), "{}: register spills: {spills:?}", m.name());
         }
     }
 }
