@@ -16,22 +16,30 @@ __device__ __forceinline__ float dot8(const char *w, int type_w, i64 k0, const f
     if (type_w == T_Q8_0) {
         const u8 *blk = (const u8 *)w + (k0 / QK) * Q8_0_BYTES;
         const int p = (int)(k0 % QK);
-        const float dd = h2f(rd16(blk));
+        // blocks are 34 bytes and rows a whole number of them: blk + 2 + p is 2-byte aligned, so
+        // the 8 quants are 4 halfword loads (the host checks the row stride is even)
+        const u16 *q = (const u16 *)(blk + 2 + p);
+        const float dd = h2f(*(const u16 *)blk);
         float acc = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; j++) acc += (float)(i8)blk[2 + p + j] * x[j];
+        for (int j = 0; j < 4; j++) {
+            const u16 v = q[j];
+            acc += (float)(i8)(v & 0xff) * x[2 * j] + (float)(i8)(v >> 8) * x[2 * j + 1];
+        }
         s = acc * dd;
     } else if (type_w == T_Q4_0) {
         const u8 *blk = (const u8 *)w + (k0 / QK) * Q4_0_BYTES;
         const int p = (int)(k0 % QK);
-        const float dd = h2f(rd16(blk));
-        const int byte0 = p & 15;
-        const int hi = p >= 16;
+        const float dd = h2f(*(const u16 *)blk);
+        const int shift = p >= 16 ? 4 : 0;
+        // bytes (p & 15) .. +7 hold these 8 values (low nibbles for the first 16, high for the
+        // rest); 18-byte blocks keep them 2-byte aligned
+        const u16 *q = (const u16 *)(blk + 2 + (p & 15));
         float acc = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const u8 q = blk[2 + byte0 + j];
-            acc += (float)((hi ? (q >> 4) : (q & 15)) - 8) * x[j];
+        for (int j = 0; j < 4; j++) {
+            const u16 v = q[j];
+            acc += (float)((int)((v >> shift) & 15) - 8) * x[2 * j] + (float)((int)((v >> (8 + shift)) & 15) - 8) * x[2 * j + 1];
         }
         s = acc * dd;
     } else {
@@ -51,12 +59,20 @@ extern "C" __global__ void mul_mat_vec(const char *w, TD tw, int type_w, const c
     const char *wrow = w + i01 * tw.nb[1] + i02 * tw.nb[2] + i03 * tw.nb[3];
     const float *xrow = (const float *)(xsrc + offs(tx, 0, i11, i12, i13));
     const i64 K = tw.ne[0];
+    // 16-byte loads of x where its row is 16-byte aligned (k0 steps by 8 floats = 32 bytes)
+    const bool x_vec4 = ((u64)xrow & 15) == 0;
     float s = 0.0f;
     const i64 kfull = K - K % 256;
     for (i64 k0 = (i64)lane * 8; k0 < kfull; k0 += 256) {
         float x[8];
+        if (x_vec4) {
+            const float4 a = *(const float4 *)(xrow + k0), b = *(const float4 *)(xrow + k0 + 4);
+            x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+            x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+        } else {
 #pragma unroll
-        for (int j = 0; j < 8; j++) x[j] = xrow[k0 + j];
+            for (int j = 0; j < 8; j++) x[j] = xrow[k0 + j];
+        }
         s += dot8(wrow, type_w, k0, x);
     }
     // the tail (K % 256): one element per lane (quantized K is a multiple of 32)

@@ -302,7 +302,10 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
             need(a.ne[0] == b.ne[0] && d.ne == [a.ne[1], b.ne[1], b.ne[2], b.ne[3]], || "MUL_MAT shapes".into())?;
             need(b.ne[2] % a.ne[2] == 0 && b.ne[3] % a.ne[3] == 0, || "MUL_MAT broadcast".into())?;
             need(d.nb[0] == 4, || "MUL_MAT dst not packed".into())?;
-            if b.ne[1] <= MMV_MAX_COLS && b.ty == T_F32 && b.rows_packed() {
+            // the mat-vec kernel reads quantized blocks as 16-bit words: their strides must be even
+            // (whole 34- / 18-byte blocks always are; an odd view is left to the GEMM path)
+            let halfword_aligned = !is_quant(a.ty) || a.nb.iter().all(|nb| nb % 2 == 0);
+            if b.ne[1] <= MMV_MAX_COLS && b.ty == T_F32 && b.rows_packed() && halfword_aligned {
                 return Ok(Plan::MulMatVec);
             }
             let float_rows_ok = is_quant(a.ty) || a.nb[1] % type_size(a.ty) == 0;
@@ -359,6 +362,11 @@ mod tests {
         let bf = node(op::MUL_MAT, c(T_F32, [64, 512, 1, 1]), &[c(T_BF16, [128, 64, 1, 1]), c(T_F32, [128, 512, 1, 1])]);
         assert_eq!(plan(&bf), Ok(Plan::MulMatGemm { gemm_ty: T_BF16, dequant: false }));
         // the boundary column count is the mat-vec's, one more is the GEMM's
+        // a quantized view with an odd stride goes to the GEMM path (dequantized first)
+        let mut odd = c(T_Q8_0, [64, 3, 1, 1]);
+        odd.nb[1] = 69;
+        let n_odd = node(op::MUL_MAT, c(T_F32, [3, 1, 1, 1]), &[odd, c(T_F32, [64, 1, 1, 1])]);
+        assert_eq!(plan(&n_odd), Ok(Plan::MulMatGemm { gemm_ty: T_F16, dequant: true }));
         let at = |cols| node(op::MUL_MAT, c(T_F32, [64, cols, 1, 1]), &[c(T_F16, [128, 64, 1, 1]), c(T_F32, [128, cols, 1, 1])]);
         assert_eq!(plan(&at(MMV_MAX_COLS)), Ok(Plan::MulMatVec));
         assert!(matches!(plan(&at(MMV_MAX_COLS + 1)), Ok(Plan::MulMatGemm { .. })));
