@@ -34,7 +34,8 @@
 #      host-side unit tests (kernel cache keys, launch shapes, op dispatch, zero-device registry,
 #      the no-driver path), every kernel of kernels/ compiled to PTX for sm_90 by NVRTC (the
 #      pinned wheel, scripts/cuda-nvrtc.sh), the module loaded by upstream's loader on our core
-#      (one log line, ggml-cuda.h exported, zero devices); the GPU parts are scripts/gpu-check.sh's
+#      (one log line, ggml-cuda.h exported, zero devices), the GPU check's carry prepared; the GPU
+#      parts are scripts/gpu-check.sh's
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -573,5 +574,8 @@ cuda_module() {
     return $rc
 }
 check "test_rscuda_backend: the module by path (one log line, ggml-cuda.h, zero devices; GPU scenarios skipped)" cuda_module
+# what a GPU session will carry (scripts/gpu-check.sh run needs no toolchain there): it builds and
+# stays under the device tool's 64 MiB
+check "gpu-check.sh prepare: .gpu-carry/ built, under 60 MiB" bash -o pipefail -c "'$ROOT/scripts/gpu-check.sh' prepare 2>&1 | tail -n 2"
 
 summary
