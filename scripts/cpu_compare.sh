@@ -14,8 +14,9 @@
 #                  random-weight models: their top tokens are near ties, and upstream's own AVX2
 #                  and AVX-512 builds already generate other tokens on them; see README)
 #   --no-ppl       generation only
-#   --calibrate    also run upstream's AVX2-only stock build against the native one: the error
-#                  between upstream's own two builds (the same ops summed in another order)
+#   --calibrate    also run upstream's AVX2-only stock build against the native one, and ours
+#                  with the scalar reference kernels (GGML_RS_CPU_SIMD=scalar) against ours: the
+#                  error that the same ops summed in another order make on this model
 #
 # A model fails when a generated token or a top token differs, or the perplexity differs by more
 # than 0.1% (or the error is above --max-error). The text is scripts/gen_text.py's (3000 words,
@@ -71,6 +72,9 @@ for model in "${MODEL_LIST[@]}"; do
         printf '%-14s generation: %s\n' "$name" "$line"
         if [ "$CALIBRATE" = 1 ] && gen "$CALIB" calib "$model"; then
             printf '%-14s upstream AVX2 vs native: %s\n' "" "$(python3 "$ROOT/scripts/compare_logits.py" "$T/ref.txt" "$T/ref.bin" "$T/calib.txt" "$T/calib.bin")"
+        fi
+        if [ "$CALIBRATE" = 1 ] && GGML_RS_CPU_SIMD=scalar gen "$OURS" scalar "$model"; then
+            printf '%-14s ours scalar vs SIMD:      %s\n' "" "$(python3 "$ROOT/scripts/compare_logits.py" "$T/ours.txt" "$T/ours.bin" "$T/scalar.txt" "$T/scalar.bin")"
         fi
     else
         ok=0

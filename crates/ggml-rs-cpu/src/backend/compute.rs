@@ -171,7 +171,7 @@ mod tests {
         assert_eq!(flags, [false, false, false, true]);
 
         let mut engine = Engine::new(2);
-        assert_eq!(engine.compute(gr, None, std::ptr::null_mut()), GGML_STATUS_SUCCESS);
+        assert_eq!(engine.compute(gr, None, std::ptr::null_mut(), false), GGML_STATUS_SUCCESS);
         assert_eq!(sum, [11.0, 22.0, 33.0, 44.0]);
         assert_eq!(skipped, [-1.0; 4]);
         assert_eq!(viewed, [-1.0; 4]);
@@ -184,7 +184,7 @@ mod tests {
         let mut asked = 0u32;
         // SAFETY: as above.
         let gr2 = unsafe { GraphRef::from_raw(&g2) }.unwrap();
-        assert_eq!(engine.compute(gr2, Some(count_and_stop), &mut asked as *mut u32 as *mut c_void), GGML_STATUS_ABORTED);
+        assert_eq!(engine.compute(gr2, Some(count_and_stop), &mut asked as *mut u32 as *mut c_void, false), GGML_STATUS_ABORTED);
         assert_eq!(asked, 1);
         assert_eq!(sum, [11.0, 22.0, 33.0, 44.0]);
         assert_eq!(skipped, [-1.0; 4], "the node after the abort ran");
