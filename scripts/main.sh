@@ -8,7 +8,9 @@
 #   4. run the stock shared build again with this library in LD_PRELOAD;
 #   5. run it on our core + our Rust CPU backend, no upstream backend library in the process
 #      (the rscpu build): same text expected; its logits differ in the last bits (other kernels),
-#      so the row shows how many positions pick the same top token and the largest difference.
+#      so the row shows how many generated tokens and positions' top tokens are the same and the
+#      logits' normalised error (scripts/compare_logits.py; against upstream's native CPU, every
+#      model and perplexity too: scripts/cpu_compare.sh, suite step 13).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 T=$(mktemp -d)
