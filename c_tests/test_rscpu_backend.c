@@ -11,7 +11,8 @@
 // its own backends only; the drop-in C API (ggml_graph_plan / ggml_graph_compute with and without
 // a thread pool, ggml_graph_compute_with_ctx, ggml_new_i32/f32, the element getters and setters,
 // the fp conversions, ggml_get_type_traits_cpu's from_float and vec_dot) agrees with upstream's
-// libggml-cpu on the same inputs; ggml_cpu_has_* agree with /proc/cpuinfo.
+// libggml-cpu on the same inputs; ggml_cpu_has_* agree with /proc/cpuinfo; use_ref (backend and
+// cplan) runs the scalar references.
 //
 // Usage: test_rscpu_backend <path of libggml_rs_cpu.so> [test name]
 // (or GGML_RS_CPU_LIB=<path>). The ops used are ADD, MUL and SOFT_MAX (kernels of the ops families).
@@ -476,6 +477,100 @@ static void test_layouts_match_the_pinned_headers(void) {
     CHECK(failures == 0, "%d layout differences", failures);
 }
 
+// ggml_backend_cpu_set_use_ref (and ggml_cplan.use_ref) run the scalar reference of every row
+// kernel: MUL_MAT of F32 and F16 weights then equals, bit for bit, the reference computed here
+// (products exact in double, summed in order, rounded once to float; F32 activations of F16
+// weights rounded to F16 first, as the kernels' vec_dot type). Without it, on a CPU with AVX2 the
+// SIMD kernels (f32 lanes) round differently somewhere in 2 x 64 x 4 sums of 1000 terms.
+enum { REF_K = 1000, REF_ROWS = 64, REF_COLS = 4 };
+
+static void ref_matmul(enum ggml_type wt, const float * w, const float * x, float * out) {
+    for (int j = 0; j < REF_COLS; j++) {
+        for (int i = 0; i < REF_ROWS; i++) {
+            double s = 0;
+            for (int k = 0; k < REF_K; k++) {
+                float a = w[i * REF_K + k], b = x[j * REF_K + k];
+                if (wt == GGML_TYPE_F16) {
+                    a = ggml_fp16_to_fp32(ggml_fp32_to_fp16(a));
+                    b = ggml_fp16_to_fp32(ggml_fp32_to_fp16(b));
+                }
+                s += (double) a * (double) b;
+            }
+            out[j * REF_ROWS + i] = (float) s;
+        }
+    }
+}
+
+// MUL_MAT of `wt` weights on `backend` (or, backend NULL, through our ggml_graph_compute with a
+// plan whose use_ref is `plan_use_ref`)
+static void use_ref_matmul(ggml_backend_t backend, bool plan_use_ref, enum ggml_type wt, const float * w, const float * x, float * out) {
+    struct ggml_context * ctx = new_ctx(backend != NULL);
+    struct ggml_tensor * a = ggml_new_tensor_2d(ctx, wt, REF_K, REF_ROWS);
+    struct ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, REF_K, REF_COLS);
+    struct ggml_tensor * y = ggml_mul_mat(ctx, a, b);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, y);
+    static ggml_fp16_t w16[REF_ROWS * REF_K];
+    const void * wdata = w;
+    if (wt == GGML_TYPE_F16) {
+        ggml_fp32_to_fp16_row(w, w16, REF_ROWS * REF_K);
+        wdata = w16;
+    }
+    if (backend != NULL) {
+        ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+        CHECK(buf != NULL, "allocation");
+        ggml_backend_tensor_set(a, wdata, 0, ggml_nbytes(a));
+        ggml_backend_tensor_set(b, x, 0, ggml_nbytes(b));
+        CHECK(ggml_backend_graph_compute(backend, g) == GGML_STATUS_SUCCESS, "MUL_MAT %s on RSCPU", ggml_type_name(wt));
+        ggml_backend_tensor_get(y, out, 0, ggml_nbytes(y));
+        ggml_backend_buffer_free(buf);
+    } else {
+        memcpy(a->data, wdata, ggml_nbytes(a));
+        memcpy(b->data, x, ggml_nbytes(b));
+        struct ggml_cplan plan = SYM(ggml_graph_plan)(g, 2, NULL);
+        CHECK(!plan.use_ref, "a new plan has use_ref off");
+        plan.use_ref = plan_use_ref;
+        CHECK(SYM(ggml_graph_compute)(g, &plan) == GGML_STATUS_SUCCESS, "ggml_graph_compute MUL_MAT %s", ggml_type_name(wt));
+        memcpy(out, y->data, ggml_nbytes(y));
+    }
+    ggml_free(ctx);
+}
+
+static void test_use_ref_runs_the_scalar_references(void) {
+    static float w[REF_ROWS * REF_K], x[REF_COLS * REF_K];
+    for (int i = 0; i < REF_ROWS * REF_K; i++) {
+        w[i] = sinf((float) i * 0.37f) * (1.0f + (float) (i % 13));
+    }
+    for (int i = 0; i < REF_COLS * REF_K; i++) {
+        x[i] = cosf((float) i * 0.11f) / (1.0f + (float) (i % 7));
+    }
+    ggml_backend_t b = rs_backend();
+    SYM(ggml_backend_cpu_set_n_threads)(b, 2);
+    const enum ggml_type types[] = { GGML_TYPE_F32, GGML_TYPE_F16 };
+    int simd_differs = 0;
+    for (int t = 0; t < 2; t++) {
+        float want[REF_ROWS * REF_COLS], got[REF_ROWS * REF_COLS];
+        ref_matmul(types[t], w, x, want);
+        SYM(ggml_backend_cpu_set_use_ref)(b, true);
+        use_ref_matmul(b, false, types[t], w, x, got);
+        CHECK(memcmp(got, want, sizeof(got)) == 0, "use_ref: MUL_MAT %s is not the scalar reference (first value %.9g, want %.9g)",
+              ggml_type_name(types[t]), got[0], want[0]);
+        use_ref_matmul(NULL, true, types[t], w, x, got);
+        CHECK(memcmp(got, want, sizeof(got)) == 0, "cplan.use_ref: MUL_MAT %s is not the scalar reference", ggml_type_name(types[t]));
+        SYM(ggml_backend_cpu_set_use_ref)(b, false);
+        use_ref_matmul(b, false, types[t], w, x, got);
+        simd_differs += memcmp(got, want, sizeof(got)) != 0;
+        for (int i = 0; i < REF_ROWS * REF_COLS; i++) {
+            CHECK(fabsf(got[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i])), "SIMD MUL_MAT %s [%d]: %g, reference %g", ggml_type_name(types[t]), i, got[i], want[i]);
+        }
+    }
+    // the switch switches something: the SIMD kernels (AVX2 and up) sum in f32 lanes
+    if (SYM(ggml_cpu_has_avx2)()) {
+        CHECK(simd_differs > 0, "without use_ref the results are the scalar reference's too: the flag cannot be seen");
+    }
+    ggml_backend_free(b);
+}
+
 int main(int argc, char ** argv) {
     g_lib_path = argc > 1 ? argv[1] : getenv("GGML_RS_CPU_LIB");
     CHECK(g_lib_path != NULL, "usage: %s <libggml_rs_cpu.so> [test] (or GGML_RS_CPU_LIB)", argv[0]);
@@ -495,6 +590,7 @@ int main(int argc, char ** argv) {
     RUN(test_element_api_matches_upstream);
     RUN(test_conversions_and_type_traits_match_upstream);
     RUN(test_cpu_has_reads_this_cpu);
+    RUN(test_use_ref_runs_the_scalar_references);
     printf("%d tests passed\n", g_tests_run);
     return 0;
 }

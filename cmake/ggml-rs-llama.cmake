@@ -71,7 +71,7 @@ endif()
 
 # the programs the project's checks run; `cmake --build . --target ggml-rs-programs` builds them all
 set(GGML_RS_UPSTREAM_PROGRAMS
-    llama-simple llama-bench llama-imatrix ggml-rpc-server
+    llama-simple llama-bench llama-imatrix llama-quantize ggml-rpc-server
     test-backend-ops test-opt test-alloc test-tiled-mulmat test-rpc-multi-server
     test-llama-archs test-save-load-state test-recurrent-state-rollback test-backend-sampler
     test-thread-safety test-state-restore-fragmented test-autorelease test-model-load-cancel)

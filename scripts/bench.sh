@@ -10,7 +10,8 @@
 #      the paired ratios, and the best runs; and
 #      with valgrind, the instructions each operation executes (exact where times are noisy)
 #   3. llama-bench pp512 / tg128, 2 threads, on the medium models (f16, q8_0), interleaved
-# Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 15), GGML_RS_BENCH_SKIP_LLAMA=1.
+#   4. the Rust CPU backend (build rscpu) against upstream's native CPU: llama-bench, scripts/bench_cpu.sh
+# Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 15), CPU_ROUNDS (default 7), GGML_RS_BENCH_SKIP_LLAMA=1.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ROUNDS=${ROUNDS:-15}
@@ -183,3 +184,8 @@ for model in ("f16", "q8_0"):
         u, o = statistics.median(ts[("stock", model, test)]), statistics.median(ts[("ours", model, test)])
         print(f"| medium {model} | {test} | {u:.1f} | {o:.1f} | {o / u:.3f} |")
 EOF
+
+echo
+echo "## 4. The Rust CPU backend against upstream's native CPU backend (llama-bench, medium models)"
+"$ROOT/scripts/upstream.sh" build native > /dev/null && "$ROOT/scripts/upstream.sh" build rscpu > /dev/null || exit 1
+"$ROOT/scripts/bench_cpu.sh" "${CPU_ROUNDS:-7}" || exit 1

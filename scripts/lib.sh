@@ -107,6 +107,36 @@ sd_image() {
         || { echo "sd-cli ($1) failed:"; tail -n 5 "${2%.png}.log"; return 1; }
 }
 
+# make_cpu_models: the models the Rust CPU backend is compared on (scripts/cpu_compare.sh): tiny
+# and medium in f32, f16 and q8_0 (gen_model.py), q4_0 and q4_K (llama-quantize of the stock build
+# from the f32 one: Q4_0, and Q4_K_M, whose output and some attn_v/ffn_down tensors are Q6_K).
+# tiny has no q4_K: none of its rows (64, 172) is a multiple of 256, so llama-quantize turns its
+# matrices into Q5_0, a type the backend does not have. Prints the paths.
+make_cpu_models() {
+    local py size type out
+    py=$("$ROOT/scripts/pyenv.sh" | tail -n1)
+    mkdir -p "$MODELS"
+    for size in tiny medium; do
+        for type in f32 f16 q8_0; do
+            out="$MODELS/$size-$type.gguf"
+            [ -f "$out" ] || "$py" "$ROOT/scripts/gen_model.py" --size "$size" --type "$type" --seed 1 --out "$out" >&2 || return 1
+        done
+        for type in q4_0 q4_K; do
+            [ "$size" = tiny ] && [ "$type" = q4_K ] && continue
+            out="$MODELS/$size-$type.gguf"
+            local ftype=Q4_0
+            [ "$type" = q4_K ] && ftype=Q4_K_M
+            [ -f "$out" ] && continue
+            if "$BUILD_STOCK/bin/llama-quantize" "$MODELS/$size-f32.gguf" "$out.tmp" "$ftype" 1 > "$out.log" 2>&1; then
+                mv -f "$out.tmp" "$out"
+            else
+                tail -n 5 "$out.log"
+                return 1
+            fi
+        done
+    done
+}
+
 # a free TCP port on loopback
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'

@@ -8,7 +8,9 @@
 #   4. run the stock shared build again with this library in LD_PRELOAD;
 #   5. run it on our core + our Rust CPU backend, no upstream backend library in the process
 #      (the rscpu build): same text expected; its logits differ in the last bits (other kernels),
-#      so the row shows how many positions pick the same top token and the largest difference;
+#      so the row shows how many generated tokens and positions' top tokens are the same and the
+#      logits' normalised error (scripts/compare_logits.py; against upstream's native CPU, every
+#      model and perplexity too: scripts/cpu_compare.sh, suite step 13).
 #   6. the image job: stable-diffusion.cpp (its own ggml, 0.9.8) makes a 64x64 image from a
 #      random-weight Flux.2-klein (scripts/gen_sd_model.py) as it is, with ggml-base linked to our
 #      library built with the 0.9.8 ABI profile, and as it is with that library in LD_PRELOAD:

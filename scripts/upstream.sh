@@ -165,7 +165,7 @@ cmd_build() {
     fi
     # rscpu: the programs that run on the CPU backend alone (the RPC ones need upstream's RPC backend)
     local targets=(ggml-rs-programs all)
-    [ "$variant" = rscpu ] && targets=(llama-compare llama-simple llama-bench test-backend-ops test-opt test-llama-archs test-barrier test-rope test-quantize-fns)
+    [ "$variant" = rscpu ] && targets=(llama-compare llama-perplexity-flush llama-simple llama-bench test-backend-ops test-opt test-llama-archs test-barrier test-rope test-quantize-fns)
     log "building $variant (${targets[*]}; full log: $CACHE/build-$variant.log)"
     with_progress "$variant" "$CACHE/build-$variant.log" \
         cmake --build "$build" --parallel "$JOBS" --target "${targets[@]}" \

@@ -11,6 +11,7 @@ use ggml_abi::tensor::TensorRef;
 use crate::block::AlignedBytes;
 use crate::ops::{self, Exec, MAX_SRC, Node, OP_PARAMS, Op, View};
 use crate::pool::ThreadPool;
+use crate::simd::Level;
 
 /// `ggml_abort_callback`: true asks the computation to stop
 pub type AbortCallback = Option<unsafe extern "C" fn(data: *mut c_void) -> bool>;
@@ -41,8 +42,11 @@ impl Engine {
     /// Computes every node of `graph` that is to be computed (ggml's rules: not a view or NONE,
     /// flagged COMPUTE, not empty), in order. An op the kernels cannot do is an error naming the
     /// node (logged) and `GGML_STATUS_FAILED`: never a silent wrong result. `abort` is asked after
-    /// each node.
-    pub fn compute(&mut self, graph: GraphRef, abort: AbortCallback, abort_data: *mut c_void) -> ggml_status {
+    /// each node. `use_ref` (`ggml_backend_cpu_set_use_ref`, `ggml_cplan.use_ref`) runs the
+    /// scalar reference of every row kernel instead of the SIMD one this CPU selects, as
+    /// upstream's flag turns its optimised paths (tiled GEMM, flash-attention tiles, fusion) off.
+    pub fn compute(&mut self, graph: GraphRef, abort: AbortCallback, abort_data: *mut c_void, use_ref: bool) -> ggml_status {
+        let level = if use_ref { Level::Scalar } else { crate::simd::active() };
         for (i, t) in graph.node_slice().iter().enumerate() {
             if !is_computed(*t) {
                 continue;
@@ -51,7 +55,7 @@ impl Engine {
                 Ok(n) => n,
                 Err(why) => return fail(i, *t, &why),
             };
-            let mut exec = Exec::new(&mut self.pool, &mut self.scratch);
+            let mut exec = Exec::with_level(&mut self.pool, &mut self.scratch, level);
             if let Err(e) = ops::compute(&node, &mut exec) {
                 return fail(i, *t, &e.0);
             }
@@ -167,7 +171,7 @@ mod tests {
         assert_eq!(flags, [false, false, false, true]);
 
         let mut engine = Engine::new(2);
-        assert_eq!(engine.compute(gr, None, std::ptr::null_mut()), GGML_STATUS_SUCCESS);
+        assert_eq!(engine.compute(gr, None, std::ptr::null_mut(), false), GGML_STATUS_SUCCESS);
         assert_eq!(sum, [11.0, 22.0, 33.0, 44.0]);
         assert_eq!(skipped, [-1.0; 4]);
         assert_eq!(viewed, [-1.0; 4]);
@@ -180,7 +184,7 @@ mod tests {
         let mut asked = 0u32;
         // SAFETY: as above.
         let gr2 = unsafe { GraphRef::from_raw(&g2) }.unwrap();
-        assert_eq!(engine.compute(gr2, Some(count_and_stop), &mut asked as *mut u32 as *mut c_void), GGML_STATUS_ABORTED);
+        assert_eq!(engine.compute(gr2, Some(count_and_stop), &mut asked as *mut u32 as *mut c_void, false), GGML_STATUS_ABORTED);
         assert_eq!(asked, 1);
         assert_eq!(sum, [11.0, 22.0, 33.0, 44.0]);
         assert_eq!(skipped, [-1.0; 4], "the node after the abort ran");

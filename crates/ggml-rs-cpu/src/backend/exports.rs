@@ -79,8 +79,8 @@ pub struct ggml_threadpool {
 }
 
 impl ggml_threadpool {
-    pub fn compute(&self, graph: GraphRef, abort: AbortCallback, abort_data: *mut c_void) -> ggml_status {
-        self.engine.lock().unwrap_or_else(|e| e.into_inner()).compute(graph, abort, abort_data)
+    pub fn compute(&self, graph: GraphRef, abort: AbortCallback, abort_data: *mut c_void, use_ref: bool) -> ggml_status {
+        self.engine.lock().unwrap_or_else(|e| e.into_inner()).compute(graph, abort, abort_data, use_ref)
     }
 }
 
@@ -326,7 +326,7 @@ pub extern "C" fn ggml_graph_compute(graph: *mut ggml_cgraph, cplan: *mut ggml_c
         let Some(g) = (unsafe { GraphRef::from_raw(graph) }) else { fatal!("ggml_graph_compute: graph is NULL") };
         // SAFETY: NULL or a live pool.
         if let Some(tp) = unsafe { threadpool_engine(plan.threadpool) } {
-            return tp.compute(g, plan.abort_callback, plan.abort_callback_data);
+            return tp.compute(g, plan.abort_callback, plan.abort_callback_data, plan.use_ref);
         }
         let n = plan.n_threads as usize;
         // take the engine out of the list while computing, so other threads can compute too
@@ -335,7 +335,7 @@ pub extern "C" fn ggml_graph_compute(graph: *mut ggml_cgraph, cplan: *mut ggml_c
             list.iter().position(|e| e.n_threads() == n).map(|i| list.swap_remove(i))
         };
         let mut engine = taken.unwrap_or_else(|| Engine::new(n));
-        let status = engine.compute(g, plan.abort_callback, plan.abort_callback_data);
+        let status = engine.compute(g, plan.abort_callback, plan.abort_callback_data, plan.use_ref);
         ENGINES.lock().unwrap_or_else(|e| e.into_inner()).push(engine);
         status
     })

@@ -64,8 +64,8 @@ pub struct CpuStream {
     threadpool: *mut exports::ggml_threadpool,
     abort: AbortCallback,
     abort_data: *mut c_void,
-    /// `ggml_backend_cpu_set_use_ref`: recorded; the kernels choose their path per CPU
-    /// (`GGML_RS_CPU_SIMD=scalar` selects the reference ones for the whole process)
+    /// `ggml_backend_cpu_set_use_ref`: this backend's graphs run the scalar reference of every
+    /// row kernel (`GGML_RS_CPU_SIMD=scalar` does it for the whole process)
     pub use_ref: bool,
 }
 
@@ -104,12 +104,12 @@ impl Stream for CpuStream {
         // SAFETY: a threadpool set by the application stays alive while it is set (upstream's
         // contract: ggml_backend_cpu_set_threadpool before freeing it).
         if let Some(tp) = unsafe { exports::threadpool_engine(self.threadpool) } {
-            return tp.compute(graph, self.abort, self.abort_data);
+            return tp.compute(graph, self.abort, self.abort_data, self.use_ref);
         }
         let n = self.n_threads;
         let engine = self.engine.get_or_insert_with(|| Engine::new(n));
         engine.set_n_threads(n);
-        engine.compute(graph, self.abort, self.abort_data)
+        engine.compute(graph, self.abort, self.abort_data, self.use_ref)
     }
 }
 

@@ -130,7 +130,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (dk, dv) = (k.ne[0], v.ne[0]);
     let work = Work { q_words: qt.row_size(dk as usize).div_ceil(4), dv: dv as usize };
     let scratch = exec.scratch(max_chunks(exec) * work.words() * 4);
-    let dot = RowDot::active(kt);
+    let dot = RowDot::new(kt, exec.level());
     let mut scale = node.param_f32(0);
     let max_bias = node.param_f32(1);
     let softcap = node.param_f32(2);

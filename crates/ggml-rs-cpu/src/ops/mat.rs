@@ -178,7 +178,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let acts = prepare_activations(&b, vdt, exec);
     let k = a.ne[0] as usize;
     let (w_len, x_len) = (wt.row_size(k), vdt.row_size(k));
-    let kern = RowDot::active(wt);
+    let kern = RowDot::new(wt, exec.level());
     let align = block_align(wt);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
@@ -241,7 +241,7 @@ fn mul_mat_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let acts = prepare_activations(&b, vdt, exec);
     let k = a.ne[0] as usize;
     let (w_len, x_len) = (wt.row_size(k), vdt.row_size(k));
-    let kern = RowDot::active(wt);
+    let kern = RowDot::new(wt, exec.level());
     let align = block_align(wt);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let nr0 = a.ne[1] as usize;

@@ -33,6 +33,7 @@ pub use enums::{GluOp, Op, UnaryOp};
 use crate::GgmlType;
 use crate::block::AlignedBytes;
 use crate::pool::ThreadPool;
+use crate::simd::Level;
 use std::fmt;
 
 /// ggml's `GGML_MAX_SRC`
@@ -140,6 +141,9 @@ impl fmt::Display for OpError {
 pub struct Exec<'a> {
     pool: &'a mut ThreadPool,
     scratch: &'a mut AlignedBytes,
+    /// the level of the row kernels (dot products) for this node: the process's active level, or
+    /// `Scalar` (the reference path) when the backend was told `ggml_backend_cpu_set_use_ref`
+    level: Level,
 }
 
 /// A scratch area for one op's phases: chunks write disjoint parts of it.
@@ -156,8 +160,19 @@ unsafe impl Send for Scratch {}
 unsafe impl Sync for Scratch {}
 
 impl<'a> Exec<'a> {
+    /// kernels at the process's active SIMD level
     pub fn new(pool: &'a mut ThreadPool, scratch: &'a mut AlignedBytes) -> Exec<'a> {
-        Exec { pool, scratch }
+        Exec::with_level(pool, scratch, crate::simd::active())
+    }
+
+    /// kernels at `level` (at most the detected one: `RowDot::new` asserts it)
+    pub fn with_level(pool: &'a mut ThreadPool, scratch: &'a mut AlignedBytes, level: Level) -> Exec<'a> {
+        Exec { pool, scratch, level }
+    }
+
+    /// the level the row kernels of this node run at
+    pub fn level(&self) -> Level {
+        self.level
     }
 
     pub fn n_threads(&self) -> usize {
