@@ -22,6 +22,7 @@ pub mod fp;
 pub mod matmul;
 pub mod ops;
 pub mod pool;
+pub mod qgemm;
 pub mod quants;
 #[doc(hidden)]
 pub mod rng;

@@ -10,6 +10,7 @@
 use super::copy::elem::{Scalar, block_align, chunk_range, offset, sane, split, type_size, unravel};
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
+use crate::block::{BlockQ8_0, QK8_0};
 use crate::dot::RowDot;
 
 pub const FAMILY: Family = Family { name: "mat", ops: &[Op::MulMat, Op::MulMatId, Op::OutProd], supports, compute };
@@ -174,6 +175,10 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, d) = (*node.src(0)?, *node.src(1)?, node.dst);
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
+    if use_qgemm(&a, &b, wt) {
+        mul_mat_qgemm(&a, &b, &d, wt, exec);
+        return Ok(());
+    }
     // F16 / BF16 activations of F32 weights are widened to F32 (upstream does the same)
     let acts = prepare_activations(&b, vdt, exec);
     let k = a.ne[0] as usize;
@@ -219,6 +224,103 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         }
     });
     Ok(())
+}
+
+/// activation rows from which the tiled GEMM beats the row kernels (below, repacking the
+/// weights costs more than the tiles save)
+const QGEMM_MIN_COLS: usize = 16;
+
+/// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 weights of one slab
+/// (no broadcast), enough activation rows, AVX-512 VNNI active
+fn use_qgemm(a: &View, b: &View, wt: GgmlType) -> bool {
+    crate::qgemm::supports(wt) && crate::qgemm::available() && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
+}
+
+/// MUL_MAT through [`crate::qgemm`]: activations to Q8_0 (as the row path) and their per-block
+/// sums, weights repacked 16 rows at a time, all in the scratch; then tiles of 16 rows × 8
+/// columns, in chunks of 4 row blocks × 64 columns (a column tile's activations stay in L2
+/// while the chunk's row blocks pass over them).
+fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+    use crate::qgemm::{Aux, BLOCK_BYTES, MAX_COLS, ROWS};
+    let k = a.ne[0] as usize;
+    let nb = k / QK8_0;
+    let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
+    let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
+    let x_len = GgmlType::Q8_0.row_size(k);
+    let w_len = wt.row_size(k);
+    let acts_bytes = (nr1 * x_len).next_multiple_of(64);
+    let aux_bytes = (nr1 * nb * size_of::<Aux>()).next_multiple_of(64);
+    let nrb = nr0.div_ceil(ROWS);
+    let total = acts_bytes + aux_bytes + nrb * nb * BLOCK_BYTES;
+    // the whole area first: the activations' conversion below then finds it big enough and
+    // does not move it
+    exec.scratch(total);
+    let acts = prepare_activations(b, GgmlType::Q8_0, exec);
+    let base = exec.scratch(total).ptr as usize;
+    let (aux_at, w_at) = (base + acts_bytes, base + acts_bytes + aux_bytes);
+    let c = crate::qgemm::offset(wt);
+    let col = |j: usize| {
+        let (i11, i12, i13) = unravel(j, ne11, ne12);
+        acts.row(i11, i12, i13, ne11, ne12).cast::<BlockQ8_0>()
+    };
+    let a = *a;
+    // phase 1: per-block activation sums (one chunk per column), weights repacked (one chunk
+    // per 16 rows)
+    exec.parallel(nr1 + nrb, |ch| {
+        let a = &a;
+        if ch < nr1 {
+            // SAFETY: column ch's nb Q8_0 blocks (converted or aligned src1, prepare_activations)
+            // and its nb aux entries in the scratch, this chunk's alone
+            unsafe {
+                let x = std::slice::from_raw_parts(col(ch), nb);
+                let out = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(ch * nb), nb);
+                crate::qgemm::aux_row(x, c, out);
+            }
+        } else {
+            let rb = ch - nr1;
+            let rows: Vec<&[u8]> = (rb * ROWS..((rb + 1) * ROWS).min(nr0))
+                // SAFETY: whole weight rows of slab 0 (supports: w_len bytes at nb1 apart)
+                .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })
+                .collect();
+            // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
+            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * nb * BLOCK_BYTES), nb * BLOCK_BYTES) };
+            crate::qgemm::repack(wt, &rows, nb, out);
+        }
+    });
+    // phase 2: the tiles
+    const RG: usize = 4;
+    const CG: usize = 64;
+    let (n_rg, n_cg) = (nrb.div_ceil(RG), nr1.div_ceil(CG));
+    let d = *d;
+    exec.parallel(n_rg * n_cg, |ch| {
+        let d = &d;
+        let (rg, cg) = (ch % n_rg, ch / n_rg);
+        for j0 in (cg * CG..((cg + 1) * CG).min(nr1)).step_by(MAX_COLS) {
+            let n = MAX_COLS.min(nr1 - j0);
+            let mut xs = [std::ptr::null(); MAX_COLS];
+            let mut auxs = [std::ptr::null(); MAX_COLS];
+            let mut dsts = [0usize; MAX_COLS];
+            for t in 0..n {
+                let j = j0 + t;
+                let (i11, i12, i13) = unravel(j, ne11, ne12);
+                xs[t] = col(j);
+                auxs[t] = (aux_at as *const Aux).wrapping_add(j * nb);
+                dsts[t] = d.data as usize + offset(d, 0, i11, i12, i13);
+            }
+            for rb in rg * RG..((rg + 1) * RG).min(nrb) {
+                let mut outs = [std::ptr::null_mut(); MAX_COLS];
+                for t in 0..n {
+                    outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
+                }
+                let n_rows = ROWS.min(nr0 - rb * ROWS);
+                // SAFETY: AVX-512 VNNI is active (use_qgemm); row block rb of the repacked
+                // weights, nb blocks and aux entries per column (phase 1), and dst elements
+                // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
+                // chunk only
+                unsafe { crate::qgemm::tile_raw((w_at as *const u8).add(rb * nb * BLOCK_BYTES), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
+            }
+        }
+    });
 }
 
 /// MUL_MAT_ID: for token t and slot s, `dst[:, s, t] = src0[expert ids[s, t]] · src1[:, s % ne11, t]`
