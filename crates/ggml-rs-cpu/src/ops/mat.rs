@@ -10,7 +10,6 @@
 use super::copy::elem::{Scalar, block_align, chunk_range, offset, sane, split, type_size, unravel};
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
-use crate::block::{BlockQ8_0, QK8_0};
 use crate::dot::RowDot;
 
 pub const FAMILY: Family = Family { name: "mat", ops: &[Op::MulMat, Op::MulMatId, Op::OutProd], supports, compute };
@@ -230,51 +229,52 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
 /// weights costs more than the tiles save)
 const QGEMM_MIN_COLS: usize = 16;
 
-/// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 weights of one slab
+/// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights of one slab
 /// (no broadcast), enough activation rows, AVX-512 VNNI active
 fn use_qgemm(a: &View, b: &View, wt: GgmlType) -> bool {
     crate::qgemm::supports(wt) && crate::qgemm::available() && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
 }
 
-/// MUL_MAT through [`crate::qgemm`]: activations to Q8_0 (as the row path) and their per-block
-/// sums, weights repacked 16 rows at a time, all in the scratch; then tiles of 16 rows × 8
-/// columns, in chunks of 4 row blocks × 64 columns (a column tile's activations stay in L2
-/// while the chunk's row blocks pass over them).
+/// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
+/// their quants and per-block sums, weights repacked 16 rows at a time, all in the scratch; then
+/// tiles of 16 rows × 8 columns, in chunks of 4 row blocks × 64 columns (a column tile's
+/// activations stay in L2 while the chunk's row blocks pass over them).
 fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
-    use crate::qgemm::{Aux, BLOCK_BYTES, MAX_COLS, ROWS};
+    use crate::qgemm::{Aux, MAX_COLS, ROWS};
+    let kd = crate::qgemm::kind(wt).expect("use_qgemm checked the type");
+    let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     let k = a.ne[0] as usize;
-    let nb = k / QK8_0;
+    let nb = k / kd.block_len();
+    let bb = kd.block_bytes();
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
-    let x_len = GgmlType::Q8_0.row_size(k);
-    let w_len = wt.row_size(k);
+    let (x_len, w_len) = (vdt.row_size(k), wt.row_size(k));
     let acts_bytes = (nr1 * x_len).next_multiple_of(64);
+    let qs_bytes = (nr1 * k).next_multiple_of(64);
     let aux_bytes = (nr1 * nb * size_of::<Aux>()).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
-    let total = acts_bytes + aux_bytes + nrb * nb * BLOCK_BYTES;
+    let total = acts_bytes + qs_bytes + aux_bytes + nrb * nb * bb;
     // the whole area first: the activations' conversion below then finds it big enough and
     // does not move it
     exec.scratch(total);
-    let acts = prepare_activations(b, GgmlType::Q8_0, exec);
+    let acts = prepare_activations(b, vdt, exec);
     let base = exec.scratch(total).ptr as usize;
-    let (aux_at, w_at) = (base + acts_bytes, base + acts_bytes + aux_bytes);
-    let c = crate::qgemm::offset(wt);
-    let col = |j: usize| {
-        let (i11, i12, i13) = unravel(j, ne11, ne12);
-        acts.row(i11, i12, i13, ne11, ne12).cast::<BlockQ8_0>()
-    };
+    let (qs_at, aux_at, w_at) = (base + acts_bytes, base + acts_bytes + qs_bytes, base + acts_bytes + qs_bytes + aux_bytes);
     let a = *a;
-    // phase 1: per-block activation sums (one chunk per column), weights repacked (one chunk
+    // phase 1: activation quants and sums (one chunk per column), weights repacked (one chunk
     // per 16 rows)
     exec.parallel(nr1 + nrb, |ch| {
         let a = &a;
         if ch < nr1 {
-            // SAFETY: column ch's nb Q8_0 blocks (converted or aligned src1, prepare_activations)
-            // and its nb aux entries in the scratch, this chunk's alone
+            let (i11, i12, i13) = unravel(ch, ne11, ne12);
+            // SAFETY: column ch in the vec-dot type (converted or aligned src1,
+            // prepare_activations), its k quants and nb aux entries in the scratch, this
+            // chunk's alone
             unsafe {
-                let x = std::slice::from_raw_parts(col(ch), nb);
-                let out = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(ch * nb), nb);
-                crate::qgemm::aux_row(x, c, out);
+                let x = std::slice::from_raw_parts(acts.row(i11, i12, i13, ne11, ne12), x_len);
+                let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(ch * k), k);
+                let aux = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(ch * nb), nb);
+                crate::qgemm::prepare_column(wt, x, qs, aux);
             }
         } else {
             let rb = ch - nr1;
@@ -283,8 +283,8 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                 .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })
                 .collect();
             // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
-            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * nb * BLOCK_BYTES), nb * BLOCK_BYTES) };
-            crate::qgemm::repack(wt, &rows, nb, out);
+            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * nb * bb), nb * bb) };
+            crate::qgemm::repack(wt, &rows, k, out);
         }
     });
     // phase 2: the tiles
@@ -303,7 +303,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
             for t in 0..n {
                 let j = j0 + t;
                 let (i11, i12, i13) = unravel(j, ne11, ne12);
-                xs[t] = col(j);
+                xs[t] = (qs_at as *const i8).wrapping_add(j * k);
                 auxs[t] = (aux_at as *const Aux).wrapping_add(j * nb);
                 dsts[t] = d.data as usize + offset(d, 0, i11, i12, i13);
             }
@@ -314,10 +314,10 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                 }
                 let n_rows = ROWS.min(nr0 - rb * ROWS);
                 // SAFETY: AVX-512 VNNI is active (use_qgemm); row block rb of the repacked
-                // weights, nb blocks and aux entries per column (phase 1), and dst elements
+                // weights, k quants and nb aux entries per column (phase 1), and dst elements
                 // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
                 // chunk only
-                unsafe { crate::qgemm::tile_raw((w_at as *const u8).add(rb * nb * BLOCK_BYTES), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
+                unsafe { crate::qgemm::tile_raw(kd, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
             }
         }
     });
