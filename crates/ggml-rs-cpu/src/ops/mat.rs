@@ -178,6 +178,10 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         mul_mat_qgemm(&a, &b, &d, wt, exec);
         return Ok(());
     }
+    if use_fgemm(&a, &b, wt) {
+        mul_mat_fgemm(&a, &b, &d, wt, exec);
+        return Ok(());
+    }
     // F16 / BF16 activations of F32 weights are widened to F32 (upstream does the same)
     let acts = prepare_activations(&b, vdt, exec);
     let k = a.ne[0] as usize;
@@ -229,10 +233,15 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
 /// weights costs more than the tiles save)
 const QGEMM_MIN_COLS: usize = 16;
 
+/// the weight rows can be viewed as blocks in place (the repacking reads them so)
+fn rows_aligned(a: &View, wt: GgmlType) -> bool {
+    [a.data as usize, a.nb[1]].iter().all(|x| x.is_multiple_of(block_align(wt)))
+}
+
 /// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights of one slab
 /// (no broadcast), enough activation rows, AVX-512 VNNI active
 fn use_qgemm(a: &View, b: &View, wt: GgmlType) -> bool {
-    crate::qgemm::supports(wt) && crate::qgemm::available() && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
+    crate::qgemm::supports(wt) && crate::qgemm::available() && rows_aligned(a, wt) && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
 }
 
 /// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
@@ -318,6 +327,93 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                 // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
                 // chunk only
                 unsafe { crate::qgemm::tile_raw(kd, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
+            }
+        }
+    });
+}
+
+/// the tiled float GEMM ([`crate::fgemm`]) takes this MUL_MAT: F32 / F16 / BF16 weights of one
+/// slab (no broadcast), enough activation rows, AVX-512 active
+fn use_fgemm(a: &View, b: &View, wt: GgmlType) -> bool {
+    crate::fgemm::supports(wt) && crate::fgemm::available() && rows_aligned(a, wt) && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
+}
+
+/// MUL_MAT through [`crate::fgemm`]: activations rounded to the vec-dot type (as the row path)
+/// and widened to f32, weights repacked 16 rows at a time as f32, all in the scratch; then tiles
+/// of 16 rows × 8 columns over k in pieces of `KC` (a piece of a column tile and of the chunk's
+/// row blocks stay in cache), in chunks of 4 row blocks × 64 columns.
+fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+    use crate::fgemm::{MAX_COLS, ROWS};
+    const KC: usize = 256;
+    let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
+    let k = a.ne[0] as usize;
+    let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
+    let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
+    let w_len = wt.row_size(k);
+    let acts_bytes = (nr1 * vdt.row_size(k)).next_multiple_of(64);
+    let cols_bytes = (nr1 * k * 4).next_multiple_of(64);
+    let nrb = nr0.div_ceil(ROWS);
+    let total = acts_bytes + cols_bytes + nrb * ROWS * k * 4;
+    // the whole area first: the activations' conversion below then finds it big enough and
+    // does not move it
+    exec.scratch(total);
+    let acts = prepare_activations(b, vdt, exec);
+    let base = exec.scratch(total).ptr as usize;
+    let (cols_at, w_at) = (base + acts_bytes, base + acts_bytes + cols_bytes);
+    let a = *a;
+    // phase 1: columns widened to f32 (one chunk per column), weights repacked (one chunk per
+    // 16 rows)
+    exec.parallel(nr1 + nrb, |ch| {
+        let a = &a;
+        if ch < nr1 {
+            let (i11, i12, i13) = unravel(ch, ne11, ne12);
+            // SAFETY: column ch in the vec-dot type (converted or aligned src1), k elements,
+            // into its k floats of the scratch, this chunk's alone
+            unsafe { super::copy::elem::dequantize_to(vdt, acts.row(i11, i12, i13, ne11, ne12), k, (cols_at as *mut f32).add(ch * k).cast()) };
+        } else {
+            let rb = ch - nr1;
+            let rows: Vec<&[u8]> = (rb * ROWS..((rb + 1) * ROWS).min(nr0))
+                // SAFETY: whole weight rows of slab 0 (supports: w_len bytes at nb1 apart)
+                .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })
+                .collect();
+            // SAFETY: row block rb of the repacked area in the scratch (f32-aligned: offsets
+            // are multiples of 64), this chunk's alone
+            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut f32).add(rb * ROWS * k), ROWS * k) };
+            crate::fgemm::repack(wt, &rows, k, out);
+        }
+    });
+    // phase 2: the tiles
+    const RG: usize = 4;
+    const CG: usize = 64;
+    let (n_rg, n_cg) = (nrb.div_ceil(RG), nr1.div_ceil(CG));
+    let d = *d;
+    exec.parallel(n_rg * n_cg, |ch| {
+        let d = &d;
+        let (rg, cg) = (ch % n_rg, ch / n_rg);
+        for e0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - e0);
+            for j0 in (cg * CG..((cg + 1) * CG).min(nr1)).step_by(MAX_COLS) {
+                let n = MAX_COLS.min(nr1 - j0);
+                let mut xs = [std::ptr::null(); MAX_COLS];
+                let mut dsts = [0usize; MAX_COLS];
+                for t in 0..n {
+                    let j = j0 + t;
+                    let (i11, i12, i13) = unravel(j, ne11, ne12);
+                    xs[t] = (cols_at as *const f32).wrapping_add(j * k + e0);
+                    dsts[t] = d.data as usize + offset(d, 0, i11, i12, i13);
+                }
+                for rb in rg * RG..((rg + 1) * RG).min(nrb) {
+                    let mut outs = [std::ptr::null_mut(); MAX_COLS];
+                    for t in 0..n {
+                        outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
+                    }
+                    let n_rows = ROWS.min(nr0 - rb * ROWS);
+                    // SAFETY: AVX-512 is active (use_fgemm); elements e0 .. e0 + kc of row block
+                    // rb of the repacked weights and of each column (phase 1), and dst elements
+                    // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), read and
+                    // written by this chunk only
+                    unsafe { crate::fgemm::tile_raw((w_at as *const f32).add((rb * k + e0) * ROWS), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
+                }
             }
         }
     });
