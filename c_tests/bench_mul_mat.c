@@ -6,7 +6,9 @@
 //
 // prints one line: `mm BACKEND TYPE M K N median_seconds min_seconds` (wall time of one graph
 // compute, REPS runs after one warm-up). The weights and activations are random, the same for
-// every backend (fixed seed).
+// every backend (fixed seed). The weights go into the device's first extra buffer type when it
+// has one (upstream's CPU: CPU_REPACK, weights repacked at load time as llama.cpp loads them
+// unless -nr), else into its default buffer type; BENCH_NO_EXTRA=1 keeps them in the default.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -83,15 +85,41 @@ int main(int argc, char ** argv) {
         set_threads(backend, threads);
     }
 
+    // the weights' buffer type: the first extra one (repacking) if the device has one and it
+    // takes these weights for this product (upstream repacks only some types and shapes)
     struct ggml_init_params ip = { 3 * ggml_tensor_overhead() + ggml_graph_overhead(), NULL, true };
+    ggml_backend_buffer_type_t wbuft = ggml_backend_get_default_buffer_type(backend);
+    const char * no_extra = getenv("BENCH_NO_EXTRA");
+    ggml_backend_dev_get_extra_bufts_t get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    ggml_backend_buffer_type_t * extra = get_extra ? get_extra(dev) : NULL;
+    if (extra && extra[0] && !(no_extra && strcmp(no_extra, "1") == 0)) {
+        // only the weights in the probe's buffer (the node and activations unallocated)
+        struct ggml_context * pctx = ggml_init(ip);
+        struct ggml_context * pnode = ggml_init(ip);
+        struct ggml_tensor * pa = ggml_new_tensor_2d(pctx, type, k, m);
+        struct ggml_tensor * pb = ggml_new_tensor_2d(pnode, GGML_TYPE_F32, k, n);
+        struct ggml_tensor * pout = ggml_mul_mat(pnode, pa, pb);
+        ggml_backend_buffer_t pbuf = ggml_backend_alloc_ctx_tensors_from_buft(pctx, extra[0]);
+        if (pbuf && ggml_backend_dev_supports_op(dev, pout)) {
+            wbuft = extra[0];
+        }
+        if (pbuf) {
+            ggml_backend_buffer_free(pbuf);
+        }
+        ggml_free(pnode);
+        ggml_free(pctx);
+    }
+
     struct ggml_context * ctx = ggml_init(ip);
-    struct ggml_tensor * a = ggml_new_tensor_2d(ctx, type, k, m);
+    struct ggml_context * wctx = ggml_init(ip);
+    struct ggml_tensor * a = ggml_new_tensor_2d(wctx, type, k, m);
     struct ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, n);
     struct ggml_tensor * out = ggml_mul_mat(ctx, a, b);
     struct ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, wbuft);
     ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
-    if (!buf) {
+    if (!buf || !wbuf) {
         fprintf(stderr, "bench_mul_mat: no buffer\n");
         return 1;
     }
@@ -119,13 +147,16 @@ int main(int argc, char ** argv) {
         t[r] = now() - t0;
     }
     qsort(t, reps, sizeof(double), cmp_double);
+    fprintf(stderr, "weights in %s\n", ggml_backend_buft_name(wbuft));
     printf("mm %s %s %lld %lld %lld %.6f %.6f\n", name, tname, (long long) m, (long long) k, (long long) n, t[reps / 2], t[0]);
 
     free(t);
     free(q);
     free(src);
     ggml_backend_buffer_free(buf);
+    ggml_backend_buffer_free(wbuf);
     ggml_free(ctx);
+    ggml_free(wctx);
     ggml_backend_free(backend);
     return 0;
 }
