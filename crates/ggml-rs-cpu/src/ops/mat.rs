@@ -241,7 +241,13 @@ fn rows_aligned(a: &View, wt: GgmlType) -> bool {
 /// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights of one slab
 /// (no broadcast), enough activation rows, AVX-512 VNNI active
 fn use_qgemm(a: &View, b: &View, wt: GgmlType) -> bool {
-    crate::qgemm::supports(wt) && crate::qgemm::available() && rows_aligned(a, wt) && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
+    crate::qgemm::supports(wt)
+        && crate::qgemm::available()
+        && rows_aligned(a, wt)
+        && a.ne[2] == 1
+        && a.ne[3] == 1
+        && a.ne[1] > 0
+        && b.nrows() as usize >= QGEMM_MIN_COLS
 }
 
 /// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
@@ -346,13 +352,20 @@ fn gemm_chunks(nrb: usize, rg: usize, nr1: usize, threads: usize) -> (usize, usi
 /// the tiled float GEMM ([`crate::fgemm`]) takes this MUL_MAT: F32 / F16 / BF16 weights of one
 /// slab (no broadcast), enough activation rows, AVX-512 active
 fn use_fgemm(a: &View, b: &View, wt: GgmlType) -> bool {
-    crate::fgemm::supports(wt) && crate::fgemm::available() && rows_aligned(a, wt) && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
+    crate::fgemm::supports(wt)
+        && crate::fgemm::available()
+        && rows_aligned(a, wt)
+        && a.ne[2] == 1
+        && a.ne[3] == 1
+        && a.ne[1] > 0
+        && b.nrows() as usize >= QGEMM_MIN_COLS
 }
 
 /// MUL_MAT through [`crate::fgemm`]: activations rounded to the vec-dot type (as the row path)
-/// and widened to f32, weights repacked 16 rows at a time as f32, all in the scratch; then tiles
-/// of 16 rows × 8 columns over k in pieces of `KC` (a piece of a column tile and of the chunk's
-/// row blocks stay in cache), in chunks of 4 row blocks × the columns ([`gemm_chunks`]).
+/// and widened to f32, weights repacked 32 rows at a time (16-bit types as they are), all in the
+/// scratch; then tiles of 32 rows × 8 columns over k in pieces of `KC` (a piece of a column tile
+/// and of the chunk's row blocks stay in cache), in chunks of 4 row blocks × the columns
+/// ([`gemm_chunks`]).
 fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     use crate::fgemm::{MAX_COLS, ROWS};
     const KC: usize = 256;
@@ -364,7 +377,8 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     let acts_bytes = (nr1 * vdt.row_size(k)).next_multiple_of(64);
     let cols_bytes = (nr1 * k * 4).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
-    let total = acts_bytes + cols_bytes + nrb * ROWS * k * 4;
+    let eb = crate::fgemm::elem_bytes(wt);
+    let total = acts_bytes + cols_bytes + nrb * ROWS * k * eb;
     // the whole area first: the activations' conversion below then finds it big enough and
     // does not move it
     exec.scratch(total);
@@ -387,9 +401,8 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                 // SAFETY: whole weight rows of slab 0 (supports: w_len bytes at nb1 apart)
                 .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })
                 .collect();
-            // SAFETY: row block rb of the repacked area in the scratch (f32-aligned: offsets
-            // are multiples of 64), this chunk's alone
-            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut f32).add(rb * ROWS * k), ROWS * k) };
+            // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
+            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * ROWS * k * eb), ROWS * k * eb) };
             crate::fgemm::repack(wt, &rows, k, out);
         }
     });
@@ -423,7 +436,7 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                     // rb of the repacked weights and of each column (phase 1), and dst elements
                     // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), read and
                     // written by this chunk only
-                    unsafe { crate::fgemm::tile_raw((w_at as *const f32).add((rb * k + e0) * ROWS), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
+                    unsafe { crate::fgemm::tile_raw(wt, (w_at as *const u8).add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
                 }
             }
         }
