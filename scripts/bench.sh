@@ -11,13 +11,71 @@
 #      with valgrind, the instructions each operation executes (exact where times are noisy)
 #   3. llama-bench pp512 / tg128, 2 threads, on the medium models (f16, q8_0), interleaved
 #   4. the Rust CPU backend (build rscpu) against upstream's native CPU: llama-bench, scripts/bench_cpu.sh
-# Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 15), CPU_ROUNDS (default 7), GGML_RS_BENCH_SKIP_LLAMA=1.
+#   5. the Rust CPU backend's MUL_MAT against upstream's CPU built with GGML_NATIVE=ON, prompt
+#      shapes of the medium and a ~1B llama model (bench_mul_mat.c, the same harness for both),
+#      with this machine's peaks (bench_peak.c) to read each figure against
+# Environment: ROUNDS (default 15), LLAMA_ROUNDS (default 15), CPU_ROUNDS (default 7), MM_ROUNDS (default 5),
+#   GGML_RS_BENCH_SKIP_LLAMA=1, GGML_RS_BENCH_ONLY=mul_mat (section 5 alone).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ROUNDS=${ROUNDS:-15}
 LLAMA_ROUNDS=${LLAMA_ROUNDS:-15}
+MM_ROUNDS=${MM_ROUNDS:-5}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+
+# Section 4: MUL_MAT weights [K, M] × f32 activations [K, 512] (a pp512 batch), types × shapes
+# of the medium model (n_embd 512, n_ff 1536) and a ~1B llama (n_embd 2048, n_ff 5632), on
+# upstream's CPU backend (native build) and ours (RSCPU, GGML_BACKEND_PATH), 2 threads, in
+# MM_ROUNDS interleaved rounds (order alternating); medians of each round's median, the median
+# of the paired ratios, and ours as a fraction of the peak of its instructions (VNNI int8 for the
+# quantized types, FMA f32 for the float ones; both 2 threads × the one-thread peak).
+bench_mul_mat() {
+    local native=$GGML_RS_BUILD_NATIVE rs=$ROOT/target/release/libggml_rs_cpu.so
+    (cd "$ROOT" && cargo build --release -p ggml-rs-cpu 2>&1 | tail -n 1) && "$ROOT/scripts/upstream.sh" build native || return 1
+    cc -O2 -I"$TREE/ggml/include" "$ROOT/c_tests/bench_mul_mat.c" -L"$native/bin" -lggml -lggml-base \
+        -Wl,-rpath,"$native/bin" -o "$T/bench_mul_mat" || return 1
+    cc -O2 -mavx512f -mavx512bw -mavx512vnni "$ROOT/c_tests/bench_peak.c" -o "$T/bench_peak" || return 1
+    echo
+    echo "## 5. MUL_MAT, prompt shapes (N = 512), Rust CPU backend vs upstream native, -t 2, $MM_ROUNDS interleaved rounds"
+    "$T/bench_peak" > "$T/peak" || return 1
+    local shapes="512x512 1536x512 512x1536 2048x2048 5632x2048 2048x5632"
+    for r in $(seq "$MM_ROUNDS"); do
+        for ty in q8_0 q4_0 q4_K q6_K f16 bf16; do
+            for s in $shapes; do
+                local m=${s%x*} k=${s#*x} order="CPU RSCPU"
+                [ $((r % 2)) = 0 ] && order="RSCPU CPU"
+                for be in $order; do
+                    GGML_BACKEND_PATH=$rs "$T/bench_mul_mat" "$be" "$ty" "$m" "$k" 512 5 2 2>/dev/null >> "$T/mm" || return 1
+                done
+            done
+        done
+    done
+    python3 - "$T/mm" "$T/peak" <<'EOF'
+import statistics, sys
+peak = {l.split()[1]: float(l.split()[2]) for l in open(sys.argv[2])}
+runs = {}
+for l in open(sys.argv[1]):
+    _, be, ty, m, k, n, med, _best = l.split()
+    runs.setdefault((ty, int(m), int(k), int(n)), {}).setdefault(be, []).append(float(med))
+bpe = {"q8_0": 34 / 32, "q4_0": 18 / 32, "q4_K": 144 / 256, "q6_K": 210 / 256, "f16": 2, "bf16": 2}
+print(f"peaks, one thread: VNNI int8 {peak['vnni']:.0f} GOPS, FMA f32 {peak['fma']:.0f} GFLOPS, read bandwidth {peak['mem']:.1f} GB/s")
+print()
+print("| type | M × K (× 512) | upstream GFLOP/s | ggml-rs GFLOP/s | ggml-rs/upstream | ggml-rs weights GB/s | ggml-rs % of peak |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for (ty, m, k, n), v in runs.items():
+    flop = 2.0 * m * k * n
+    u, o = statistics.median(v["CPU"]), statistics.median(v["RSCPU"])
+    ratio = statistics.median(a / b for a, b in zip(v["CPU"], v["RSCPU"]))
+    top = 2 * (peak["fma"] if ty in ("f16", "bf16") else peak["vnni"])
+    print(f"| {ty} | {m} × {k} | {flop / u * 1e-9:.1f} | {flop / o * 1e-9:.1f} | {ratio:.2f} | {m * k * bpe[ty] / o * 1e-9:.2f} | {100 * flop / o * 1e-9 / top:.1f} % |")
+EOF
+}
+
+if [ "${GGML_RS_BENCH_ONLY:-}" = mul_mat ]; then
+    setup_tools && bench_mul_mat
+    exit
+fi
 
 setup_tools && build_library && build_upstream || exit 1
 for b in "$BUILD_STOCK" "$BUILD_OURS"; do
@@ -156,7 +214,10 @@ if command -v valgrind > /dev/null; then
     done
 fi
 
-[ "${GGML_RS_BENCH_SKIP_LLAMA:-0}" = 1 ] && exit 0
+if [ "${GGML_RS_BENCH_SKIP_LLAMA:-0}" = 1 ]; then
+    bench_mul_mat
+    exit
+fi
 echo
 echo "## 3. llama-bench, medium models (60M parameters), -t 2, median of $LLAMA_ROUNDS interleaved runs"
 make_models medium || exit 1
@@ -189,3 +250,4 @@ echo
 echo "## 4. The Rust CPU backend against upstream's native CPU backend (llama-bench, medium models)"
 "$ROOT/scripts/upstream.sh" build native > /dev/null && "$ROOT/scripts/upstream.sh" build rscpu > /dev/null || exit 1
 "$ROOT/scripts/bench_cpu.sh" "${CPU_ROUNDS:-7}" || exit 1
+bench_mul_mat || exit 1

@@ -18,10 +18,12 @@
 pub mod backend;
 pub mod block;
 pub mod dot;
+pub mod fgemm;
 pub mod fp;
 pub mod matmul;
 pub mod ops;
 pub mod pool;
+pub mod qgemm;
 pub mod quants;
 #[doc(hidden)]
 pub mod rng;

@@ -174,6 +174,14 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, d) = (*node.src(0)?, *node.src(1)?, node.dst);
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
+    if use_qgemm(&a, &b, wt) {
+        mul_mat_qgemm(&a, &b, &d, wt, exec);
+        return Ok(());
+    }
+    if use_fgemm(&a, &b, wt) {
+        mul_mat_fgemm(&a, &b, &d, wt, exec);
+        return Ok(());
+    }
     // F16 / BF16 activations of F32 weights are widened to F32 (upstream does the same)
     let acts = prepare_activations(&b, vdt, exec);
     let k = a.ne[0] as usize;
@@ -219,6 +227,220 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         }
     });
     Ok(())
+}
+
+/// activation rows from which the tiled GEMM beats the row kernels (below, repacking the
+/// weights costs more than the tiles save)
+const QGEMM_MIN_COLS: usize = 16;
+
+/// the weight rows can be viewed as blocks in place (the repacking reads them so)
+fn rows_aligned(a: &View, wt: GgmlType) -> bool {
+    [a.data as usize, a.nb[1]].iter().all(|x| x.is_multiple_of(block_align(wt)))
+}
+
+/// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights of one slab
+/// (no broadcast), enough activation rows, AVX-512 VNNI active
+fn use_qgemm(a: &View, b: &View, wt: GgmlType) -> bool {
+    crate::qgemm::supports(wt)
+        && crate::qgemm::available()
+        && rows_aligned(a, wt)
+        && a.ne[2] == 1
+        && a.ne[3] == 1
+        && a.ne[1] > 0
+        && b.nrows() as usize >= QGEMM_MIN_COLS
+}
+
+/// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
+/// their quants and per-block sums, weights repacked 16 rows at a time, all in the scratch; then
+/// tiles of 16 rows × 8 columns, in chunks of 4 row blocks × the columns ([`gemm_chunks`]).
+fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+    use crate::qgemm::{Aux, MAX_COLS, ROWS};
+    let kd = crate::qgemm::kind(wt).expect("use_qgemm checked the type");
+    let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
+    let k = a.ne[0] as usize;
+    let nb = k / kd.block_len();
+    let bb = kd.block_bytes();
+    let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
+    let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
+    let (x_len, w_len) = (vdt.row_size(k), wt.row_size(k));
+    let acts_bytes = (nr1 * x_len).next_multiple_of(64);
+    let qs_bytes = (nr1 * k).next_multiple_of(64);
+    let aux_bytes = (nr1 * nb * size_of::<Aux>()).next_multiple_of(64);
+    let nrb = nr0.div_ceil(ROWS);
+    let total = acts_bytes + qs_bytes + aux_bytes + nrb * nb * bb;
+    // the whole area first: the activations' conversion below then finds it big enough and
+    // does not move it
+    exec.scratch(total);
+    let acts = prepare_activations(b, vdt, exec);
+    let base = exec.scratch(total).ptr as usize;
+    let (qs_at, aux_at, w_at) = (base + acts_bytes, base + acts_bytes + qs_bytes, base + acts_bytes + qs_bytes + aux_bytes);
+    let a = *a;
+    // phase 1: activation quants and sums (one chunk per column), weights repacked (one chunk
+    // per 16 rows)
+    exec.parallel(nr1 + nrb, |ch| {
+        let a = &a;
+        if ch < nr1 {
+            let (i11, i12, i13) = unravel(ch, ne11, ne12);
+            // SAFETY: column ch in the vec-dot type (converted or aligned src1,
+            // prepare_activations), its k quants and nb aux entries in the scratch, this
+            // chunk's alone
+            unsafe {
+                let x = std::slice::from_raw_parts(acts.row(i11, i12, i13, ne11, ne12), x_len);
+                let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(ch * k), k);
+                let aux = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(ch * nb), nb);
+                crate::qgemm::prepare_column(wt, x, qs, aux);
+            }
+        } else {
+            let rb = ch - nr1;
+            let rows: Vec<&[u8]> = (rb * ROWS..((rb + 1) * ROWS).min(nr0))
+                // SAFETY: whole weight rows of slab 0 (supports: w_len bytes at nb1 apart)
+                .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })
+                .collect();
+            // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
+            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * nb * bb), nb * bb) };
+            crate::qgemm::repack(wt, &rows, k, out);
+        }
+    });
+    // phase 2: the tiles
+    const RG: usize = 4;
+    let (n_rg, cg_len) = gemm_chunks(nrb, RG, nr1, exec.n_threads());
+    let n_cg = nr1.div_ceil(cg_len);
+    let d = *d;
+    exec.parallel(n_rg * n_cg, |ch| {
+        let d = &d;
+        let (rg, cg) = (ch % n_rg, ch / n_rg);
+        for j0 in (cg * cg_len..((cg + 1) * cg_len).min(nr1)).step_by(MAX_COLS) {
+            let n = MAX_COLS.min(nr1 - j0);
+            let mut xs = [std::ptr::null(); MAX_COLS];
+            let mut auxs = [std::ptr::null(); MAX_COLS];
+            let mut dsts = [0usize; MAX_COLS];
+            for t in 0..n {
+                let j = j0 + t;
+                let (i11, i12, i13) = unravel(j, ne11, ne12);
+                xs[t] = (qs_at as *const i8).wrapping_add(j * k);
+                auxs[t] = (aux_at as *const Aux).wrapping_add(j * nb);
+                dsts[t] = d.data as usize + offset(d, 0, i11, i12, i13);
+            }
+            for rb in rg * RG..((rg + 1) * RG).min(nrb) {
+                let mut outs = [std::ptr::null_mut(); MAX_COLS];
+                for t in 0..n {
+                    outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
+                }
+                let n_rows = ROWS.min(nr0 - rb * ROWS);
+                // SAFETY: AVX-512 VNNI is active (use_qgemm); row block rb of the repacked
+                // weights, k quants and nb aux entries per column (phase 1), and dst elements
+                // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
+                // chunk only
+                unsafe { crate::qgemm::tile_raw(kd, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
+            }
+        }
+    });
+}
+
+/// `(row groups, columns per chunk)` for the GEMMs' chunks of `rg` row blocks: every column in
+/// one chunk when there are row groups enough for the pool to balance (4 per thread), so that
+/// each repacked weight block is read from memory once and the columns stream past it from
+/// cache (with 64-column chunks, F16 weights of 4096 × 14336 were read 8 times from memory and
+/// ran at 0.55× upstream); else columns split until there are, in multiples of the tile width
+fn gemm_chunks(nrb: usize, rg: usize, nr1: usize, threads: usize) -> (usize, usize) {
+    let n_rg = nrb.div_ceil(rg);
+    let want = 4 * threads;
+    let n_cg = if n_rg >= want { 1 } else { want.div_ceil(n_rg) };
+    (n_rg, nr1.div_ceil(n_cg).next_multiple_of(crate::qgemm::MAX_COLS).max(crate::qgemm::MAX_COLS))
+}
+
+/// the tiled float GEMM ([`crate::fgemm`]) takes this MUL_MAT: F32 / F16 / BF16 weights of one
+/// slab (no broadcast), enough activation rows, AVX-512 active
+fn use_fgemm(a: &View, b: &View, wt: GgmlType) -> bool {
+    crate::fgemm::supports(wt)
+        && crate::fgemm::available()
+        && rows_aligned(a, wt)
+        && a.ne[2] == 1
+        && a.ne[3] == 1
+        && a.ne[1] > 0
+        && b.nrows() as usize >= QGEMM_MIN_COLS
+}
+
+/// MUL_MAT through [`crate::fgemm`]: activations rounded to the vec-dot type (as the row path)
+/// and widened to f32, weights repacked 32 rows at a time (16-bit types as they are), all in the
+/// scratch; then tiles of 32 rows × 8 columns over k in pieces of `KC` (a piece of a column tile
+/// and of the chunk's row blocks stay in cache), in chunks of 4 row blocks × the columns
+/// ([`gemm_chunks`]).
+fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+    use crate::fgemm::{MAX_COLS, ROWS};
+    const KC: usize = 256;
+    let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
+    let k = a.ne[0] as usize;
+    let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
+    let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
+    let w_len = wt.row_size(k);
+    let acts_bytes = (nr1 * vdt.row_size(k)).next_multiple_of(64);
+    let cols_bytes = (nr1 * k * 4).next_multiple_of(64);
+    let nrb = nr0.div_ceil(ROWS);
+    let eb = crate::fgemm::elem_bytes(wt);
+    let total = acts_bytes + cols_bytes + nrb * ROWS * k * eb;
+    // the whole area first: the activations' conversion below then finds it big enough and
+    // does not move it
+    exec.scratch(total);
+    let acts = prepare_activations(b, vdt, exec);
+    let base = exec.scratch(total).ptr as usize;
+    let (cols_at, w_at) = (base + acts_bytes, base + acts_bytes + cols_bytes);
+    let a = *a;
+    // phase 1: columns widened to f32 (one chunk per column), weights repacked (one chunk per
+    // 16 rows)
+    exec.parallel(nr1 + nrb, |ch| {
+        let a = &a;
+        if ch < nr1 {
+            let (i11, i12, i13) = unravel(ch, ne11, ne12);
+            // SAFETY: column ch in the vec-dot type (converted or aligned src1), k elements,
+            // into its k floats of the scratch, this chunk's alone
+            unsafe { super::copy::elem::dequantize_to(vdt, acts.row(i11, i12, i13, ne11, ne12), k, (cols_at as *mut f32).add(ch * k).cast()) };
+        } else {
+            let rb = ch - nr1;
+            let rows: Vec<&[u8]> = (rb * ROWS..((rb + 1) * ROWS).min(nr0))
+                // SAFETY: whole weight rows of slab 0 (supports: w_len bytes at nb1 apart)
+                .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })
+                .collect();
+            // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
+            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * ROWS * k * eb), ROWS * k * eb) };
+            crate::fgemm::repack(wt, &rows, k, out);
+        }
+    });
+    // phase 2: the tiles
+    const RG: usize = 4;
+    let (n_rg, cg_len) = gemm_chunks(nrb, RG, nr1, exec.n_threads());
+    let n_cg = nr1.div_ceil(cg_len);
+    let d = *d;
+    exec.parallel(n_rg * n_cg, |ch| {
+        let d = &d;
+        let (rg, cg) = (ch % n_rg, ch / n_rg);
+        for e0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - e0);
+            for j0 in (cg * cg_len..((cg + 1) * cg_len).min(nr1)).step_by(MAX_COLS) {
+                let n = MAX_COLS.min(nr1 - j0);
+                let mut xs = [std::ptr::null(); MAX_COLS];
+                let mut dsts = [0usize; MAX_COLS];
+                for t in 0..n {
+                    let j = j0 + t;
+                    let (i11, i12, i13) = unravel(j, ne11, ne12);
+                    xs[t] = (cols_at as *const f32).wrapping_add(j * k + e0);
+                    dsts[t] = d.data as usize + offset(d, 0, i11, i12, i13);
+                }
+                for rb in rg * RG..((rg + 1) * RG).min(nrb) {
+                    let mut outs = [std::ptr::null_mut(); MAX_COLS];
+                    for t in 0..n {
+                        outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
+                    }
+                    let n_rows = ROWS.min(nr0 - rb * ROWS);
+                    // SAFETY: AVX-512 is active (use_fgemm); elements e0 .. e0 + kc of row block
+                    // rb of the repacked weights and of each column (phase 1), and dst elements
+                    // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), read and
+                    // written by this chunk only
+                    unsafe { crate::fgemm::tile_raw(wt, (w_at as *const u8).add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
+                }
+            }
+        }
+    });
 }
 
 /// MUL_MAT_ID: for token t and slot s, `dst[:, s, t] = src0[expert ids[s, t]] · src1[:, s % ne11, t]`

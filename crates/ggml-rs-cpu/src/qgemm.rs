@@ -1,0 +1,482 @@
+//! Tiled int8 GEMM for prompt processing (MUL_MAT with many activation rows) of Q8_0, Q4_0
+//! (activations Q8_0), Q4_K and Q6_K (activations Q8_K) weights, on AVX-512 VNNI.
+//!
+//! The row kernels ([`crate::dot`]) compute one weight row · one activation row at a time: every
+//! product re-loads both rows and ends in a horizontal sum. Here weights are repacked so that one
+//! 512-bit register holds 4 consecutive quants of 16 rows (lane r = row r), made unsigned (Q8_0
+//! quants + 128, Q4_0 nibbles as they are), and 4 activation quants are broadcast to all lanes:
+//! one `vpdpbusd` then adds 4 products to each of 16 rows' sums, 64 multiply-adds, with no
+//! horizontal step (a 16-row result is a contiguous piece of a dst column). A tile is 16 weight
+//! rows × up to [`MAX_COLS`] activation rows, the weight register reused across the columns.
+//!
+//! Every type is brought to one form: blocks of `4 · groups` quants (32, or 16 for Q6_K's
+//! sub-blocks), unsigned, with one f32 scale per row and block (Q4_K, Q6_K: `d · sub-block
+//! scale`) and for Q4_K one f32 min per row and block (`dmin · m`). The unsigned offset c (Q8_0
+//! quants + 128, Q4_0 and Q6_K as stored, offsets 8 and 32) is taken back exactly in integers:
+//! Σ (w + c) · y = Σ w·y + c · Σ y, so each column's block starts its sum at `-c · Σ y`; Q4_K's
+//! mins are a second float sum, `min · d_y · Σ y`. Those per-block activation terms are computed
+//! once per activation row ([`Aux`]), and the activation quants copied out of their blocks into
+//! one contiguous row of i8.
+//!
+//! Layout of a repacked block of 16 rows ([`Kind::block_bytes`]): `groups` groups of 64 bytes
+//! (group g: row r's quants 4g..4g+4 at byte 4r), the 16 rows' scales as f32, then (Q4_K) their
+//! mins as f32. Rows past the end of the matrix are zero (their results are not stored).
+//!
+//! The weights are repacked per MUL_MAT call here (one pass over them, cheap next to the
+//! 512-column product); a repacking buffer type would do it once at load time.
+
+use crate::GgmlType;
+use crate::block::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, QK_K, as_blocks};
+
+/// weight rows per repacked block (the lanes of a 512-bit register of i32)
+pub const ROWS: usize = 16;
+/// activation rows per tile
+pub const MAX_COLS: usize = 8;
+
+/// the shape of a weight type's repacked blocks
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind {
+    /// groups of 4 quants per block (8: 32 quants, 4: 16)
+    pub groups: usize,
+    /// a min per row and block (subtracted, times the activation block's sum)
+    pub mins: bool,
+}
+
+impl Kind {
+    /// quants per block
+    pub fn block_len(self) -> usize {
+        4 * self.groups
+    }
+
+    /// bytes of one repacked block of 16 rows
+    pub fn block_bytes(self) -> usize {
+        ROWS * self.block_len() + ROWS * 4 + if self.mins { ROWS * 4 } else { 0 }
+    }
+}
+
+/// the repacked form of `ty`, for the weight types this GEMM takes
+pub fn kind(ty: GgmlType) -> Option<Kind> {
+    match ty {
+        GgmlType::Q8_0 | GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false }),
+        GgmlType::Q4K => Some(Kind { groups: 8, mins: true }),
+        GgmlType::Q6K => Some(Kind { groups: 4, mins: false }),
+        _ => None,
+    }
+}
+
+/// the weight types this GEMM takes
+pub fn supports(ty: GgmlType) -> bool {
+    kind(ty).is_some()
+}
+
+/// what the repacked quants have been shifted by to make them unsigned
+pub fn offset(ty: GgmlType) -> i32 {
+    match ty {
+        GgmlType::Q8_0 => 128,
+        GgmlType::Q4_0 => 8,
+        GgmlType::Q4K => 0,
+        GgmlType::Q6K => 32,
+        _ => panic!("qgemm::offset: {} is not a qgemm weight type", ty.name()),
+    }
+}
+
+/// whether this process runs the tiled kernel (AVX-512 VNNI active)
+pub fn available() -> bool {
+    crate::simd::active() >= crate::simd::Level::Avx512Vnni
+}
+
+/// One weight row of `ty` in the common form: unsigned quants (`q`, k of them), and per block of
+/// `kind.block_len()` its scale and (Q4_K) min.
+pub fn unpack_row(ty: GgmlType, row: &[u8], q: &mut [u8], scale: &mut [f32], min: &mut [f32]) {
+    let k = q.len();
+    let kd = kind(ty).unwrap_or_else(|| panic!("qgemm::unpack_row: {} is not a qgemm weight type", ty.name()));
+    assert_eq!(row.len(), ty.row_size(k), "qgemm::unpack_row {}: a row of {} bytes is not {k} quants", ty.name(), row.len());
+    assert!(
+        scale.len() == k / kd.block_len() && min.len() == scale.len(),
+        "qgemm::unpack_row {}: {} scales / {} mins for {k} quants",
+        ty.name(),
+        scale.len(),
+        min.len()
+    );
+    match ty {
+        GgmlType::Q8_0 => {
+            for (b, blk) in as_blocks::<BlockQ8_0>(row, "qgemm q8_0").iter().enumerate() {
+                for (o, v) in q[32 * b..32 * b + 32].iter_mut().zip(&blk.qs) {
+                    *o = (*v as u8) ^ 0x80;
+                }
+                (scale[b], min[b]) = (blk.d.to_f32(), 0.0);
+            }
+        }
+        GgmlType::Q4_0 => {
+            for (b, blk) in as_blocks::<BlockQ4_0>(row, "qgemm q4_0").iter().enumerate() {
+                for j in 0..16 {
+                    q[32 * b + j] = blk.qs[j] & 0x0f;
+                    q[32 * b + j + 16] = blk.qs[j] >> 4;
+                }
+                (scale[b], min[b]) = (blk.d.to_f32(), 0.0);
+            }
+        }
+        GgmlType::Q4K => {
+            for (sb, blk) in as_blocks::<BlockQ4K>(row, "qgemm q4_K").iter().enumerate() {
+                let (d, dmin) = (blk.d.to_f32(), blk.dmin.to_f32());
+                for j in 0..8 {
+                    let (sc, m) = crate::quants::get_scale_min_k4(j, &blk.scales);
+                    (scale[8 * sb + j], min[8 * sb + j]) = (d * sc as f32, dmin * m as f32);
+                    // sub-blocks 2g, 2g + 1: the low, the high nibbles of bytes 32g..32g + 32
+                    let (bytes, shift) = (&blk.qs[32 * (j / 2)..32 * (j / 2) + 32], 4 * (j % 2));
+                    for (o, v) in q[QK_K * sb + 32 * j..QK_K * sb + 32 * j + 32].iter_mut().zip(bytes) {
+                        *o = (v >> shift) & 0x0f;
+                    }
+                }
+            }
+        }
+        GgmlType::Q6K => {
+            for (sb, blk) in as_blocks::<BlockQ6K>(row, "qgemm q6_K").iter().enumerate() {
+                let d = blk.d.to_f32();
+                for (e, o) in q[QK_K * sb..QK_K * (sb + 1)].iter_mut().enumerate() {
+                    *o = crate::quants::q6_get(blk, e);
+                }
+                for j in 0..16 {
+                    (scale[16 * sb + j], min[16 * sb + j]) = (d * blk.scales[j] as f32, 0.0);
+                }
+            }
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Repacks up to 16 weight rows (`rows[r]` the bytes of row r, `k` quants each) into `out`
+/// (`k / block_len` repacked blocks); missing rows are zero.
+pub fn repack(ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8]) {
+    let kd = kind(ty).unwrap_or_else(|| panic!("qgemm::repack: {} is not a qgemm weight type", ty.name()));
+    let (bl, bb) = (kd.block_len(), kd.block_bytes());
+    let nb = k / bl;
+    assert!(rows.len() <= ROWS, "qgemm::repack: {} rows, at most {ROWS}", rows.len());
+    assert_eq!(out.len(), nb * bb, "qgemm::repack: output of {} bytes for {nb} blocks", out.len());
+    let mut q = vec![0u8; k];
+    let (mut scale, mut min) = (vec![0f32; nb], vec![0f32; nb]);
+    for r in 0..ROWS {
+        match rows.get(r) {
+            Some(row) => unpack_row(ty, row, &mut q, &mut scale, &mut min),
+            None => {
+                q.fill(0);
+                scale.fill(0.0);
+                min.fill(0.0);
+            }
+        }
+        for b in 0..nb {
+            let ob = &mut out[b * bb..(b + 1) * bb];
+            for g in 0..kd.groups {
+                ob[g * 64 + r * 4..g * 64 + r * 4 + 4].copy_from_slice(&q[b * bl + 4 * g..b * bl + 4 * g + 4]);
+            }
+            let at = ROWS * bl;
+            ob[at + r * 4..at + r * 4 + 4].copy_from_slice(&scale[b].to_ne_bytes());
+            if kd.mins {
+                ob[at + 64 + r * 4..at + 64 + r * 4 + 4].copy_from_slice(&min[b].to_ne_bytes());
+            }
+        }
+    }
+}
+
+/// per activation block: its scale, `-c · Σ quants` (the offset's share), and for the mins
+/// `d · Σ quants`
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Aux {
+    pub d: f32,
+    pub neg: i32,
+    pub m: f32,
+}
+
+/// One activation row (`x`: bytes of the weights' vec-dot type, Q8_0 or Q8_K) for weights of
+/// `ty`: its quants into `qs`, one [`Aux`] per weight block into `aux`.
+pub fn prepare_column(ty: GgmlType, x: &[u8], qs: &mut [i8], aux: &mut [Aux]) {
+    let kd = kind(ty).unwrap_or_else(|| panic!("qgemm::prepare_column: {} is not a qgemm weight type", ty.name()));
+    let bl = kd.block_len();
+    let k = qs.len();
+    assert_eq!(aux.len(), k / bl, "qgemm::prepare_column {}: {} aux entries for {k} quants", ty.name(), aux.len());
+    let c = offset(ty);
+    let (ds, src): (Vec<(f32, &[i8])>, usize) = match ty {
+        GgmlType::Q8_0 | GgmlType::Q4_0 => (as_blocks::<BlockQ8_0>(x, "qgemm q8_0 activations").iter().map(|b| (b.d.to_f32(), &b.qs[..])).collect(), 32),
+        _ => (as_blocks::<BlockQ8K>(x, "qgemm q8_K activations").iter().map(|b| (b.d, &b.qs[..])).collect(), QK_K),
+    };
+    assert_eq!(ds.len() * src, k, "qgemm::prepare_column {}: activations of {} blocks for {k} quants", ty.name(), ds.len());
+    for (i, (d, q)) in ds.iter().enumerate() {
+        qs[i * src..(i + 1) * src].copy_from_slice(q);
+        for (b, a) in aux[i * src / bl..(i + 1) * src / bl].iter_mut().enumerate() {
+            let s: i32 = q[b * bl..(b + 1) * bl].iter().map(|&v| v as i32).sum();
+            *a = Aux { d: *d, neg: -c * s, m: if kd.mins { d * s as f32 } else { 0.0 } };
+        }
+    }
+}
+
+/// One tile: `out[j][r] = Σ_b w_r,b · x_j,b` for the 16 rows of `w` (repacked, `nb` blocks of
+/// `kind`) and the activation rows `x` (at most [`MAX_COLS`], prepared by [`prepare_column`]);
+/// the first `n_rows` results of each column are written.
+///
+/// Panics if the sizes do not agree or the CPU lacks AVX-512 VNNI.
+pub fn tile(kind: Kind, w: &[u8], x: &[&[i8]], aux: &[&[Aux]], out: &mut [&mut [f32]], n_rows: usize) {
+    assert!(crate::simd::detected() >= crate::simd::Level::Avx512Vnni, "qgemm::tile: the CPU has no AVX-512 VNNI");
+    let nb = w.len() / kind.block_bytes();
+    assert_eq!(w.len(), nb * kind.block_bytes(), "qgemm::tile: weights of {} bytes are not whole blocks", w.len());
+    assert!(n_rows <= ROWS && !x.is_empty() && x.len() <= MAX_COLS, "qgemm::tile: {n_rows} rows × {} columns", x.len());
+    assert!(x.len() == aux.len() && x.len() == out.len(), "qgemm::tile: {} columns, {} aux, {} outputs", x.len(), aux.len(), out.len());
+    let mut xp = [std::ptr::null::<i8>(); MAX_COLS];
+    let mut ap = [std::ptr::null::<Aux>(); MAX_COLS];
+    let mut op = [std::ptr::null_mut::<f32>(); MAX_COLS];
+    for j in 0..x.len() {
+        assert!(
+            x[j].len() == nb * kind.block_len() && aux[j].len() == nb && out[j].len() >= n_rows,
+            "qgemm::tile: column {j} is not {nb} blocks / {n_rows} outputs"
+        );
+        (xp[j], ap[j], op[j]) = (x[j].as_ptr(), aux[j].as_ptr(), out[j].as_mut_ptr());
+    }
+    // SAFETY: the CPU has AVX-512 VNNI (asserted); every pointer covers nb blocks / n_rows
+    // outputs (asserted above)
+    unsafe { tile_raw(kind, w.as_ptr(), nb, &xp[..x.len()], &ap[..x.len()], &op[..x.len()], n_rows) }
+}
+
+/// [`tile`] on raw pointers, dispatching on the kind and the column count.
+///
+/// # Safety
+/// The CPU has AVX-512 VNNI; `w` holds `nb` repacked blocks of `kind`; each `x[j]` holds
+/// `nb · kind.block_len()` quants and `aux[j]` `nb` entries; each `out[j]` is writable for
+/// `n_rows ≤ 16` floats; 1 ≤ columns ≤ 8.
+pub unsafe fn tile_raw(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller
+    unsafe {
+        macro_rules! cols {
+            ($g:literal, $m:literal) => {
+                match x.len() {
+                    1 => x86::tile::<1, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    2 => x86::tile::<2, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    3 => x86::tile::<3, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    4 => x86::tile::<4, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    5 => x86::tile::<5, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    6 => x86::tile::<6, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    7 => x86::tile::<7, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    8 => x86::tile::<8, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    n => panic!("qgemm::tile_raw: {n} columns"),
+                }
+            };
+        }
+        match (kind.groups, kind.mins) {
+            (8, false) => cols!(8, false),
+            (8, true) => cols!(8, true),
+            (4, false) => cols!(4, false),
+            k => panic!("qgemm::tile_raw: no kernel for {k:?}"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (kind, w, nb, x, aux, out, n_rows);
+        panic!("qgemm::tile_raw: x86-64 only");
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{Aux, ROWS};
+
+    /// # Safety
+    /// as [`super::tile_raw`], with exactly `N` columns, blocks of `G` groups, mins if `MIN`
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn tile<const N: usize, const G: usize, const MIN: bool>(
+        w: *const u8,
+        nb: usize,
+        x: [*const i8; N],
+        aux: [*const Aux; N],
+        out: [*mut f32; N],
+        n_rows: usize,
+    ) {
+        let bb = ROWS * 4 * G + ROWS * 4 + if MIN { ROWS * 4 } else { 0 };
+        let mut acc = [_mm512_setzero_ps(); N];
+        let mut accm = [_mm512_setzero_ps(); N];
+        for b in 0..nb {
+            // SAFETY: block b of the weights, of every column's quants and aux (caller)
+            unsafe {
+                let wb = w.add(b * bb);
+                let mut isum = [_mm512_setzero_si512(); N];
+                for j in 0..N {
+                    isum[j] = _mm512_set1_epi32((*aux[j].add(b)).neg);
+                }
+                for g in 0..G {
+                    let wg = _mm512_loadu_si512(wb.add(g * 64).cast());
+                    for j in 0..N {
+                        let y = x[j].add(b * 4 * G + 4 * g).cast::<i32>().read_unaligned();
+                        isum[j] = _mm512_dpbusd_epi32(isum[j], wg, _mm512_set1_epi32(y));
+                    }
+                }
+                let dw = _mm512_loadu_ps(wb.add(ROWS * 4 * G).cast());
+                for j in 0..N {
+                    let s = _mm512_mul_ps(dw, _mm512_set1_ps((*aux[j].add(b)).d));
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), s, acc[j]);
+                }
+                if MIN {
+                    let mw = _mm512_loadu_ps(wb.add(ROWS * 4 * G + ROWS * 4).cast());
+                    for j in 0..N {
+                        accm[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps((*aux[j].add(b)).m), accm[j]);
+                    }
+                }
+            }
+        }
+        let mask: __mmask16 = if n_rows >= ROWS { 0xffff } else { (1u16 << n_rows) - 1 };
+        for j in 0..N {
+            let r = if MIN { _mm512_sub_ps(acc[j], accm[j]) } else { acc[j] };
+            // SAFETY: out[j] is writable for n_rows floats; the mask writes no more
+            unsafe { _mm512_mask_storeu_ps(out[j], mask, r) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::{AlignedBytes, as_blocks_mut};
+    use crate::dot::RowDot;
+    use crate::quants::{dequantize_row, quantize_row};
+    use crate::rng::XorShift;
+    use crate::simd::Level;
+
+    const TYPES: [GgmlType; 4] = [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+
+    fn vnni() -> bool {
+        crate::simd::detected() >= Level::Avx512Vnni
+    }
+
+    /// random rows of `ty` (model-like values); with `pow2` (Q8_0 / Q4_0) every scale a power
+    /// of two, so that every float operation of a product is exact
+    fn rows(r: &mut XorShift, ty: GgmlType, n: usize, k: usize, pow2: bool) -> Vec<AlignedBytes> {
+        (0..n)
+            .map(|i| {
+                let mut w = AlignedBytes::zeroed(ty.row_size(k));
+                quantize_row(ty, &r.model_like(k), &mut w);
+                if pow2 {
+                    let d = half::f16::from_f32(2f32.powi(-((i % 5) as i32) - 3));
+                    match ty {
+                        GgmlType::Q8_0 => as_blocks_mut::<BlockQ8_0>(&mut w, "t").iter_mut().for_each(|b| b.d = d),
+                        GgmlType::Q4_0 => as_blocks_mut::<BlockQ4_0>(&mut w, "t").iter_mut().for_each(|b| b.d = d),
+                        _ => unreachable!(),
+                    }
+                }
+                w
+            })
+            .collect()
+    }
+
+    /// the tile against the scalar row kernel (upstream's generic vec_dot) on the same bytes:
+    /// bit for bit where every float operation is exact (`pow2`), else within the rounding of
+    /// the two summation orders (bounded by Σ|w·y| of the dequantized operands)
+    fn check(ty: GgmlType, n_rows: usize, n_cols: usize, k: usize, pow2: bool, seed: u64) {
+        let kd = kind(ty).unwrap();
+        let vdt = ty.vec_dot_type().unwrap();
+        let mut r = XorShift::new(seed);
+        let nb = k / kd.block_len();
+        let w = rows(&mut r, ty, n_rows, k, pow2);
+        let x = rows(&mut r, vdt, n_cols, k, pow2);
+        let wr: Vec<&[u8]> = w.iter().map(|v| &v[..]).collect();
+        let mut packed = vec![0u8; nb * kd.block_bytes()];
+        repack(ty, &wr, k, &mut packed);
+        let mut qs = vec![vec![0i8; k]; n_cols];
+        let mut aux = vec![vec![Aux::default(); nb]; n_cols];
+        for j in 0..n_cols {
+            prepare_column(ty, &x[j], &mut qs[j], &mut aux[j]);
+        }
+        let qsr: Vec<&[i8]> = qs.iter().map(|a| &a[..]).collect();
+        let auxr: Vec<&[Aux]> = aux.iter().map(|a| &a[..]).collect();
+        let mut out = vec![vec![f32::NAN; ROWS]; n_cols];
+        let mut outr: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
+        tile(kd, &packed, &qsr, &auxr, &mut outr, n_rows);
+        let dot = RowDot::new(ty, Level::Scalar);
+        for j in 0..n_cols {
+            let mut xd = vec![0f32; k];
+            dequantize_row(vdt, &x[j], &mut xd);
+            for i in 0..n_rows {
+                let want = dot.dot(wr[i], &x[j]);
+                let got = out[j][i];
+                if pow2 {
+                    assert_eq!(got.to_bits(), want.to_bits(), "{} {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}", ty.name());
+                } else {
+                    let mut wd = vec![0f32; k];
+                    dequantize_row(ty, wr[i], &mut wd);
+                    let mag: f64 = wd.iter().zip(&xd).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
+                    let tol = mag * 1e-6 * (nb as f64 + 8.0);
+                    assert!(((got - want) as f64).abs() <= tol, "{} {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want} (tol {tol})", ty.name());
+                }
+            }
+            // rows past n_rows are not written
+            assert!(out[j][n_rows..].iter().all(|v| v.is_nan()), "{}: a row past {n_rows} was written", ty.name());
+        }
+    }
+
+    /// every type and column count, full and partial row blocks
+    #[test]
+    fn tile_equals_the_scalar_row_kernel() {
+        if !vnni() {
+            eprintln!("no AVX-512 VNNI: qgemm not tested");
+            return;
+        }
+        for ty in TYPES {
+            for n_cols in 1..=MAX_COLS {
+                for (n_rows, k) in [(16, 256), (16, 1024), (5, 256), (1, 512)] {
+                    if matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) {
+                        check(ty, n_rows, n_cols, k, true, 31 + n_cols as u64);
+                    }
+                    check(ty, n_rows, n_cols, k, false, 97 + n_cols as u64);
+                }
+            }
+        }
+    }
+
+    /// the unpacked form is the weights: scale · (q - offset) - min is the dequantized value
+    #[test]
+    fn unpacked_rows_are_the_weights() {
+        let mut r = XorShift::new(5);
+        let k = 512;
+        for ty in TYPES {
+            let kd = kind(ty).unwrap();
+            let w = rows(&mut r, ty, 1, k, false).remove(0);
+            let mut want = vec![0f32; k];
+            dequantize_row(ty, &w, &mut want);
+            let mut q = vec![0u8; k];
+            let (mut sc, mut mn) = (vec![0f32; k / kd.block_len()], vec![0f32; k / kd.block_len()]);
+            unpack_row(ty, &w, &mut q, &mut sc, &mut mn);
+            for e in 0..k {
+                let b = e / kd.block_len();
+                let got = sc[b] * (q[e] as i32 - offset(ty)) as f32 - mn[b];
+                assert!((got - want[e]).abs() <= want[e].abs() * 1e-6 + 1e-7, "{} element {e}: {got} vs {}", ty.name(), want[e]);
+            }
+        }
+    }
+
+    /// extreme quants: Q8_0 weights of 127 and -128 (the offset makes them 255 / 0) against
+    /// activations of ±127, every block: the integer sums must not saturate
+    #[test]
+    fn extreme_quants_do_not_saturate() {
+        if !vnni() {
+            return;
+        }
+        let (nb, k) = (64, 64 * 32);
+        let mut w = vec![0u8; nb * 34];
+        let mut x = vec![0u8; nb * 34];
+        for (i, (wb, xb)) in w.chunks_exact_mut(34).zip(x.chunks_exact_mut(34)).enumerate() {
+            wb[..2].copy_from_slice(&half::f16::from_f32(1.0).to_le_bytes());
+            xb[..2].copy_from_slice(&half::f16::from_f32(1.0).to_le_bytes());
+            for q in 0..32 {
+                wb[2 + q] = if (i + q) % 3 == 0 { 0x80 } else { 127 };
+                xb[2 + q] = if q % 2 == 0 { 127 } else { (-127i8) as u8 };
+            }
+        }
+        let kd = kind(GgmlType::Q8_0).unwrap();
+        let mut packed = vec![0u8; nb * kd.block_bytes()];
+        repack(GgmlType::Q8_0, &[&w], k, &mut packed);
+        let (mut qs, mut aux) = (vec![0i8; k], vec![Aux::default(); nb]);
+        prepare_column(GgmlType::Q8_0, &x, &mut qs, &mut aux);
+        let mut out = [0f32; ROWS];
+        tile(kd, &packed, &[&qs], &[&aux], &mut [&mut out[..]], 1);
+        assert_eq!(out[0], RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&w, &x));
+    }
+}
