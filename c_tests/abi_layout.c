@@ -42,6 +42,10 @@ static struct expected table[] = {
     S(ggml_backend_buffer_type_i), F(ggml_backend_buffer_type_i, get_name), F(ggml_backend_buffer_type_i, alloc_buffer),
     F(ggml_backend_buffer_type_i, get_alignment), F(ggml_backend_buffer_type_i, get_max_size),
     F(ggml_backend_buffer_type_i, get_alloc_size), F(ggml_backend_buffer_type_i, is_host),
+#if GGML_BACKEND_API_VERSION >= 3
+    // ggml 0.26.0 (the abi-0-26-0 profile): the list entries
+    F(ggml_backend_buffer_type_i, alloc_buffer_n), F(ggml_backend_buffer_type_i, get_alloc_size_n),
+#endif
     S(ggml_backend_buffer_type), F(ggml_backend_buffer_type, iface), F(ggml_backend_buffer_type, device), F(ggml_backend_buffer_type, context),
     S(ggml_backend_buffer_i), F(ggml_backend_buffer_i, free_buffer), F(ggml_backend_buffer_i, get_base), F(ggml_backend_buffer_i, init_tensor),
     F(ggml_backend_buffer_i, memset_tensor), F(ggml_backend_buffer_i, set_tensor), F(ggml_backend_buffer_i, get_tensor),

@@ -18,11 +18,16 @@ else()
 endif()
 
 set(GGML_RS_SHARED_LIB ${GGML_RS_CARGO_OUT}/libggml_rs.so)
+# GGML_RS_CARGO_FEATURES: the ABI profile (e.g. abi-0-26-0); empty is the default profile
+set(_ggml_rs_cargo_features)
+if (GGML_RS_CARGO_FEATURES)
+    set(_ggml_rs_cargo_features --features ${GGML_RS_CARGO_FEATURES})
+endif()
 set(GGML_RS_STATIC_LIB ${GGML_RS_CARGO_OUT}/libggml_rs.a)
 
 add_custom_target(ggml-rs-cargo ALL
     COMMAND ${CMAKE_COMMAND} -E env CARGO_TARGET_DIR=${GGML_RS_CARGO_TARGET_DIR}
-            ${CARGO} build --lib --profile ${GGML_RS_CARGO_PROFILE} --manifest-path ${GGML_RS_ROOT}/Cargo.toml
+            ${CARGO} build --lib ${_ggml_rs_cargo_features} --profile ${GGML_RS_CARGO_PROFILE} --manifest-path ${GGML_RS_ROOT}/Cargo.toml
     BYPRODUCTS ${GGML_RS_SHARED_LIB} ${GGML_RS_STATIC_LIB}
     WORKING_DIRECTORY ${GGML_RS_ROOT}
     COMMENT "cargo build (ggml-rs, ${GGML_RS_CARGO_PROFILE})"

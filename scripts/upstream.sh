@@ -10,6 +10,9 @@
 #   scripts/upstream.sh build native  stock with GGML_NATIVE=ON: the opponent for CPU kernels
 #   scripts/upstream.sh build rscpu   "ours only": ours, and ggml linked to the Rust CPU backend
 #                                     (libggml_rs_cpu.so) instead of ggml-cpu; no upstream backend
+#   scripts/upstream.sh build sys2-stock  ggml 0.26.0 (llama-cpp-sys-2's tree) alone, as it is, installed
+#   scripts/upstream.sh build sys2-ours   the same without ggml-backend.cpp/ggml-alloc.c + this library
+#                                     built with --features abi-0-26-0 (its own cargo target dir)
 #   scripts/upstream.sh paths         print the paths other scripts use (sourceable)
 #
 # GGML_RS_CACHE overrides the cache folder (default: <repo>/.upstream).
@@ -144,6 +147,57 @@ cmd_build() {
     log "built $variant: $build/bin"
 }
 
+# the ggml tree of llama-cpp-sys-2 (GGML_RS_SYS2_*): cargo fetches the crate for the example
+# (its Cargo.lock pins the checksum); the tree is read where cargo unpacked it
+SYS2_EXAMPLE=$ROOT/examples/llama-cpp-2-generate
+SYS2_CACHE=${GGML_RS_CACHE:-$ROOT/.upstream}/$GGML_RS_SYS2_CRATE-$GGML_RS_SYS2_VERSION
+SYS2_TARGET=$ROOT/target/$GGML_RS_SYS2_FEATURE
+sys2_tree() {
+    cargo fetch --locked --manifest-path "$SYS2_EXAMPLE/Cargo.toml" >&2 || return 1
+    local manifest version
+    manifest=$(cargo metadata --locked --format-version 1 --manifest-path "$SYS2_EXAMPLE/Cargo.toml" \
+        | python3 -c 'import json, sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == sys.argv[1] and p["version"] == sys.argv[2]))' \
+            "$GGML_RS_SYS2_CRATE" "$GGML_RS_SYS2_VERSION") || return 1
+    local tree
+    tree=$(dirname "$manifest")/llama.cpp
+    version=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$tree/ggml/CMakeLists.txt" | paste -sd.)
+    if [ "$version" != "$GGML_RS_SYS2_GGML_VERSION" ]; then
+        log "$tree is ggml $version, the pin says $GGML_RS_SYS2_GGML_VERSION"
+        return 1
+    fi
+    echo "$tree"
+}
+
+# build sys2-stock | sys2-ours: ggml alone (cmake/ggml-only), shared, GGML_NATIVE=OFF, installed
+# into $SYS2_CACHE/install-<variant> (lib/cmake/ggml: find_package(ggml) for llama-cpp-sys-2)
+cmd_build_sys2() {
+    local variant=$1 tree build install flags=()
+    build=$SYS2_CACHE/build-$variant
+    install=$SYS2_CACHE/install-$variant
+    case "$variant" in
+        stock) flags+=(-DGGML_RS_REPLACE=OFF) ;;
+        ours)  flags+=(-DGGML_RS_REPLACE=ON -DGGML_RS_CARGO_FEATURES="$GGML_RS_SYS2_FEATURE") ;;
+        *) log "unknown variant sys2-$variant"; exit 2 ;;
+    esac
+    cmd_deps
+    tree=$(sys2_tree) || exit 1
+    mkdir -p "$SYS2_CACHE"
+    export CCACHE_DIR=${CCACHE_DIR:-$SYS2_CACHE/ccache}
+    # the profile's library gets its own cargo target dir: target/release stays the default profile's
+    export CARGO_TARGET_DIR=$SYS2_TARGET
+    if [ ! -f "$build/build.ninja" ]; then
+        log "configuring sys2-$variant (ggml $GGML_RS_SYS2_GGML_VERSION from $tree) in $build"
+        cmake -S "$ROOT/cmake/ggml-only" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+            -DGGML_RS_GGML_DIR="$tree/ggml" -DCMAKE_INSTALL_PREFIX="$install" "${flags[@]}" \
+            >"$SYS2_CACHE/configure-$variant.log" 2>&1 || { tail -40 "$SYS2_CACHE/configure-$variant.log"; exit 1; }
+    fi
+    log "building sys2-$variant (full log: $SYS2_CACHE/build-$variant.log)"
+    with_progress "sys2-$variant" "$SYS2_CACHE/build-$variant.log" cmake --build "$build" --parallel "$JOBS" \
+        || { grep -E "error|Error" "$SYS2_CACHE/build-$variant.log" | head -40; tail -20 "$SYS2_CACHE/build-$variant.log"; exit 1; }
+    cmake --install "$build" >/dev/null || exit 1
+    log "built sys2-$variant: $install/lib"
+}
+
 cmd_paths() {
     cat <<EOF
 GGML_RS_PIN=$PIN
@@ -152,6 +206,11 @@ GGML_RS_BUILD_STOCK=$CACHE/build-stock
 GGML_RS_BUILD_OURS=$CACHE/build-ours
 GGML_RS_BUILD_NATIVE=$CACHE/build-native
 GGML_RS_BUILD_RSCPU=$CACHE/build-rscpu
+GGML_RS_SYS2_BUILD_STOCK=$SYS2_CACHE/build-stock
+GGML_RS_SYS2_BUILD_OURS=$SYS2_CACHE/build-ours
+GGML_RS_SYS2_INSTALL_STOCK=$SYS2_CACHE/install-stock
+GGML_RS_SYS2_INSTALL_OURS=$SYS2_CACHE/install-ours
+GGML_RS_SYS2_LIB=$SYS2_TARGET/release/libggml_rs.so
 EOF
 }
 
@@ -159,7 +218,11 @@ case "${1:-}" in
     deps)  cmd_deps ;;
     deps-browser) cmd_deps_browser ;;
     fetch) cmd_fetch ;;
-    build) cmd_build "${2:?variant: stock, ours, native or rscpu}" ;;
+    build)
+        case "${2:-}" in
+            sys2-*) cmd_build_sys2 "${2#sys2-}" ;;
+            *) cmd_build "${2:?variant: stock, ours, native, rscpu, sys2-stock or sys2-ours}" ;;
+        esac ;;
     paths) cmd_paths ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,16p' "$0"; exit 2 ;;
 esac

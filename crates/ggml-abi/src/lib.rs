@@ -24,7 +24,13 @@ pub mod handles;
 pub mod imports;
 pub mod log;
 /// bindgen's translation of the pinned headers and the proofs that the mirrors equal it (generated)
+#[cfg(not(feature = "abi-0-26-0"))]
 #[rustfmt::skip]
+mod pinned;
+/// the same for the abi-0-26-0 profile: ggml 0.26.0's headers (llama-cpp-sys-2 0.1.161)
+#[cfg(feature = "abi-0-26-0")]
+#[rustfmt::skip]
+#[path = "pinned_0_26_0.rs"]
 mod pinned;
 pub mod rust_backend;
 pub mod snapshot;
