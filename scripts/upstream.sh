@@ -180,17 +180,19 @@ cmd_build_sys2() {
         *) log "unknown variant sys2-$variant"; exit 2 ;;
     esac
     cmd_deps
+    # the pinned tree's tests/test-alloc.cpp builds against 0.26.0 too (cmake/ggml-only)
+    cmd_fetch
+    flags+=(-DGGML_RS_TEST_ALLOC_SRC="$TREE/tests/test-alloc.cpp")
     tree=$(sys2_tree) || exit 1
     mkdir -p "$SYS2_CACHE"
     export CCACHE_DIR=${CCACHE_DIR:-$SYS2_CACHE/ccache}
     # the profile's library gets its own cargo target dir: target/release stays the default profile's
     export CARGO_TARGET_DIR=$SYS2_TARGET
-    if [ ! -f "$build/build.ninja" ]; then
-        log "configuring sys2-$variant (ggml $GGML_RS_SYS2_GGML_VERSION from $tree) in $build"
-        cmake -S "$ROOT/cmake/ggml-only" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-            -DGGML_RS_GGML_DIR="$tree/ggml" -DCMAKE_INSTALL_PREFIX="$install" "${flags[@]}" \
-            >"$SYS2_CACHE/configure-$variant.log" 2>&1 || { tail -40 "$SYS2_CACHE/configure-$variant.log"; exit 1; }
-    fi
+    # configured every time (a second of cmake): the tree's path comes from cargo's cache
+    log "configuring sys2-$variant (ggml $GGML_RS_SYS2_GGML_VERSION from $tree) in $build"
+    cmake -S "$ROOT/cmake/ggml-only" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_RS_GGML_DIR="$tree/ggml" -DCMAKE_INSTALL_PREFIX="$install" "${flags[@]}" \
+        >"$SYS2_CACHE/configure-$variant.log" 2>&1 || { tail -40 "$SYS2_CACHE/configure-$variant.log"; exit 1; }
     log "building sys2-$variant (full log: $SYS2_CACHE/build-$variant.log)"
     with_progress "sys2-$variant" "$SYS2_CACHE/build-$variant.log" cmake --build "$build" --parallel "$JOBS" \
         || { grep -E "error|Error" "$SYS2_CACHE/build-$variant.log" | head -40; tail -20 "$SYS2_CACHE/build-$variant.log"; exit 1; }
