@@ -30,6 +30,8 @@
 #      upstream's native CPU (C test, test-backend-ops test -b RSCPU: 0 FAIL), and "ours only"
 #      (build rscpu: our core + our CPU backend, no upstream backend library in the process):
 #      test-barrier, test-rope, test-quantize-fns, test-opt
+#  14. the abi-0-26-0 profile (ggml 0.26.0 of llama-cpp-sys-2): symbols, layouts, the C tests and
+#      test-alloc on it; a Rust program using llama-cpp-2 gets the same tokens and logits on ours
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -89,27 +91,28 @@ upstream_fails() {
     done
     return $bad
 }
-check "upstream fails the allocator scenarios of its bugs" upstream_fails test_alloc_scenarios \
-    test_tensor_from_an_earlier_allocation_is_not_external test_forward_backward_graphs_sharing_tensors \
-    test_same_counts_different_topology_is_planned_anew test_result_carried_over_to_the_next_graph \
-    test_lost_result_is_a_named_error test_carried_result_survives_buffer_growth test_result_lost_to_reallocation_is_a_named_error \
-    test_replay_notices_every_change test_replay_notices_a_changed_shape_or_op \
-    test_result_lost_to_reallocation_at_the_same_address_is_a_named_error test_input_carried_into_the_next_graph
+# the seed scenarios of upstream's bugs (step 14 runs them on the 0.26.0 profile's stock build too)
+ALLOC_BUGS=(test_tensor_from_an_earlier_allocation_is_not_external test_forward_backward_graphs_sharing_tensors
+    test_same_counts_different_topology_is_planned_anew test_result_carried_over_to_the_next_graph
+    test_lost_result_is_a_named_error test_carried_result_survives_buffer_growth test_result_lost_to_reallocation_is_a_named_error
+    test_replay_notices_every_change test_replay_notices_a_changed_shape_or_op
+    test_result_lost_to_reallocation_at_the_same_address_is_a_named_error test_input_carried_into_the_next_graph)
+SCHED_BUGS=(test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events
+    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph
+    test_input_carried_into_the_next_graph_two_backends test_graph_placed_in_a_freed_compute_buffer
+    test_result_in_a_freed_compute_buffer_is_named test_unlisted_source_on_a_remote_device_is_copied)
+MISUSE_BUGS=(test_failed_ctx_alloc_leaves_nothing_in_freed_memory test_unlisted_source_named_by_gallocr
+    test_unlisted_source_via_a_view_named_by_gallocr test_unlisted_source_named_by_sched_one_backend
+    test_unlisted_source_named_by_sched_two_backends test_reserve_between_alloc_and_compute_refused
+    test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once)
+check "upstream fails the allocator scenarios of its bugs" upstream_fails test_alloc_scenarios "${ALLOC_BUGS[@]}"
 check "upstream fails the allocator fuzz (changed graphs replayed by position)" upstream_fails test_alloc_fuzz random_graphs
-check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
-    test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
-    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph \
-    test_input_carried_into_the_next_graph_two_backends test_graph_placed_in_a_freed_compute_buffer \
-    test_result_in_a_freed_compute_buffer_is_named test_unlisted_source_on_a_remote_device_is_copied
+check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios "${SCHED_BUGS[@]}"
 # misuse and failure: upstream leaves tensors in freed buffers, allocates sources it never computes
 # (crashes when they are read through a view), computes a graph a reserve or split took the
 # memory of (a crash after split_graph), and does not try a refused compute buffer again in a
 # scheduler with several backends
-check "upstream fails the misuse scenarios" upstream_fails test_misuse \
-    test_failed_ctx_alloc_leaves_nothing_in_freed_memory test_unlisted_source_named_by_gallocr \
-    test_unlisted_source_via_a_view_named_by_gallocr test_unlisted_source_named_by_sched_one_backend \
-    test_unlisted_source_named_by_sched_two_backends test_reserve_between_alloc_and_compute_refused \
-    test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once
+check "upstream fails the misuse scenarios" upstream_fails test_misuse "${MISUSE_BUGS[@]}"
 
 step "5. upstream's test programs on our library"
 check "test-alloc" bash -o pipefail -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
@@ -541,5 +544,21 @@ for prog in test-barrier test-rope test-quantize-fns test-opt; do
     check "$prog on our core + our CPU backend" bash -o pipefail -c \
         "timeout 1800 '$BUILD_RSCPU/bin/$prog' > '$T/$prog.log' 2>&1; rc=\$?; tail -n 2 '$T/$prog.log'; ! grep -m3 SKIPPED '$T/$prog.log' && exit \$rc"
 done
+
+step "14. the abi-0-26-0 profile: ggml 0.26.0 (llama-cpp-sys-2 0.1.161) and a Rust program on it"
+# ggml 0.26.0 built alone, stock and with our library (--features abi-0-26-0; cached like the pin's
+# builds), the C tests and the pin's test-alloc.cpp against its headers; then the example
+# (examples/llama-cpp-2-generate, llama-cpp-2 with llama-cpp-sys-2's system-ggml route: only
+# llama.cpp's own part compiles; its target dir is cached) on stock, ours and LD_PRELOAD
+L2=$ROOT/scripts/llama_cpp_2.sh
+check "0.26.0: build ggml stock and ours, the profile's library, the llama-cpp-2 example" "$L2" build
+check "0.26.0: symbols (ggml-backend.cpp + ggml-alloc.c), ggml-base without the two files, layouts" "$L2" abi
+check "0.26.0: C tests on ours (0.26.0's headers)" env GGML_RS_FUZZ_ITERS="$FUZZ_ITERS" "$L2" ctest-ours
+check "0.26.0: C tests that hold for upstream, on stock" "$L2" ctest-stock
+check "0.26.0: stock fails the seed scenarios (allocator, fuzz, scheduler, misuse)" bash -c \
+    "'$L2' upstream-fails test_alloc_scenarios ${ALLOC_BUGS[*]} && '$L2' upstream-fails test_alloc_fuzz random_graphs &&
+     '$L2' upstream-fails test_sched_scenarios ${SCHED_BUGS[*]} && '$L2' upstream-fails test_misuse ${MISUSE_BUGS[*]}"
+check "0.26.0: the pin's test-alloc on stock and ours" "$L2" test-alloc
+check "0.26.0: llama-cpp-2 example: same tokens and logits (bits) on stock, ours, LD_PRELOAD" "$L2" compare "$MODELS/tiny-f32.gguf"
 
 summary
