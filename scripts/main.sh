@@ -8,7 +8,9 @@
 #   4. run the stock shared build again with this library in LD_PRELOAD;
 #   5. run it on our core + our Rust CPU backend, no upstream backend library in the process
 #      (the rscpu build): same text expected; its logits differ in the last bits (other kernels),
-#      so the row shows how many positions pick the same top token and the largest difference.
+#      so the row shows how many positions pick the same top token and the largest difference;
+#   6. a Rust program using llama-cpp-2 (ggml 0.26.0 of llama-cpp-sys-2 0.1.161: the abi-0-26-0
+#      profile, scripts/llama_cpp_2.sh) on stock ggml 0.26.0, on ours and with LD_PRELOAD: one row.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 T=$(mktemp -d)
@@ -40,11 +42,17 @@ rows=$(grep -c logits_fnv1a64 "$T/stock.txt")
 same_rows=$(diff <(grep logits_fnv1a64 "$T/stock.txt") <(grep logits_fnv1a64 "$T/ours.txt") > /dev/null && echo "$rows" || echo 0)
 printf '%-28s %s\n' "logits rows identical:" "$same_rows of $rows (link-time), $(cmp -s "$T/stock.txt" "$T/preload.txt" && echo "$rows" || echo 0) of $rows (LD_PRELOAD)"
 printf '%-28s %s\n' "Rust CPU backend:" "$(python3 "$ROOT/scripts/compare_logits.py" "$T/stock.txt" "$T/stock.bin" "$T/rscpu.txt" "$T/rscpu.bin")"
+# the Rust program (its first build compiles llama.cpp's own part: minutes; cached afterwards)
+rust_row=$("$ROOT/scripts/llama_cpp_2.sh" build > "$T/l2-build.log" 2>&1 && "$ROOT/scripts/llama_cpp_2.sh" compare "$MODELS/tiny-f32.gguf")
+rust_rc=$?
+[ -n "$rust_row" ] || rust_row="build failed: $(tail -n 3 "$T/l2-build.log" | tr '\n' ' ')"
+printf '%-28s %s\n' "llama-cpp-2 (ggml 0.26.0):" "$(head -n 1 <<< "$rust_row")"
 printf '%-28s %s\n' "LD_PRELOAD marker:" "$(grep -m1 -o 'ggml-rs [0-9.]*: scheduler.*' "$T/preload.err" || echo MISSING)"
 echo
 printf '%-44s | %s\n' "upstream compute buffers" "ggml-rs compute buffers"
 paste -d'|' <(grep 'compute buffer size =' "$T/stock.err" | sed 's/.*: *//' | cut -c1-44) \
             <(grep 'compute buffer size =' "$T/ours.err" | sed 's/.*: *//') | sed 's/|/ | /'
 grep '^text:' "$T/stock.txt" | cmp -s - <(grep '^text:' "$T/rscpu.txt") || { echo; echo "THE RUST CPU BACKEND GENERATED ANOTHER TEXT"; exit 1; }
-cmp -s "$T/stock.txt" "$T/ours.txt" && cmp -s "$T/stock.txt" "$T/preload.txt" && { echo; echo "identical output (core); same text on the Rust CPU backend"; exit 0; }
+[ "$rust_rc" = 0 ] || { echo; echo "THE LLAMA-CPP-2 PROGRAM DIFFERS ON GGML-RS (0.26.0)"; echo "$rust_row"; exit 1; }
+cmp -s "$T/stock.txt" "$T/ours.txt" && cmp -s "$T/stock.txt" "$T/preload.txt" && { echo; echo "identical output (core, and the llama-cpp-2 program on 0.26.0); same text on the Rust CPU backend"; exit 0; }
 echo; echo "OUTPUTS DIFFER"; diff "$T/stock.txt" "$T/ours.txt" | head; exit 1
