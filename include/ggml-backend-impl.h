@@ -32,7 +32,7 @@ struct ggml_backend_buffer_i {
                      void *data,
                      size_t offset,
                      size_t size);
-  // (optional) 2d data copies
+  // (optional) 2d data copies (not in ggml 0.9.8)
   void (*set_tensor_2d)(ggml_backend_buffer_t buffer,
                         struct ggml_tensor *tensor,
                         const void *data,
@@ -89,7 +89,8 @@ struct ggml_backend_buffer {
 
 // Passed to `graph_optimize` so the backend can add allocation dependencies: if it executes
 // parts of the graph out of order, it must keep the affected tensors allocated until a node
-// where execution is known to have joined.
+// where execution is known to have joined. (Not in ggml 0.9.8, whose `graph_optimize` takes
+// none: there the struct is this library's own, and not in its headers.)
 struct ggml_backend_graph_optimize_params {
   // keep `tensor` allocated at least until `until` (a node of the same graph) has been computed
   void (*add_alloc_dep)(void *user_data, struct ggml_tensor *tensor, struct ggml_tensor *until);
@@ -110,6 +111,7 @@ struct ggml_backend_i {
                            void *data,
                            size_t offset,
                            size_t size);
+  // (not in ggml 0.9.8)
   void (*set_tensor_2d_async)(ggml_backend_t backend,
                               struct ggml_tensor *tensor,
                               const void *data,
@@ -233,6 +235,7 @@ extern "C" {
 #endif // __cplusplus
 
 // True for ops that may need more than `ggml_nbytes` for their result on some backends.
+// (newer than ggml 0.9.8)
 bool ggml_op_alloc_size_may_expand(enum ggml_op op);
 
 ggml_backend_buffer_t ggml_backend_buffer_init(ggml_backend_buffer_type_t buft,

@@ -39,7 +39,7 @@ enum ggml_backend_dev_type {
   GGML_BACKEND_DEVICE_TYPE_IGPU = 2,
   // accelerator devices intended to be used together with the CPU backend (e.g. BLAS or AMX)
   GGML_BACKEND_DEVICE_TYPE_ACCEL = 3,
-  // "meta" device wrapping multiple other devices for tensor parallelism
+  // "meta" device wrapping multiple other devices for tensor parallelism (not in ggml 0.9.8)
   GGML_BACKEND_DEVICE_TYPE_META = 4,
 };
 
@@ -75,7 +75,7 @@ struct ggml_backend_dev_caps {
   bool buffer_from_host_ptr;
   // event synchronization
   bool events;
-  // mmap is supported for loading
+  // mmap is supported for loading (not in ggml 0.9.8)
   bool mmap_support;
 };
 
@@ -212,6 +212,7 @@ void ggml_backend_tensor_get(const struct ggml_tensor *tensor,
                              size_t offset,
                              size_t size);
 
+// (newer than ggml 0.9.8)
 void ggml_backend_tensor_set_2d(struct ggml_tensor *tensor,
                                 const void *data,
                                 size_t offset,
@@ -220,6 +221,7 @@ void ggml_backend_tensor_set_2d(struct ggml_tensor *tensor,
                                 size_t stride_tensor,
                                 size_t stride_data);
 
+// (newer than ggml 0.9.8)
 void ggml_backend_tensor_get_2d(const struct ggml_tensor *tensor,
                                 void *data,
                                 size_t offset,
@@ -245,6 +247,7 @@ void ggml_backend_tensor_get_async(ggml_backend_t backend,
                                    size_t offset,
                                    size_t size);
 
+// (newer than ggml 0.9.8)
 void ggml_backend_tensor_set_2d_async(ggml_backend_t backend,
                                       struct ggml_tensor *tensor,
                                       const void *data,
@@ -254,6 +257,7 @@ void ggml_backend_tensor_set_2d_async(ggml_backend_t backend,
                                       size_t stride_tensor,
                                       size_t stride_data);
 
+// (newer than ggml 0.9.8)
 void ggml_backend_tensor_get_2d_async(ggml_backend_t backend,
                                       const struct ggml_tensor *tensor,
                                       void *data,

@@ -1,5 +1,6 @@
 //! Build script of ggml-abi:
-//! - writes `config.rs` (the ggml version whose ABI this is, from scripts/pin.env);
+//! - writes `config.rs` (the ABI profile: the ggml version whose ABI this is and the
+//!   `GGML_MAX_NAME` its users compile ggml with, from scripts/pin.env);
 //! - compiles the weak references to ggml-base (generated from src/sys.rs, see src/imports.rs).
 
 use std::env;
@@ -12,34 +13,73 @@ fn main() {
     let pin_env = root.join("../../scripts/pin.env");
     println!("cargo:rerun-if-changed={}", pin_env.display());
     let pin = fs::read_to_string(&pin_env).expect("scripts/pin.env");
-    let ggml_version =
-        pin.lines().find_map(|l| l.strip_prefix("GGML_RS_PIN_GGML_VERSION=")).expect("GGML_RS_PIN_GGML_VERSION in scripts/pin.env").trim().to_string();
-    fs::write(out.join("config.rs"), format!("/// The ggml version whose ABI this build implements.\npub const GGML_VERSION: &str = \"{ggml_version}\";\n"))
-        .unwrap();
+    let get = |key: &str| -> String {
+        pin.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('='))).unwrap_or_else(|| panic!("{key} in scripts/pin.env")).trim().to_string()
+    };
+    // the profile: a cargo feature abi-<version> (lib.rs rejects two), else the default pin
+    let profile = match (env::var_os("CARGO_FEATURE_ABI_0_9_8").is_some(), env::var_os("CARGO_FEATURE_ABI_0_26_0").is_some()) {
+        (true, false) => "0.9.8".to_string(),
+        (false, true) => "0.26.0".to_string(),
+        _ => get("GGML_RS_PIN_GGML_VERSION"),
+    };
+    let key = profile.replace('.', "_");
+    let max_name: usize = get(&format!("GGML_RS_PIN_{key}_MAX_NAME")).parse().expect("GGML_RS_PIN_<profile>_MAX_NAME is a number");
+    fs::write(
+        out.join("config.rs"),
+        format!(
+            "/// The ggml version whose ABI this build implements (its ABI profile, scripts/pin.env).\n\
+             pub const GGML_VERSION: &str = \"{profile}\";\n\
+             /// `GGML_MAX_NAME` the profile's users compile ggml with (scripts/pin.env).\n\
+             pub const GGML_MAX_NAME: usize = {max_name};\n"
+        ),
+    )
+    .unwrap();
     weak_imports(&root, &out);
 }
 
 /// The weak references to ggml-base's functions (src/imports.rs): a C table of
 /// `{ name, &name }` with every `name` declared `__attribute__((weak))`, for the functions that
-/// `ggml_imports!` declares in src/ggml/sys.rs (one `fn` a line). The table is hidden: the
+/// the `ggml_imports!` blocks of src/sys.rs declare (one `fn` a line) for this build's profile. The table is hidden: the
 /// exported symbol set does not change.
 fn weak_imports(root: &Path, out: &Path) {
     let sys_rs = "src/sys.rs";
     println!("cargo:rerun-if-changed={sys_rs}");
     let text = fs::read_to_string(root.join(sys_rs)).expect(sys_rs);
-    let start = text.find("ggml_imports! {").expect("the ggml_imports! block of src/ggml/sys.rs");
-    let block = &text[start..];
-    let block = &block[..block.find("\n}").expect("the end of the ggml_imports! block")];
+    // every `ggml_imports! {` block, less those a `#[cfg(feature = "..")]` /
+    // `#[cfg(not(feature = ".."))]` line right above leaves out of this build
+    let feature_on = |f: &str| env::var_os(format!("CARGO_FEATURE_{}", f.to_uppercase().replace('-', "_"))).is_some();
     let mut names = Vec::new();
-    for line in block.lines().skip(1) {
-        let l = line.trim_start();
-        let l = l.strip_prefix("variadic ").unwrap_or(l);
-        if let Some(rest) = l.strip_prefix("fn ") {
-            let name = &rest[..rest.find('(').unwrap_or_else(|| panic!("{sys_rs}: no '(' in `{line}`"))];
-            assert!(name.starts_with("ggml_") && name.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric()), "{sys_rs}: odd name `{name}`");
-            names.push(name);
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("ggml_imports! {") {
+        let line_start = rest[..start].rfind('\n').map_or(0, |i| i + 1);
+        let above = rest[..line_start.saturating_sub(1)].rsplit('\n').next().unwrap_or("").trim();
+        let block = &rest[start..];
+        let block = &block[..block.find("\n}").expect("the end of a ggml_imports! block")];
+        rest = &rest[start + block.len()..];
+        let included = if let Some(f) = above.strip_prefix("#[cfg(not(feature = \"").and_then(|f| f.strip_suffix("\"))]")) {
+            !feature_on(f)
+        } else if let Some(f) = above.strip_prefix("#[cfg(feature = \"").and_then(|f| f.strip_suffix("\")]")) {
+            feature_on(f)
         } else {
-            assert!(!l.contains("fn "), "{sys_rs}: write each import as `fn name(` at the start of a line: `{line}`");
+            assert!(
+                !above.starts_with("#[cfg"),
+                "{sys_rs}: write a ggml_imports! block's cfg as #[cfg(feature = \"..\")] or #[cfg(not(feature = \"..\"))]: `{above}`"
+            );
+            true
+        };
+        if !included {
+            continue;
+        }
+        for line in block.lines().skip(1) {
+            let l = line.trim_start();
+            let l = l.strip_prefix("variadic ").unwrap_or(l);
+            if let Some(rest) = l.strip_prefix("fn ") {
+                let name = &rest[..rest.find('(').unwrap_or_else(|| panic!("{sys_rs}: no '(' in `{line}`"))];
+                assert!(name.starts_with("ggml_") && name.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric()), "{sys_rs}: odd name `{name}`");
+                names.push(name);
+            } else {
+                assert!(!l.contains("fn "), "{sys_rs}: write each import as `fn name(` at the start of a line: `{line}`");
+            }
         }
     }
     assert!(!names.is_empty(), "no imports found in {sys_rs}");

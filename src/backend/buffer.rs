@@ -22,7 +22,9 @@ pub const EMPTY_BUFFER_I: ggml_backend_buffer_i = ggml_backend_buffer_i {
     memset_tensor: None,
     set_tensor: None,
     get_tensor: None,
+    #[cfg(not(feature = "abi-0-9-8"))]
     set_tensor_2d: None,
+    #[cfg(not(feature = "abi-0-9-8"))]
     get_tensor_2d: None,
     cpy_tensor: None,
     clear: None,
@@ -103,6 +105,8 @@ pub fn buft_is_host(buft: BufferType) -> bool {
 pub fn buft_alloc_size(buft: BufferType, tensor: TensorRef) -> usize {
     match buft.alloc_size(tensor) {
         Some(size) => {
+            // ggml 0.9.8 lets any op grow (its list of ops that may is newer)
+            #[cfg(not(feature = "abi-0-9-8"))]
             if size > tensor.nbytes() {
                 let op = tensor.op();
                 // SAFETY: ggml_is_quantized reads a type table.
@@ -125,6 +129,7 @@ pub fn buft_alloc_size(buft: BufferType, tensor: TensorRef) -> usize {
 }
 
 /// Ops whose destination may need more than `ggml_nbytes` on some backends (scratch data).
+#[cfg(not(feature = "abi-0-9-8"))]
 pub fn op_alloc_size_may_expand(op: sys::ggml_op) -> bool {
     use sys::op::*;
     matches!(op, FLASH_ATTN_EXT | MUL_MAT | MUL_MAT_ID | CUMSUM | ARGSORT | TOP_K)

@@ -63,7 +63,9 @@ const CPU_BUFFER_I: ggml_backend_buffer_i = ggml_backend_buffer_i {
     memset_tensor: Some(cpu_buffer_memset_tensor),
     set_tensor: Some(cpu_buffer_set_tensor),
     get_tensor: Some(cpu_buffer_get_tensor),
+    #[cfg(not(feature = "abi-0-9-8"))]
     set_tensor_2d: None,
+    #[cfg(not(feature = "abi-0-9-8"))]
     get_tensor_2d: None,
     cpy_tensor: Some(cpu_buffer_cpy_tensor),
     clear: Some(cpu_buffer_clear),

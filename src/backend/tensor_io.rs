@@ -61,6 +61,7 @@ pub fn tensor_memset(tensor: TensorRef, value: u8, offset: usize, size: usize) {
     buf.memset_tensor(tensor, value, offset, size);
 }
 
+#[cfg(not(feature = "abi-0-9-8"))]
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_set_2d(tensor: TensorRef, data: *const c_void, offset: usize, size: usize, n_copies: usize, stride_tensor: usize, stride_data: usize) {
     let buf = storage("ggml_backend_tensor_set_2d", tensor);
@@ -77,6 +78,7 @@ pub fn tensor_set_2d(tensor: TensorRef, data: *const c_void, offset: usize, size
     buf.set_tensor_2d(tensor, data, offset, size, n_copies, stride_tensor, stride_data);
 }
 
+#[cfg(not(feature = "abi-0-9-8"))]
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_get_2d(tensor: TensorRef, data: *mut c_void, offset: usize, size: usize, n_copies: usize, stride_tensor: usize, stride_data: usize) {
     let buf = storage("ggml_backend_tensor_get_2d", tensor);
@@ -109,6 +111,7 @@ pub fn tensor_get_async(backend: Backend, tensor: TensorRef, data: *mut c_void, 
     }
 }
 
+#[cfg(not(feature = "abi-0-9-8"))]
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_set_2d_async(
     backend: Backend,
@@ -134,6 +137,7 @@ pub fn tensor_set_2d_async(
     backend.set_tensor_2d_async(tensor, data, offset, size, n_copies, stride_tensor, stride_data);
 }
 
+#[cfg(not(feature = "abi-0-9-8"))]
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_get_2d_async(
     backend: Backend,

@@ -33,7 +33,7 @@ unsafe impl Send for Table {}
 unsafe impl Sync for Table {}
 
 macro_rules! layout {
-    ($out:ident, $t:ident { $($f:ident => $cname:literal),* $(,)? }) => {
+    ($out:ident, $t:ident { $($(#[$m:meta])* $f:ident => $cname:literal),* $(,)? }) => {
         $out.push(ggml_rs_abi_entry {
             type_name: concat!(stringify!($t), "\0").as_ptr() as *const c_char,
             field: std::ptr::null(),
@@ -41,6 +41,7 @@ macro_rules! layout {
             align: std::mem::align_of::<$t>() as i64,
         });
         $(
+            $(#[$m])*
             $out.push(ggml_rs_abi_entry {
                 type_name: concat!(stringify!($t), "\0").as_ptr() as *const c_char,
                 field: concat!($cname, "\0").as_ptr() as *const c_char,
@@ -70,12 +71,13 @@ fn table() -> &'static Table {
         let mut v = Vec::new();
         layout!(v, ggml_tallocr { buffer => "buffer", base => "base", alignment => "alignment", offset => "offset" });
         layout!(v, ggml_backend_graph_copy { buffer => "buffer", ctx_allocated => "ctx_allocated", ctx_unallocated => "ctx_unallocated", graph => "graph" });
-        layout!(v, ggml_backend_dev_caps { async_ => "async", host_buffer => "host_buffer", buffer_from_host_ptr => "buffer_from_host_ptr", events => "events", mmap_support => "mmap_support" });
+        layout!(v, ggml_backend_dev_caps { async_ => "async", host_buffer => "host_buffer", buffer_from_host_ptr => "buffer_from_host_ptr", events => "events", #[cfg(not(feature = "abi-0-9-8"))] mmap_support => "mmap_support" });
         layout!(v, ggml_backend_dev_props {
             name => "name", description => "description", memory_free => "memory_free", memory_total => "memory_total",
             type_ => "type", device_id => "device_id", caps => "caps"
         });
         layout!(v, ggml_backend_feature { name => "name", value => "value" });
+        #[cfg(not(feature = "abi-0-9-8"))]
         layout!(v, ggml_backend_meta_split_state { axis => "axis", ne => "ne", nr => "nr", n_segments => "n_segments" });
         layout!(v, ggml_backend_buffer_type_i {
             get_name => "get_name", alloc_buffer => "alloc_buffer", get_alignment => "get_alignment",
@@ -92,14 +94,15 @@ fn table() -> &'static Table {
         layout!(v, ggml_backend_buffer_type { iface => "iface", device => "device", context => "context" });
         layout!(v, ggml_backend_buffer_i {
             free_buffer => "free_buffer", get_base => "get_base", init_tensor => "init_tensor", memset_tensor => "memset_tensor",
-            set_tensor => "set_tensor", get_tensor => "get_tensor", set_tensor_2d => "set_tensor_2d", get_tensor_2d => "get_tensor_2d",
+            set_tensor => "set_tensor", get_tensor => "get_tensor", #[cfg(not(feature = "abi-0-9-8"))] set_tensor_2d => "set_tensor_2d", #[cfg(not(feature = "abi-0-9-8"))] get_tensor_2d => "get_tensor_2d",
             cpy_tensor => "cpy_tensor", clear => "clear", reset => "reset"
         });
         layout!(v, ggml_backend_buffer { iface => "iface", buft => "buft", context => "context", size => "size", usage => "usage" });
+        #[cfg(not(feature = "abi-0-9-8"))]
         layout!(v, ggml_backend_graph_optimize_params { add_alloc_dep => "add_alloc_dep", user_data => "user_data" });
         layout!(v, ggml_backend_i {
             get_name => "get_name", free => "free", set_tensor_async => "set_tensor_async", get_tensor_async => "get_tensor_async",
-            set_tensor_2d_async => "set_tensor_2d_async", get_tensor_2d_async => "get_tensor_2d_async",
+            #[cfg(not(feature = "abi-0-9-8"))] set_tensor_2d_async => "set_tensor_2d_async", #[cfg(not(feature = "abi-0-9-8"))] get_tensor_2d_async => "get_tensor_2d_async",
             cpy_tensor_async => "cpy_tensor_async", synchronize => "synchronize", graph_plan_create => "graph_plan_create",
             graph_plan_free => "graph_plan_free", graph_plan_update => "graph_plan_update", graph_plan_compute => "graph_plan_compute",
             graph_compute => "graph_compute", event_record => "event_record", event_wait => "event_wait", graph_optimize => "graph_optimize"
@@ -122,7 +125,7 @@ fn table() -> &'static Table {
         });
         layout!(v, ggml_cgraph {
             size => "size", n_nodes => "n_nodes", n_leafs => "n_leafs", nodes => "nodes", grads => "grads", grad_accs => "grad_accs",
-            leafs => "leafs", use_counts => "use_counts", visited_hash_set => "visited_hash_set", order => "order", uid => "uid"
+            leafs => "leafs", use_counts => "use_counts", visited_hash_set => "visited_hash_set", order => "order", #[cfg(not(feature = "abi-0-9-8"))] uid => "uid"
         });
         layout!(v, ggml_hash_set { size => "size", used => "used", keys => "keys" });
         layout!(v, ggml_init_params { mem_size => "mem_size", mem_buffer => "mem_buffer", no_alloc => "no_alloc" });

@@ -9,6 +9,8 @@ use crate::ggml::sys::{BufferUsage, ggml_op, ggml_tensor};
 use crate::{arg, ffi_boundary, tensor_arg};
 
 /// True for ops that may need more than `ggml_nbytes` for their result on some backends.
+/// (newer than ggml 0.9.8)
+#[cfg(not(feature = "abi-0-9-8"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_op_alloc_size_may_expand(op: ggml_op) -> bool {
     ffi_boundary!({ imp::op_alloc_size_may_expand(op) })

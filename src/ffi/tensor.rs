@@ -17,6 +17,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_get(tensor: *const ggml_tensor, dat
     ffi_boundary!({ imp::tensor_get(tensor_arg!(tensor), data, offset, size) })
 }
 
+/// (newer than ggml 0.9.8)
+#[cfg(not(feature = "abi-0-9-8"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
     tensor: *mut ggml_tensor,
@@ -33,6 +35,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d(
     })
 }
 
+/// (newer than ggml 0.9.8)
+#[cfg(not(feature = "abi-0-9-8"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_get_2d(
     tensor: *const ggml_tensor,
@@ -70,6 +74,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_async(backend: ggml_backend_t, 
     })
 }
 
+/// (newer than ggml 0.9.8)
+#[cfg(not(feature = "abi-0-9-8"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
     backend: ggml_backend_t,
@@ -88,6 +94,8 @@ pub unsafe extern "C" fn ggml_backend_tensor_set_2d_async(
     })
 }
 
+/// (newer than ggml 0.9.8)
+#[cfg(not(feature = "abi-0-9-8"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
     backend: ggml_backend_t,

@@ -1,7 +1,9 @@
-//! Generates `crates/ggml-abi/src/pinned.rs`: bindgen's translation of the C structs and typedefs
-//! ggml-abi mirrors, from the headers of the pinned tree (`ggml.h`, `ggml-impl.h`, `ggml-alloc.h`,
-//! `ggml-backend.h`, `ggml-backend-impl.h`). The output is committed; `tests/drift.rs`
-//! regenerates it and fails when the headers and the committed file differ.
+//! Generates `crates/ggml-abi/src/pinned.rs` (and one `pinned_<profile>.rs` per other ABI
+//! profile, see [`pinned_file`]): bindgen's translation of the C structs and typedefs ggml-abi
+//! mirrors, from the headers of the profile's tree (`ggml.h`, `ggml-impl.h`, `ggml-alloc.h`,
+//! `ggml-backend.h`, `ggml-backend-impl.h`), compiled with the profile's `GGML_MAX_NAME`
+//! (scripts/pin.env). The output is committed; `tests/drift.rs` regenerates it and fails when the
+//! headers and the committed file differ.
 //!
 //! The generated items are named `<name>_pinned`, and every type they name is ggml-abi's own
 //! mirror (the enums ggml passes as `int` included): so the file can prove, at compile time, that
@@ -11,6 +13,37 @@
 //! the pinned headers does not compile.
 
 use std::path::Path;
+
+/// scripts/pin.env, the one place that names the profiles and their facts
+pub fn pin_env() -> Result<String, String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pin.env");
+    std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// `KEY=value` of scripts/pin.env
+pub fn pin_value(pin: &str, key: &str) -> Option<String> {
+    pin.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('='))).map(|v| v.trim().trim_matches('"').to_string())
+}
+
+/// The ggml version of the tree at `ggml_dir` (its CMakeLists.txt's GGML_VERSION_MAJOR/MINOR/PATCH).
+pub fn tree_version(ggml_dir: &Path) -> Result<String, String> {
+    let cmake = ggml_dir.join("CMakeLists.txt");
+    let text = std::fs::read_to_string(&cmake).map_err(|e| format!("cannot read {}: {e}", cmake.display()))?;
+    let part = |name: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("set(GGML_VERSION_{name} ")).and_then(|v| v.strip_suffix(')')).map(str::to_string))
+            .ok_or_else(|| format!("{}: no GGML_VERSION_{name}", cmake.display()))
+    };
+    Ok(format!("{}.{}.{}", part("MAJOR")?, part("MINOR")?, part("PATCH")?))
+}
+
+/// The committed file of a profile, under crates/ggml-abi/src: `pinned.rs` for the default pin,
+/// `pinned_<version with underscores>.rs` for the others.
+pub fn pinned_file(version: &str) -> Result<String, String> {
+    let pin = pin_env()?;
+    let default = pin_value(&pin, "GGML_RS_PIN_GGML_VERSION").ok_or("scripts/pin.env: no GGML_RS_PIN_GGML_VERSION")?;
+    Ok(if version == default { "pinned.rs".to_string() } else { format!("pinned_{}.rs", version.replace('.', "_")) })
+}
 
 /// the structs and typedefs generated (everything else they name is imported from `crate::sys`)
 pub const ITEMS: &[&str] = &[
@@ -54,15 +87,27 @@ pub const ITEMS: &[&str] = &[
 pub const IMPORTED: &[&str] =
     &["ggml_type", "ggml_op", "ggml_status", "ggml_backend_buffer_usage", "ggml_backend_dev_type", "ggml_cgraph_eval_order", "ggml_bitset_t", "ggml_context"];
 
-/// the generated Rust source for the ggml tree at `ggml_dir` (the folder with `include/` and `src/`)
+/// the generated Rust source for the ggml tree at `ggml_dir` (the folder with `include/` and
+/// `src/`), whose version must be one of the profiles of scripts/pin.env
 pub fn generate(ggml_dir: &Path) -> Result<String, String> {
     let include = ggml_dir.join("include");
     let src = ggml_dir.join("src");
+    let version = tree_version(ggml_dir)?;
+    let pin = pin_env()?;
+    let profiles = pin_value(&pin, "GGML_RS_PROFILES").unwrap_or_default();
+    if !profiles.split_whitespace().any(|p| p == version) {
+        return Err(format!("{} is ggml {version}, not one of the profiles of scripts/pin.env ({profiles})", ggml_dir.display()));
+    }
+    let max_name_key = format!("GGML_RS_PIN_{}_MAX_NAME", version.replace('.', "_"));
+    let max_name = pin_value(&pin, &max_name_key).ok_or_else(|| format!("scripts/pin.env: no {max_name_key}"))?;
+    let out_file = pinned_file(&version)?;
     let mut builder = bindgen::Builder::default()
         .header_contents("pinned.h", "#include \"ggml-impl.h\"\n#include \"ggml-alloc.h\"\n#include \"ggml-backend-impl.h\"\n")
         .clang_arg(format!("-I{}", include.display()))
         .clang_arg(format!("-I{}", src.display()))
         .clang_arg("-xc")
+        // the tree's users compile ggml with the profile's value (ggml_tensor's size depends on it)
+        .clang_arg(format!("-DGGML_MAX_NAME={max_name}"))
         .allowlist_recursively(false)
         // upstream's comments stay upstream's: ggml-abi documents its own re-exports
         .generate_comments(false)
@@ -73,8 +118,8 @@ pub fn generate(ggml_dir: &Path) -> Result<String, String> {
         .use_core()
         // deterministic on every machine (rustfmt's output depends on its version and config)
         .formatter(bindgen::Formatter::Prettyplease)
-        .raw_line("//! bindgen's translation of ggml's C structs at the pin (ggml 0.25.3). Generated by")
-        .raw_line("//! `cargo run -p ggml-abi-gen -- <tree>/ggml crates/ggml-abi/src/pinned.rs`; do not edit.")
+        .raw_line(format!("//! bindgen's translation of ggml's C structs at the pin (ggml {version}, GGML_MAX_NAME={max_name}). Generated by"))
+        .raw_line(format!("//! `cargo run -p ggml-abi-gen -- <tree>/ggml crates/ggml-abi/src/{out_file}`; do not edit."))
         .raw_line("#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, clippy::all)]")
         .raw_line("")
         .raw_line("use crate::abi_alloc::*;")

@@ -1,9 +1,11 @@
-//! `ggml-abi-gen <tree>/ggml <out.rs>`: writes bindgen's translation of the pinned headers.
+//! `ggml-abi-gen <tree>/ggml <out.rs>`: writes bindgen's translation of the pinned headers
+//! (the tree's version picks the profile: crates/ggml-abi/src/pinned.rs for the default pin,
+//! pinned_<version>.rs for the others; see `ggml_abi_gen::pinned_file`).
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, ggml_dir, out] = args.as_slice() else {
-        eprintln!("usage: ggml-abi-gen <llama.cpp tree>/ggml <out.rs>");
+        eprintln!("usage: ggml-abi-gen <upstream tree>/ggml <out.rs>");
         std::process::exit(2);
     };
     match ggml_abi_gen::generate(std::path::Path::new(ggml_dir)) {

@@ -32,7 +32,8 @@ pub enum ggml_backend_dev_type {
     GGML_BACKEND_DEVICE_TYPE_IGPU = 2,
     /// accelerator devices intended to be used together with the CPU backend (e.g. BLAS or AMX)
     GGML_BACKEND_DEVICE_TYPE_ACCEL = 3,
-    /// "meta" device wrapping multiple other devices for tensor parallelism
+    /// "meta" device wrapping multiple other devices for tensor parallelism (not in ggml 0.9.8)
+    #[cfg(not(feature = "abi-0-9-8"))]
     GGML_BACKEND_DEVICE_TYPE_META = 4,
 }
 
@@ -49,7 +50,8 @@ pub struct ggml_backend_dev_caps {
     pub buffer_from_host_ptr: bool,
     /// event synchronization
     pub events: bool,
-    /// mmap is supported for loading
+    /// mmap is supported for loading (not in ggml 0.9.8)
+    #[cfg(not(feature = "abi-0-9-8"))]
     pub mmap_support: bool,
 }
 
@@ -76,8 +78,11 @@ pub struct ggml_backend_feature {
     pub value: *const c_char,
 }
 
+#[cfg(not(feature = "abi-0-9-8"))]
 pub type ggml_backend_comm_init_t = Option<unsafe extern "C" fn(backends: *mut ggml_backend_t, n_backends: usize) -> *mut c_void>;
+#[cfg(not(feature = "abi-0-9-8"))]
 pub type ggml_backend_comm_free_t = Option<unsafe extern "C" fn(comm_ctx: *mut c_void)>;
+#[cfg(not(feature = "abi-0-9-8"))]
 pub type ggml_backend_comm_allreduce_tensor_t = Option<unsafe extern "C" fn(comm_ctx: *mut c_void, tensors: *mut *mut ggml_tensor) -> bool>;
 pub type ggml_backend_split_buffer_type_t = Option<unsafe extern "C" fn(main_device: c_int, tensor_split: *const f32) -> ggml_backend_buffer_type_t>;
 pub type ggml_backend_set_n_threads_t = Option<unsafe extern "C" fn(backend: ggml_backend_t, n_threads: c_int)>;
@@ -99,8 +104,11 @@ pub type ggml_backend_sched_t = *mut ggml_backend_sched;
 /// Returning false then cancels the rest of the compute.
 pub type ggml_backend_sched_eval_callback = Option<unsafe extern "C" fn(t: *mut ggml_tensor, ask: bool, user_data: *mut c_void) -> bool>;
 
+// the meta device (newer than ggml 0.9.8)
+#[cfg(not(feature = "abi-0-9-8"))]
 pub const GGML_BACKEND_META_MAX_DEVICES: c_int = 16;
 
+#[cfg(not(feature = "abi-0-9-8"))]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ggml_backend_meta_split_axis {
@@ -117,6 +125,7 @@ pub enum ggml_backend_meta_split_axis {
 }
 
 /// How the meta device splits one tensor across its devices (see upstream's ggml-backend.h).
+#[cfg(not(feature = "abi-0-9-8"))]
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ggml_backend_meta_split_state {
@@ -126,6 +135,7 @@ pub struct ggml_backend_meta_split_state {
     pub n_segments: u32,
 }
 
+#[cfg(not(feature = "abi-0-9-8"))]
 pub type ggml_backend_meta_get_split_state_t = Option<unsafe extern "C" fn(tensor: *const ggml_tensor, userdata: *mut c_void) -> ggml_backend_meta_split_state>;
 
 /// A graph copied to another backend by `ggml_backend_graph_copy`.

@@ -73,7 +73,8 @@ pub struct ggml_backend_buffer_i {
     pub memset_tensor: Option<unsafe extern "C" fn(buffer: ggml_backend_buffer_t, tensor: *mut ggml_tensor, value: u8, offset: usize, size: usize)>,
     pub set_tensor: Option<unsafe extern "C" fn(buffer: ggml_backend_buffer_t, tensor: *mut ggml_tensor, data: *const c_void, offset: usize, size: usize)>,
     pub get_tensor: Option<unsafe extern "C" fn(buffer: ggml_backend_buffer_t, tensor: *const ggml_tensor, data: *mut c_void, offset: usize, size: usize)>,
-    /// (optional) 2d data copies
+    /// (optional) 2d data copies (not in ggml 0.9.8)
+    #[cfg(not(feature = "abi-0-9-8"))]
     pub set_tensor_2d: Option<
         unsafe extern "C" fn(
             buffer: ggml_backend_buffer_t,
@@ -86,6 +87,7 @@ pub struct ggml_backend_buffer_i {
             stride_data: usize,
         ),
     >,
+    #[cfg(not(feature = "abi-0-9-8"))]
     pub get_tensor_2d: Option<
         unsafe extern "C" fn(
             buffer: ggml_backend_buffer_t,
@@ -121,7 +123,8 @@ pub struct ggml_backend_buffer {
 
 /// Passed to `graph_optimize` so the backend can add allocation dependencies: if it executes
 /// parts of the graph out of order, it must keep the affected tensors allocated until a node
-/// where execution is known to have joined.
+/// where execution is known to have joined. (Not in ggml 0.9.8, whose `graph_optimize` takes
+/// none: there the struct is this library's own, and not in its headers.)
 #[repr(C)]
 pub struct ggml_backend_graph_optimize_params {
     /// keep `tensor` allocated at least until `until` (a node of the same graph) has been computed
@@ -137,6 +140,8 @@ pub struct ggml_backend_i {
     /// (optional) asynchronous tensor data access
     pub set_tensor_async: Option<unsafe extern "C" fn(backend: ggml_backend_t, tensor: *mut ggml_tensor, data: *const c_void, offset: usize, size: usize)>,
     pub get_tensor_async: Option<unsafe extern "C" fn(backend: ggml_backend_t, tensor: *const ggml_tensor, data: *mut c_void, offset: usize, size: usize)>,
+    /// (not in ggml 0.9.8)
+    #[cfg(not(feature = "abi-0-9-8"))]
     pub set_tensor_2d_async: Option<
         unsafe extern "C" fn(
             backend: ggml_backend_t,
@@ -149,6 +154,7 @@ pub struct ggml_backend_i {
             stride_data: usize,
         ),
     >,
+    #[cfg(not(feature = "abi-0-9-8"))]
     pub get_tensor_2d_async: Option<
         unsafe extern "C" fn(
             backend: ggml_backend_t,
@@ -179,7 +185,11 @@ pub struct ggml_backend_i {
     /// (optional) wait for an event on on a different stream
     pub event_wait: Option<unsafe extern "C" fn(backend: ggml_backend_t, event: ggml_backend_event_t)>,
     /// (optional) sort/optimize the nodes in the graph
+    #[cfg(not(feature = "abi-0-9-8"))]
     pub graph_optimize: Option<unsafe extern "C" fn(backend: ggml_backend_t, cgraph: *mut ggml_cgraph, params: *mut ggml_backend_graph_optimize_params)>,
+    /// (optional) sort/optimize the nodes in the graph (ggml 0.9.8: no allocation dependencies)
+    #[cfg(feature = "abi-0-9-8")]
+    pub graph_optimize: Option<unsafe extern "C" fn(backend: ggml_backend_t, cgraph: *mut ggml_cgraph)>,
 }
 
 #[repr(C)]

@@ -43,9 +43,13 @@ impl GraphRef {
         self.raw().size.max(0) as usize
     }
 
+    /// The graph's id (0: not set). ggml 0.9.8's graphs carry none: always 0 there.
     #[inline]
     pub fn uid(self) -> u64 {
-        self.raw().uid
+        #[cfg(not(feature = "abi-0-9-8"))]
+        return self.raw().uid;
+        #[cfg(feature = "abi-0-9-8")]
+        0
     }
 
     #[inline]
@@ -170,9 +174,12 @@ impl GraphView {
                 use_counts: ctx.use_counts,
                 visited_hash_set: copy_hash_set(&ctx.visited_hash_set),
                 order: ctx.order,
+                #[cfg(not(feature = "abi-0-9-8"))]
                 uid,
             }),
         };
+        #[cfg(feature = "abi-0-9-8")]
+        let _ = uid;
         view.sync();
         view
     }
@@ -198,14 +205,24 @@ impl GraphView {
         self.nodes.truncate(n);
     }
 
+    /// The view's id (0 in ggml 0.9.8, whose graphs carry none).
     #[inline]
     pub fn uid(&self) -> u64 {
-        self.raw.uid
+        #[cfg(not(feature = "abi-0-9-8"))]
+        return self.raw.uid;
+        #[cfg(feature = "abi-0-9-8")]
+        0
     }
 
+    /// Sets the view's id (nothing to set in ggml 0.9.8).
     #[inline]
     pub fn set_uid(&mut self, uid: u64) {
-        self.raw.uid = uid;
+        #[cfg(not(feature = "abi-0-9-8"))]
+        {
+            self.raw.uid = uid;
+        }
+        #[cfg(feature = "abi-0-9-8")]
+        let _ = uid;
     }
 
     #[inline]
@@ -238,11 +255,14 @@ impl GraphView {
 }
 
 /// A fresh graph id (`ggml_graph_next_uid`): backends that cache per graph (CUDA graphs, RPC)
-/// key on it.
+/// key on it. ggml 0.9.8 has no graph ids: 0 ("not set") there.
 #[inline]
 pub fn next_graph_uid() -> u64 {
+    #[cfg(not(feature = "abi-0-9-8"))]
     // SAFETY: an atomic counter in ggml-base.
-    unsafe { crate::sys::ggml_graph_next_uid() }
+    return unsafe { crate::sys::ggml_graph_next_uid() };
+    #[cfg(feature = "abi-0-9-8")]
+    0
 }
 
 impl GraphRef {

@@ -236,6 +236,7 @@ impl Buffer {
         unsafe { f(self.as_ptr(), tensor.as_ptr(), data, offset, size) }
     }
 
+    #[cfg(not(feature = "abi-0-9-8"))]
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn set_tensor_2d(self, tensor: TensorRef, data: *const c_void, offset: usize, size: usize, n: usize, st: usize, sd: usize) -> bool {
@@ -249,6 +250,7 @@ impl Buffer {
         }
     }
 
+    #[cfg(not(feature = "abi-0-9-8"))]
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn get_tensor_2d(self, tensor: TensorRef, data: *mut c_void, offset: usize, size: usize, n: usize, st: usize, sd: usize) -> bool {
@@ -262,6 +264,8 @@ impl Buffer {
         }
     }
 
+    /// (the 2-D entries are newer than ggml 0.9.8)
+    #[cfg(not(feature = "abi-0-9-8"))]
     #[inline]
     pub fn has_tensor_2d(self) -> (bool, bool) {
         (optional!(self, set_tensor_2d).is_some(), optional!(self, get_tensor_2d).is_some())
@@ -358,6 +362,7 @@ impl Backend {
         }
     }
 
+    #[cfg(not(feature = "abi-0-9-8"))]
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn set_tensor_2d_async(self, t: TensorRef, data: *const c_void, offset: usize, size: usize, n: usize, st: usize, sd: usize) -> bool {
@@ -371,6 +376,7 @@ impl Backend {
         }
     }
 
+    #[cfg(not(feature = "abi-0-9-8"))]
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn get_tensor_2d_async(self, t: TensorRef, data: *mut c_void, offset: usize, size: usize, n: usize, st: usize, sd: usize) -> bool {
@@ -384,6 +390,8 @@ impl Backend {
         }
     }
 
+    /// (the 2-D entries are newer than ggml 0.9.8)
+    #[cfg(not(feature = "abi-0-9-8"))]
     #[inline]
     pub fn has_2d_async(self) -> (bool, bool) {
         (optional!(self, set_tensor_2d_async).is_some(), optional!(self, get_tensor_2d_async).is_some())
@@ -452,11 +460,22 @@ impl Backend {
         optional!(self, event_record).is_some() && optional!(self, event_wait).is_some()
     }
 
+    /// `graph_optimize`; ggml 0.9.8's takes no `params` (its backends add no allocation
+    /// dependencies), so there `params` is not passed on.
     #[inline]
     pub fn graph_optimize(self, graph: *mut ggml_cgraph, params: *mut ggml_backend_graph_optimize_params) {
         if let Some(f) = optional!(self, graph_optimize) {
             // SAFETY: calling the backend's interface with a graph view the library owns.
-            unsafe { f(self.as_ptr(), graph, params) }
+            #[cfg(not(feature = "abi-0-9-8"))]
+            unsafe {
+                f(self.as_ptr(), graph, params)
+            }
+            #[cfg(feature = "abi-0-9-8")]
+            {
+                let _ = params;
+                // SAFETY: as above.
+                unsafe { f(self.as_ptr(), graph) }
+            }
         }
     }
 }

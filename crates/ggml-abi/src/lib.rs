@@ -15,6 +15,9 @@
 // promise into the safe layers above.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+#[cfg(all(feature = "abi-0-9-8", feature = "abi-0-26-0"))]
+compile_error!("ggml-abi: the ABI profiles are exclusive: enable at most one of the features abi-0-9-8, abi-0-26-0 (README \"Profiles\")");
+
 pub mod abi_alloc;
 pub mod abi_backend;
 pub mod abi_impl;
@@ -23,14 +26,11 @@ pub mod graph;
 pub mod handles;
 pub mod imports;
 pub mod log;
-/// bindgen's translation of the pinned headers and the proofs that the mirrors equal it (generated)
-#[cfg(not(feature = "abi-0-26-0"))]
+/// bindgen's translation of the pinned headers and the proofs that the mirrors equal it
+/// (generated, one file per ABI profile)
 #[rustfmt::skip]
-mod pinned;
-/// the same for the abi-0-26-0 profile: ggml 0.26.0's headers (llama-cpp-sys-2 0.1.161)
-#[cfg(feature = "abi-0-26-0")]
-#[rustfmt::skip]
-#[path = "pinned_0_26_0.rs"]
+#[cfg_attr(feature = "abi-0-9-8", path = "pinned_0_9_8.rs")]
+#[cfg_attr(feature = "abi-0-26-0", path = "pinned_0_26_0.rs")]
 mod pinned;
 pub mod rust_backend;
 pub mod snapshot;

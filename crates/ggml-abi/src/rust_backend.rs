@@ -374,7 +374,9 @@ fn backend_i<R: Registry>() -> ggml_backend_i {
         free: Some(backend_free::<R>),
         set_tensor_async: None,
         get_tensor_async: None,
+        #[cfg(not(feature = "abi-0-9-8"))]
         set_tensor_2d_async: None,
+        #[cfg(not(feature = "abi-0-9-8"))]
         get_tensor_2d_async: None,
         cpy_tensor_async: None,
         synchronize: None,
@@ -499,6 +501,7 @@ mod tests {
             use_counts: std::ptr::null_mut(),
             visited_hash_set: ggml_hash_set { size: 0, used: std::ptr::null_mut(), keys: std::ptr::null_mut() },
             order: 0,
+            #[cfg(not(feature = "abi-0-9-8"))]
             uid: 0,
         }
     }

@@ -1,7 +1,8 @@
-//! Facts of ggml 0.25.3 (`ggml.h`, `ggml-impl.h`) that this library reads: the layout of
-//! `struct ggml_tensor` and `struct ggml_cgraph`, the enum values it tests, and the functions of
-//! the rest of ggml-base it calls. Layouts and values are checked against the pinned headers by
-//! the ABI test (`c_tests/abi_layout.c`), never assumed.
+//! Facts of the profile's ggml (`ggml.h`, `ggml-impl.h`; 0.25.3 by default, see README
+//! "Profiles") that this library reads: the layout of `struct ggml_tensor` and `struct
+//! ggml_cgraph`, the enum values it tests, and the functions of the rest of ggml-base it calls.
+//! Layouts and values are checked against the pinned headers by the ABI test
+//! (`c_tests/abi_layout.c`) and by `pinned.rs`, never assumed.
 //!
 //! Nothing here is exported; the header generator does not read this file.
 #![allow(non_camel_case_types)]
@@ -10,7 +11,9 @@ use std::ffi::{c_char, c_int, c_void};
 
 pub const GGML_MAX_DIMS: usize = 4;
 pub const GGML_MAX_SRC: usize = 10;
-pub const GGML_MAX_NAME: usize = 64;
+/// Not fixed by ggml.h (`#ifndef GGML_MAX_NAME`): programs compile ggml with their own value
+/// (stable-diffusion.cpp with 128), so it is the profile's (scripts/pin.env, via build.rs).
+pub const GGML_MAX_NAME: usize = crate::config::GGML_MAX_NAME;
 pub const GGML_MAX_OP_PARAMS: usize = 64;
 /// `TENSOR_ALIGNMENT` of ggml-impl.h: alignment of the CPU buffer type.
 pub const TENSOR_ALIGNMENT: usize = 32;
@@ -37,7 +40,9 @@ pub const GGML_TENSOR_FLAG_PARAM: i32 = 4;
 pub const GGML_TENSOR_FLAG_LOSS: i32 = 8;
 pub const GGML_TENSOR_FLAG_COMPUTE: i32 = 16;
 
-/// The `enum ggml_op` values this library tests, at the pin.
+/// The `enum ggml_op` values this library tests, at the pin. ggml 0.9.8 has neither
+/// `GGML_OP_COL2IM_1D` (after `CLAMP`) nor the four ops before `UNARY` that 0.25.3 adds, so
+/// from `ARGSORT` on its values are smaller.
 pub mod op {
     use super::ggml_op;
     pub const NONE: ggml_op = 0;
@@ -68,13 +73,7 @@ pub mod op {
     pub const ROPE: ggml_op = 48;
     pub const ROPE_BACK: ggml_op = 49;
     pub const CLAMP: ggml_op = 50;
-    pub const ARGSORT: ggml_op = 69;
-    pub const TOP_K: ggml_op = 70;
-    pub const FILL: ggml_op = 73;
-    pub const FLASH_ATTN_EXT: ggml_op = 74;
-    pub const UNARY: ggml_op = 91;
-    pub const COUNT: ggml_op = 101;
-
+    pub use super::op_shifted::*;
     /// Ops whose destination only re-describes its source's memory.
     pub fn is_view(op: ggml_op) -> bool {
         matches!(op, VIEW | RESHAPE | PERMUTE | TRANSPOSE)
@@ -84,6 +83,28 @@ pub mod op {
     pub fn is_empty(op: ggml_op) -> bool {
         op == NONE || is_view(op)
     }
+}
+
+#[cfg(not(feature = "abi-0-9-8"))]
+mod op_shifted {
+    use super::ggml_op;
+    pub const ARGSORT: ggml_op = 69;
+    pub const TOP_K: ggml_op = 70;
+    pub const FILL: ggml_op = 73;
+    pub const FLASH_ATTN_EXT: ggml_op = 74;
+    pub const UNARY: ggml_op = 91;
+    pub const COUNT: ggml_op = 101;
+}
+
+#[cfg(feature = "abi-0-9-8")]
+mod op_shifted {
+    use super::ggml_op;
+    pub const ARGSORT: ggml_op = 68;
+    pub const TOP_K: ggml_op = 69;
+    pub const FILL: ggml_op = 72;
+    pub const FLASH_ATTN_EXT: ggml_op = 73;
+    pub const UNARY: ggml_op = 86;
+    pub const COUNT: ggml_op = 96;
 }
 
 #[repr(C)]
@@ -124,6 +145,8 @@ pub struct ggml_cgraph {
     pub use_counts: *mut i32,
     pub visited_hash_set: ggml_hash_set,
     pub order: ggml_cgraph_eval_order,
+    /// graph id (0: not set); ggml 0.9.8's graphs have none
+    #[cfg(not(feature = "abi-0-9-8"))]
     pub uid: u64,
 }
 
@@ -162,6 +185,11 @@ crate::imports::ggml_imports! {
     fn ggml_graph_overhead_custom(size: usize, grads: bool) -> usize;
     fn ggml_new_graph_custom(ctx: *mut ggml_context, size: usize, grads: bool) -> *mut ggml_cgraph;
     fn ggml_dup_tensor(ctx: *mut ggml_context, src: *const ggml_tensor) -> *mut ggml_tensor;
+}
+
+// Graph ids and the meta device are newer than ggml 0.9.8 (see the profile's stand-ins below).
+#[cfg(not(feature = "abi-0-9-8"))]
+crate::imports::ggml_imports! {
     fn ggml_graph_next_uid() -> u64;
 
     // ggml-backend-meta.cpp (stays in ggml-base). Without its code in the process (a static link
@@ -176,6 +204,29 @@ crate::imports::ggml_imports! {
         buft: *mut crate::abi_impl::ggml_backend_buffer_type,
     ) -> *mut crate::abi_impl::ggml_backend_buffer;
 }
+
+// ggml 0.9.8 has no meta device (ggml-backend-meta.cpp is newer): no buffer or buffer type is
+// one, so the paths that would use the meta functions are never taken.
+#[cfg(feature = "abi-0-9-8")]
+mod no_meta {
+    use super::{BufferUsage, ggml_context};
+    use crate::abi_impl::{ggml_backend_buffer, ggml_backend_buffer_type};
+
+    pub unsafe fn ggml_backend_buffer_is_meta(_buf: *mut ggml_backend_buffer) -> bool {
+        false
+    }
+    pub unsafe fn ggml_backend_buft_is_meta(_buft: *mut ggml_backend_buffer_type) -> bool {
+        false
+    }
+    pub unsafe fn ggml_backend_meta_buffer_set_usage(_buf: *mut ggml_backend_buffer, _usage: BufferUsage) {
+        crate::fatal!("ggml_backend_meta_buffer_set_usage: ggml 0.9.8 has no meta buffers (this library's ABI profile)")
+    }
+    pub unsafe fn ggml_backend_meta_alloc_ctx_tensors_from_buft(_ctx: *mut ggml_context, _buft: *mut ggml_backend_buffer_type) -> *mut ggml_backend_buffer {
+        crate::fatal!("ggml_backend_meta_alloc_ctx_tensors_from_buft: ggml 0.9.8 has no meta buffer types (this library's ABI profile)")
+    }
+}
+#[cfg(feature = "abi-0-9-8")]
+pub use no_meta::*;
 
 /// `typedef uint8_t ggml_guid[16]; typedef ggml_guid * ggml_guid_t;`
 pub type ggml_guid = [u8; 16];

@@ -68,10 +68,10 @@ fn type_traits_from_ggml(t: ggml_type) -> (usize, usize) {
 }
 
 /// Every field of a tensor's header from `buffer` to `extra` (offsets 8 to 328 of
-/// `struct ggml_tensor`, no padding in between) as words; `type` is kept apart because the four
+/// `struct ggml_tensor` with GGML_MAX_NAME 64, 392 with 128; no padding in between) as words; `type` is kept apart because the four
 /// bytes after it are padding, which C leaves undefined.
 pub const HEADER_WORDS: usize = (std::mem::offset_of!(ggml_tensor, extra) + std::mem::size_of::<*mut c_void>() - std::mem::offset_of!(ggml_tensor, buffer)) / 8;
-const _: () = assert!(std::mem::offset_of!(ggml_tensor, buffer) == 8 && std::mem::offset_of!(ggml_tensor, extra) == 320);
+const _: () = assert!(std::mem::offset_of!(ggml_tensor, buffer) == 8 && std::mem::offset_of!(ggml_tensor, extra) == 256 + sys::GGML_MAX_NAME);
 
 /// A copy of a tensor's header (see [`HEADER_WORDS`]): what it is, where it lives, what it reads.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -39,7 +39,11 @@ mod splits_tests;
 
 /// `GGML_MAX_SRC` of ggml.h: sources per node (ggml-rs checks it equals its ABI mirror).
 pub const MAX_SRC: usize = 10;
-/// `GGML_MAX_NAME` of ggml.h: bytes of a tensor name, NUL included.
+/// `GGML_MAX_NAME` of ggml.h: bytes of a tensor name, NUL included (ggml's default, or 128 where
+/// the program compiles ggml with `-DGGML_MAX_NAME=128`, as stable-diffusion.cpp does).
+#[cfg(not(feature = "max-name-128"))]
 pub const MAX_NAME: usize = 64;
+#[cfg(feature = "max-name-128")]
+pub const MAX_NAME: usize = 128;
 /// `GGML_MAX_DIMS` of ggml.h.
 pub const MAX_DIMS: usize = 4;
