@@ -55,6 +55,31 @@ cmd_abi() {
     done
     echo "symbols of 0.26.0's ggml-backend.cpp + ggml-alloc.c: $(wc -l < "$T/expected") expected, $(comm -12 "$T/expected" "$T/exported" | wc -l) exported"
     "$OURS/c_tests/abi_layout" | head -n 1 || fail=1
+    local ggml_dir inc=$ROOT/include/0.26.0
+    ggml_dir=$(sed -n 's/^GGML_RS_GGML_DIR:PATH=//p' "$OURS/CMakeCache.txt")
+    # signatures: the declarations of the profile's headers (include/0.26.0) next to 0.26.0's
+    python3 "$ROOT/tests/abi/prototypes.py" decls "$inc/ggml-alloc.h" "$inc/ggml-backend.h" "$inc/ggml-backend-impl.h" > "$T/ours.h"
+    printf '#include "ggml.h"\n#include "ggml-alloc.h"\n#include "ggml-backend.h"\n#include "ggml-backend-impl.h"\n#include "ggml-impl.h"\n' > "$T/signatures.c"
+    cat "$T/ours.h" >> "$T/signatures.c"
+    if gcc -std=c11 -Wall -Wextra -Werror -Wno-unused-function -I"$ggml_dir/include" -I"$ggml_dir/src" -c "$T/signatures.c" -o "$T/signatures.o" 2> "$T/signatures.err"; then
+        echo "declarations: $(wc -l < "$T/ours.h") in include/0.26.0, all compatible with 0.26.0's"
+    else
+        head -n 20 "$T/signatures.err"
+        echo "FAIL: the declarations of include/0.26.0 disagree with 0.26.0's"
+        fail=1
+    fi
+    python3 "$ROOT/tests/abi/prototypes.py" names "$inc/ggml-alloc.h" "$inc/ggml-backend.h" "$inc/ggml-backend-impl.h" | sort -u > "$T/declared"
+    missing=$(comm -23 "$T/expected" "$T/declared" | tr '\n' ' ')
+    [ -z "$missing" ] || { echo "FAIL: not declared in include/0.26.0: $missing"; fail=1; }
+    # the mirrors' compile-time proof (crates/ggml-abi/src/pinned_0_26_0.rs) is what bindgen makes
+    # of this tree's headers (ggml-abi-gen's drift test, this profile's tree given)
+    (cd "$ROOT" && GGML_RS_UPSTREAM_GGML_0_26_0="$ggml_dir" cargo test -q -p ggml-abi-gen --test drift -- --nocapture > "$T/drift.log" 2>&1)
+    if grep -q 'profiles checked: [1-9]' "$T/drift.log"; then
+        echo "pinned_0_26_0.rs: bindgen's translation of $ggml_dir"
+    else
+        echo "FAIL: crates/ggml-abi/src/pinned_0_26_0.rs differs from bindgen's translation of $ggml_dir"
+        fail=1
+    fi
     return $fail
 }
 
