@@ -30,8 +30,21 @@ cmd_build() {
     "$ROOT/scripts/upstream.sh" build sys2-stock && "$ROOT/scripts/upstream.sh" build sys2-ours || return 1
     # the example's target dir is its own (examples/llama-cpp-2-generate/target: cache it in CI);
     # llama-cpp-sys-2 compiles llama.cpp with cmake, finding ggml through CMAKE_PREFIX_PATH
+    # the first build compiles llama.cpp's own part (libllama, llama-common: about 100 objects)
+    # and takes minutes: every 30 s a line with the objects compiled so far
     CMAKE_PREFIX_PATH=$GGML_RS_SYS2_INSTALL_STOCK CMAKE_BUILD_PARALLEL_LEVEL=${GGML_RS_JOBS:-$(nproc)} \
-        cargo build --release --locked --manifest-path "$EXAMPLE/Cargo.toml" 2>&1 | tail -n 2
+        cargo build --release --locked -j "${GGML_RS_JOBS:-$(nproc)}" --manifest-path "$EXAMPLE/Cargo.toml" > "$T/cargo.log" 2>&1 &
+    local pid=$! t0=$SECONDS shown=$SECONDS
+    while kill -0 "$pid" 2> /dev/null; do
+        sleep 1
+        [ $((SECONDS - shown)) -lt 30 ] && continue
+        shown=$SECONDS
+        printf '[llama-cpp-2] building (%s s): %s objects of llama.cpp compiled; %s\n' "$((SECONDS - t0))" \
+            "$(find "$EXAMPLE"/target/release/build/llama-cpp-sys-2-*/out/build -name '*.o' 2> /dev/null | wc -l)" \
+            "$(grep -a 'Compiling' "$T/cargo.log" | tail -n 1 | sed 's/^ *//')" >&2
+    done
+    wait "$pid" || { tail -n 30 "$T/cargo.log"; return 1; }
+    tail -n 1 "$T/cargo.log"
     [ -x "$EXE" ]
 }
 
