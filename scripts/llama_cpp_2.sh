@@ -131,7 +131,7 @@ cmd_compare() {
     shift || true
     local args=("$model" -n 24 -t 2 "$@")
     [ -x "$EXE" ] || { echo "the example is not built (scripts/llama_cpp_2.sh build)"; return 1; }
-    GENERATE_VERBOSE=1 LD_LIBRARY_PATH=$GGML_RS_SYS2_INSTALL_STOCK/lib "$EXE" "${args[@]}" --logits "$T/stock.bin" > "$T/stock.txt" 2> "$T/stock.err" \
+    GENERATE_VERBOSE=1 GGML_RS_LOG=1 LD_LIBRARY_PATH=$GGML_RS_SYS2_INSTALL_STOCK/lib "$EXE" "${args[@]}" --logits "$T/stock.bin" > "$T/stock.txt" 2> "$T/stock.err" \
         || { tail -n 5 "$T/stock.err"; return 1; }
     GENERATE_VERBOSE=1 GGML_RS_LOG=1 LD_LIBRARY_PATH=$GGML_RS_SYS2_INSTALL_OURS/lib "$EXE" "${args[@]}" --logits "$T/ours.bin" > "$T/ours.txt" 2> "$T/ours.err" \
         || { tail -n 5 "$T/ours.err"; return 1; }
@@ -145,11 +145,16 @@ cmd_compare() {
     same_preload=$(same "$T/preload.txt")
     # each run on our library says so (GGML_RS_LOG=1, with llama.cpp's log on: GENERATE_VERBOSE):
     # the marker proves the library was in use
-    marker_link=$(grep -c 'ggml-rs [0-9.]*' "$T/ours.err")
-    marker_preload=$(grep -c 'ggml-rs [0-9.]*' "$T/preload.err")
-    printf '%s rows, identical: %s (link-time), %s (LD_PRELOAD); text "%s"\n' "$rows" "$same_link" "$same_preload" \
-        "$(grep '^text:' "$T/stock.txt" | cut -c7- | cut -c1-60)"
+    marker_link=$(grep -c 'ggml-rs [0-9.]*: scheduler' "$T/ours.err")
+    marker_preload=$(grep -c 'ggml-rs [0-9.]*: scheduler' "$T/preload.err")
+    local buf_stock buf_ours
+    buf_stock=$(grep -m1 -o 'CPU compute buffer size = *[0-9.]* MiB' "$T/stock.err" | grep -o '[0-9.]* MiB')
+    buf_ours=$(grep -m1 -o 'CPU compute buffer size = *[0-9.]* MiB' "$T/ours.err" | grep -o '[0-9.]* MiB')
+    printf '%s rows, identical: %s (link-time), %s (LD_PRELOAD); compute buffer %s stock, %s ours; text "%s"\n' \
+        "$rows" "$same_link" "$same_preload" "$buf_stock" "$buf_ours" "$(grep '^text:' "$T/stock.txt" | cut -c7- | tr -cd '[:print:]' | cut -c1-40)"
     [ "$marker_link" -gt 0 ] && [ "$marker_preload" -gt 0 ] || { echo "a run on ggml-rs did not log ggml-rs's marker"; return 1; }
+    # and the stock run, with the same setting, has none: the marker tells the builds apart
+    ! grep -q 'ggml-rs [0-9.]*: scheduler' "$T/stock.err" || { echo "the stock run logged ggml-rs's marker"; return 1; }
     cmp -s "$T/stock.txt" "$T/ours.txt" && cmp -s "$T/stock.txt" "$T/preload.txt" \
         && cmp -s "$T/stock.bin" "$T/ours.bin" && cmp -s "$T/stock.bin" "$T/preload.bin" && return 0
     echo "OUTPUTS DIFFER"
