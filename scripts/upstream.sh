@@ -10,6 +10,10 @@
 #   scripts/upstream.sh build native  stock with GGML_NATIVE=ON: the opponent for CPU kernels
 #   scripts/upstream.sh build rscpu   "ours only": ours, and ggml linked to the Rust CPU backend
 #                                     (libggml_rs_cpu.so) instead of ggml-cpu; no upstream backend
+#   scripts/upstream.sh build ggml-<P>-stock   another ABI profile's plain ggml tree (P = 0.9.8:
+#                                     stable-diffusion.cpp's ggml) as it is, with its tests
+#   scripts/upstream.sh build ggml-<P>-ours    the same, ggml-base without the two files + this
+#                                     library built for profile P (cargo feature abi-<P>)
 #   scripts/upstream.sh paths         print the paths other scripts use (sourceable)
 #
 # GGML_RS_CACHE overrides the cache folder (default: <repo>/.upstream).
@@ -110,9 +114,85 @@ with_progress() {
     wait "$pid"
 }
 
-# build <variant>: variant is `stock`, `ours`, `native` (stock with GGML_NATIVE=ON) or `rscpu`
+# pin_of P KEY: GGML_RS_PIN_<P>_<KEY> of scripts/pin.env (P with dots)
+pin_of() {
+    local var="GGML_RS_PIN_${1//./_}_$2"
+    [ -n "${!var:-}" ] || { log "scripts/pin.env has no $var (profiles: $GGML_RS_PROFILES)"; exit 2; }
+    printf '%s' "${!var}"
+}
+
+# the cache folder of profile P's tree (keyed by its pin, like the default one)
+profile_cache() {
+    printf '%s/%s-%s' "${GGML_RS_CACHE:-$ROOT/.upstream}" "$(pin_of "$1" PACKAGE)" "$(pin_of "$1" VERSION)"
+}
+
+# fetch_profile P: profile P's sdist (pip; an sdist already in <cache>/sdist is used as it is),
+# checked against its sha256 and unpacked into <cache>/src; its ggml folder must be version P
+fetch_profile() {
+    local p=$1 cache sdist_name sdist sum version ggml
+    cache=$(profile_cache "$p")
+    [ -f "$cache/src/.ggml-rs-unpacked" ] && return 0
+    sdist_name=$(pin_of "$p" SDIST)
+    sdist=$cache/sdist/$sdist_name
+    mkdir -p "$cache/sdist"
+    if [ ! -f "$sdist" ]; then
+        case "$sdist_name" in
+            *.tar.gz) log "downloading $(pin_of "$p" PACKAGE)==$(pin_of "$p" VERSION) (sdist)"
+                python3 -m pip download --quiet --no-deps --no-binary "$(pin_of "$p" PACKAGE)" \
+                    "$(pin_of "$p" PACKAGE)==$(pin_of "$p" VERSION)" -d "$cache/sdist" ;;
+            *) log "put $sdist_name into $cache/sdist (no download route for it here)"; exit 1 ;;
+        esac
+    fi
+    sum=$(sha256sum "$sdist" | cut -d' ' -f1)
+    [ "$sum" = "$(pin_of "$p" SHA256)" ] || { log "checksum mismatch for $sdist: got $sum"; rm -f "$sdist"; exit 1; }
+    rm -rf "$cache/src" "$cache/unpack"
+    mkdir -p "$cache/unpack"
+    tar -xzf "$sdist" -C "$cache/unpack"
+    mv "$cache/unpack/"* "$cache/src"
+    rmdir "$cache/unpack"
+    ggml=$cache/src/$(pin_of "$p" GGML_DIR)
+    version=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$ggml/CMakeLists.txt" | paste -sd.)
+    [ "$version" = "$p" ] || { log "$ggml is ggml $version, the profile is $p"; exit 1; }
+    touch "$cache/src/.ggml-rs-unpacked"
+    log "unpacked ggml $version into $ggml"
+}
+
+# build_profile P stock|ours: profile P's plain ggml tree (with its tests) through this project's
+# CMakeLists.txt (GGML_RS_GGML_DIR, GGML_RS_PROFILE), into <cache>/build-ggml-<stock|ours>
+build_profile() {
+    local p=$1 kind=$2 cache build flags
+    cache=$(profile_cache "$p")
+    build=$cache/build-ggml-$kind
+    flags=(-DGGML_RS_GGML_DIR="$cache/src/$(pin_of "$p" GGML_DIR)" -DGGML_RS_PROFILE="$p")
+    case "$kind" in
+        stock) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF) ;;
+        ours)  flags+=(-DGGML_RS_REPLACE=ON  -DGGML_RS_BUILD_RUST=ON) ;;
+        *) log "unknown variant ggml-$p-$kind"; exit 2 ;;
+    esac
+    cmd_deps
+    fetch_profile "$p"
+    export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
+    export CCACHE_BASEDIR=$cache
+    if [ ! -f "$build/build.ninja" ]; then
+        log "configuring ggml-$p-$kind in $build"
+        cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >"$cache/configure-$kind.log" 2>&1 \
+            || { tail -40 "$cache/configure-$kind.log"; exit 1; }
+    fi
+    log "building ggml-$p-$kind (full log: $cache/build-$kind.log)"
+    with_progress "ggml-$p-$kind" "$cache/build-$kind.log" cmake --build "$build" --parallel "$JOBS" \
+        || { grep -E "error|Error" "$cache/build-$kind.log" | head -40; tail -20 "$cache/build-$kind.log"; exit 1; }
+    log "built ggml-$p-$kind: $build"
+}
+
+# build <variant>: variant is `stock`, `ours`, `native` (stock with GGML_NATIVE=ON), `rscpu`, or
+# `ggml-<profile>-stock|ours` (another ABI profile's plain ggml tree)
 cmd_build() {
     local variant=$1
+    if [[ $variant =~ ^ggml-([0-9.]+)-(stock|ours)$ ]]; then
+        build_profile "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+        return
+    fi
+
     local build=$CACHE/build-$variant
     local flags=(-DGGML_RS_LLAMA_CPP_DIR="$TREE")
     case "$variant" in
@@ -153,13 +233,23 @@ GGML_RS_BUILD_OURS=$CACHE/build-ours
 GGML_RS_BUILD_NATIVE=$CACHE/build-native
 GGML_RS_BUILD_RSCPU=$CACHE/build-rscpu
 EOF
+    # the other profiles' trees and builds (GGML_RS_GGML_<P>, GGML_RS_BUILD_GGML_<P>_STOCK/_OURS)
+    local p key cache
+    for p in $GGML_RS_PROFILES; do
+        [ "$p" = "$GGML_RS_PIN_GGML_VERSION" ] && continue
+        key=${p//./_}
+        cache=$(profile_cache "$p")
+        echo "GGML_RS_GGML_$key=$cache/src/$(pin_of "$p" GGML_DIR)"
+        echo "GGML_RS_BUILD_GGML_${key}_STOCK=$cache/build-ggml-stock"
+        echo "GGML_RS_BUILD_GGML_${key}_OURS=$cache/build-ggml-ours"
+    done
 }
 
 case "${1:-}" in
     deps)  cmd_deps ;;
     deps-browser) cmd_deps_browser ;;
     fetch) cmd_fetch ;;
-    build) cmd_build "${2:?variant: stock, ours, native or rscpu}" ;;
+    build) cmd_build "${2:?variant: stock, ours, native, rscpu, ggml-<profile>-stock or ggml-<profile>-ours}" ;;
     paths) cmd_paths ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
 esac
