@@ -30,7 +30,17 @@
 #      upstream's native CPU (C test, test-backend-ops test -b RSCPU: 0 FAIL), and "ours only"
 #      (build rscpu: our core + our CPU backend, no upstream backend library in the process):
 #      test-barrier, test-rope, test-quantize-fns, test-opt
-#  14. the ABI profile 0.9.8 (stable-diffusion.cpp's ggml): its Rust checks, that tree built as is
+#  14. the image job: stable-diffusion.cpp (its own ggml, 0.9.8) on a random-weight Flux.2-klein:
+#      stock is deterministic (run to run, -t 1 / -t 2), and the image is byte-identical with
+#      ggml-base linked to our library built with the 0.9.8 ABI profile and with that library in
+#      LD_PRELOAD (SKIP, naming why, while the profile does not exist)
+#  15. the Rust CUDA backend (libggml_rs_cuda.so), without a GPU: builds with no CUDA toolkit, its
+#      host-side unit tests (kernel cache keys, launch shapes, op dispatch, zero-device registry,
+#      the no-driver path), every kernel of kernels/ compiled to PTX for sm_90 by NVRTC (the
+#      pinned wheel, scripts/cuda-nvrtc.sh), the module loaded by upstream's loader on our core
+#      (one log line, ggml-cuda.h exported, zero devices), the GPU check's carry prepared; the GPU
+#      parts are scripts/gpu-check.sh's
+#  16. the ABI profile 0.9.8 (stable-diffusion.cpp's ggml): its Rust checks, that tree built as is
 #      and with the library built for it, its ABI test, the seed scenarios (upstream 0.9.8 fails
 #      them), its own ggml tests (ctest, grad/support -b CPU against the reference, test-opt)
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
@@ -542,8 +552,85 @@ for prog in test-barrier test-rope test-quantize-fns test-opt; do
         "timeout 1800 '$BUILD_RSCPU/bin/$prog' > '$T/$prog.log' 2>&1; rc=\$?; tail -n 2 '$T/$prog.log'; ! grep -m3 SKIPPED '$T/$prog.log' && exit \$rc"
 done
 
+step "14. stable-diffusion.cpp: the image job"
+sd_setup() { "$ROOT/scripts/upstream.sh" build sd-stock && make_sd_model; }
+check "stable-diffusion.cpp: sd-cli (stock) built, the Flux.2-klein model generated" sd_setup
+# the comparisons below mean something only if upstream itself gives the same bytes every time
+sd_deterministic() {
+    sd_image "$SD_BUILD_STOCK/bin" "$T/sd-a.png" 2 && sd_image "$SD_BUILD_STOCK/bin" "$T/sd-b.png" 2 &&
+        sd_image "$SD_BUILD_STOCK/bin" "$T/sd-c.png" 1 || return 1
+    sha256sum "$T/sd-a.png" | cut -c1-16
+    cmp "$T/sd-a.png" "$T/sd-b.png" && cmp "$T/sd-a.png" "$T/sd-c.png"
+}
+check "image job: stock sd-cli is deterministic (two runs and -t 1: byte-identical PNGs)" sd_deterministic
+if why=$(sd_profile_missing); then
+    skip "image job: sd-ours (link-time) byte-identical to stock" "$why"
+    skip "image job: stock with our library in LD_PRELOAD byte-identical" "$why"
+else
+    check "stable-diffusion.cpp: sd-ours built (libggml_rs --features $SD_PROFILE)" "$ROOT/scripts/upstream.sh" build sd-ours
+    # ggml-base of sd-ours has none of the two files' functions and takes them from our library
+    sd_ours_linked() {
+        local base=$SD_BUILD_OURS/bin/libggml-base.so
+        ldd "$base" | grep -q "$SD_LIB" || { echo "libggml-base.so is not linked to $SD_LIB"; ldd "$base"; return 1; }
+        if nm -D --defined-only "$base" | grep -wE 'ggml_backend_sched_new|ggml_gallocr_new|ggml_backend_tensor_set'; then
+            echo "libggml-base.so still defines functions of ggml-backend.cpp/ggml-alloc.c"
+            return 1
+        fi
+    }
+    check "sd-ours: libggml-base.so without the two files, linked to the profile's libggml_rs.so" sd_ours_linked
+    sd_same() { # label, bin dir, then environment for sd-cli
+        local label=$1 bin=$2
+        shift 2
+        env "$@" bash -c "source '$ROOT/scripts/lib.sh' && sd_image '$bin' '$T/sd-$label.png'" || return 1
+        cmp "$T/sd-a.png" "$T/sd-$label.png" || return 1
+        paste -d'|' <(grep 'compute buffer size' "$T/sd-a.log" | sed 's/.* - //') \
+                    <(grep 'compute buffer size' "$T/sd-$label.log" | sed 's/.* - //') | sed 's/|/ | /'
+    }
+    check "image job: sd-ours (link-time) byte-identical to stock" sd_same ours "$SD_BUILD_OURS/bin"
+    # stable-diffusion.cpp allocates with ggml_gallocr directly (no scheduler): the memory plan
+    # reports of our allocator show that the preloaded library did the work
+    sd_preload() {
+        rm -rf "$T/sd-report"
+        sd_same preload "$SD_BUILD_STOCK/bin" GGML_RS_ALLOC_REPORT="$T/sd-report" LD_PRELOAD="$SD_LIB" || return 1
+        local n
+        n=$(find "$T/sd-report" -name '*.json' 2>/dev/null | wc -l)
+        echo "$n plans reported by our allocator"
+        [ "$n" -gt 0 ] || { echo "no memory plan report: our allocator did not run"; return 1; }
+    }
+    check "image job: stock with our library in LD_PRELOAD byte-identical, our allocator used" sd_preload
+fi
 
-step "14. ABI profile 0.9.8 (stable-diffusion.cpp's ggml, GGML_MAX_NAME=128)"
+step "15. the Rust CUDA backend (no GPU here: scripts/gpu-check.sh runs the GPU half)"
+CUDA_LIB=$ROOT/target/release/libggml_rs_cuda.so
+check "cargo build --release -p ggml-rs-cuda (no CUDA toolkit, no driver)" bash -o pipefail -c \
+    "cd '$ROOT' && cargo build --release -p ggml-rs-cuda 2>&1 | tail -n 3 && ! readelf -d '$CUDA_LIB' | grep -E 'NEEDED.*lib(cuda|cudart|cublas|nvrtc)'"
+# the NVRTC test must run here, not skip: GGML_RS_CUDA_NVRTC_REQUIRED turns its skip into a failure
+cuda_unit() {
+    local nvrtc
+    nvrtc=$("$ROOT/scripts/cuda-nvrtc.sh" | tail -n1) || return 1
+    (cd "$ROOT" && LD_LIBRARY_PATH="$nvrtc" GGML_RS_CUDA_NVRTC_REQUIRED=1 cargo test -p ggml-rs-cuda --lib -- --nocapture > "$T/cuda-unit.log" 2>&1)
+    local rc=$?
+    grep -E '^test result|NVRTC [0-9]|SKIP|FAILED|panicked' "$T/cuda-unit.log"
+    return $rc
+}
+check "ggml-rs-cuda: unit tests (cache keys, launch shapes, dispatch, zero devices, no driver) + every kernel through NVRTC for sm_90" cuda_unit
+# upstream's loader (GGML_BACKEND_PATH's ggml_backend_load) on our core (build ours), no driver
+cuda_module() {
+    local prog=$T/test_rscuda_backend
+    cc -O1 -Wall -Wextra -Werror -Wno-unused-function -o "$prog" "$ROOT/c_tests/test_rscuda_backend.c" -I"$ROOT/c_tests" \
+        -I"$TREE/ggml/include" -I"$TREE/ggml/src" -L"$BUILD_OURS/bin" -L"$ROOT/target/release" -lggml-base -lggml-cpu -lggml -lggml_rs \
+        -ldl -lm -Wl,-rpath,"$BUILD_OURS/bin:$ROOT/target/release" || return 1
+    "$prog" "$CUDA_LIB" > "$T/rscuda.log" 2>&1
+    local rc=$?
+    tail -n 4 "$T/rscuda.log"
+    return $rc
+}
+check "test_rscuda_backend: the module by path (one log line, ggml-cuda.h, zero devices; GPU scenarios skipped)" cuda_module
+# what a GPU session will carry (scripts/gpu-check.sh run needs no toolchain there): it builds and
+# stays under the device tool's 64 MiB
+check "gpu-check.sh prepare: .gpu-carry/ built, under 60 MiB" bash -o pipefail -c "'$ROOT/scripts/gpu-check.sh' prepare 2>&1 | tail -n 2"
+
+step "16. ABI profile 0.9.8 (stable-diffusion.cpp's ggml, GGML_MAX_NAME=128)"
 # The library built for another ggml version's ABI (README "Profiles"): its Rust checks, that
 # tree built as is and with the library (cached per pin), the ABI test, the seed scenarios (ours
 # pass, upstream 0.9.8 fails them), and upstream's own ggml tests of that tree on our library.

@@ -10,6 +10,12 @@
 #   scripts/upstream.sh build native  stock with GGML_NATIVE=ON: the opponent for CPU kernels
 #   scripts/upstream.sh build rscpu   "ours only": ours, and ggml linked to the Rust CPU backend
 #                                     (libggml_rs_cpu.so) instead of ggml-cpu; no upstream backend
+#   scripts/upstream.sh fetch-sd      the same for stable-diffusion.cpp's sdist (GGML_RS_SD_PIN_*)
+#   scripts/upstream.sh build sd-stock  stable-diffusion.cpp's sd-cli as it is, ggml as shared
+#                                     libraries (the image job's reference)
+#   scripts/upstream.sh build sd-ours   sd-cli with ggml-base without the two files, linked to this
+#                                     library built with ggml 0.9.8's ABI profile (GGML_RS_SD_PIN_PROFILE)
+#   scripts/upstream.sh sd-lib        build only that library (cargo); prints its path
 #   scripts/upstream.sh build ggml-<P>-stock   another ABI profile's plain ggml tree (P = 0.9.8:
 #                                     stable-diffusion.cpp's ggml) as it is, with its tests
 #   scripts/upstream.sh build ggml-<P>-ours    the same, ggml-base without the two files + this
@@ -28,6 +34,14 @@ CACHE=${GGML_RS_CACHE:-$ROOT/.upstream}/$PIN
 SRC=$CACHE/src
 TREE=$SRC/vendor/llama.cpp
 JOBS=${GGML_RS_JOBS:-$(nproc)}
+# stable-diffusion.cpp: its own pin, cache and ggml (0.9.8), and our library built for that ABI
+# into a target folder of its own (target/release stays the default profile's)
+SD_PIN="$GGML_RS_SD_PIN_PACKAGE-$GGML_RS_SD_PIN_VERSION"
+SD_CACHE=${GGML_RS_CACHE:-$ROOT/.upstream}/$SD_PIN
+SD_SRC=$SD_CACHE/src
+SD_TREE=$SD_SRC/vendor/stable-diffusion.cpp
+SD_TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/$GGML_RS_SD_PIN_PROFILE
+SD_LIB=$SD_TARGET/release/libggml_rs.so
 
 log() { printf '[upstream] %s\n' "$*" >&2; }
 
@@ -59,38 +73,52 @@ cmd_deps_browser() {
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
 }
 
-cmd_fetch() {
-    if [ -f "$SRC/.ggml-rs-unpacked" ]; then
+# fetch_sdist PACKAGE VERSION SDIST SHA256 CACHE TREE GGML_VERSION: downloads the sdist with pip
+# into CACHE/sdist (once), checks its sha256, unpacks it into CACHE/src and checks that TREE's
+# ggml is GGML_VERSION
+fetch_sdist() {
+    local package=$1 version=$2 file=$3 want=$4 cache=$5 tree=$6 ggml_version=$7
+    local src=$cache/src
+    if [ -f "$src/.ggml-rs-unpacked" ]; then
         return 0
     fi
-    mkdir -p "$CACHE/sdist"
-    local sdist="$CACHE/sdist/$GGML_RS_PIN_SDIST"
+    mkdir -p "$cache/sdist"
+    local sdist="$cache/sdist/$file"
     if [ ! -f "$sdist" ]; then
-        log "downloading $GGML_RS_PIN_PACKAGE==$GGML_RS_PIN_VERSION (sdist)"
-        python3 -m pip download --quiet --no-deps --no-binary "$GGML_RS_PIN_PACKAGE" \
-            "$GGML_RS_PIN_PACKAGE==$GGML_RS_PIN_VERSION" -d "$CACHE/sdist"
+        log "downloading $package==$version (sdist)"
+        python3 -m pip download --quiet --no-deps --no-binary "$package" "$package==$version" -d "$cache/sdist"
     fi
     local sum
     sum=$(sha256sum "$sdist" | cut -d' ' -f1)
-    if [ "$sum" != "$GGML_RS_PIN_SHA256" ]; then
-        log "checksum mismatch for $sdist: got $sum, want $GGML_RS_PIN_SHA256"
+    if [ "$sum" != "$want" ]; then
+        log "checksum mismatch for $sdist: got $sum, want $want"
         rm -f "$sdist"
         exit 1
     fi
     log "sha256 ok ($sum)"
-    rm -rf "$SRC" "$CACHE/unpack"
-    mkdir -p "$CACHE/unpack"
-    tar -xzf "$sdist" -C "$CACHE/unpack"
-    mv "$CACHE/unpack/${GGML_RS_PIN_SDIST%.tar.gz}" "$SRC"
-    rmdir "$CACHE/unpack"
-    local version
-    version=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$TREE/ggml/CMakeLists.txt" | paste -sd.)
-    if [ "$version" != "$GGML_RS_PIN_GGML_VERSION" ]; then
-        log "the tree is ggml $version, the pin says $GGML_RS_PIN_GGML_VERSION"
+    rm -rf "$src" "$cache/unpack"
+    mkdir -p "$cache/unpack"
+    tar -xzf "$sdist" -C "$cache/unpack"
+    mv "$cache/unpack/${file%.tar.gz}" "$src"
+    rmdir "$cache/unpack"
+    local found
+    found=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$tree/ggml/CMakeLists.txt" | paste -sd.)
+    if [ "$found" != "$ggml_version" ]; then
+        log "the tree is ggml $found, the pin says $ggml_version"
         exit 1
     fi
-    touch "$SRC/.ggml-rs-unpacked"
-    log "unpacked ggml $version into $TREE"
+    touch "$src/.ggml-rs-unpacked"
+    log "unpacked ggml $found into $tree"
+}
+
+cmd_fetch() {
+    fetch_sdist "$GGML_RS_PIN_PACKAGE" "$GGML_RS_PIN_VERSION" "$GGML_RS_PIN_SDIST" "$GGML_RS_PIN_SHA256" \
+        "$CACHE" "$TREE" "$GGML_RS_PIN_GGML_VERSION"
+}
+
+cmd_fetch_sd() {
+    fetch_sdist "$GGML_RS_SD_PIN_PACKAGE" "$GGML_RS_SD_PIN_VERSION" "$GGML_RS_SD_PIN_SDIST" "$GGML_RS_SD_PIN_SHA256" \
+        "$SD_CACHE" "$SD_TREE" "$GGML_RS_SD_PIN_GGML_VERSION"
 }
 
 # with_progress LABEL LOG COMMAND...: runs COMMAND with its output in LOG and, every 15 s while it
@@ -126,35 +154,13 @@ profile_cache() {
     printf '%s/%s-%s' "${GGML_RS_CACHE:-$ROOT/.upstream}" "$(pin_of "$1" PACKAGE)" "$(pin_of "$1" VERSION)"
 }
 
-# fetch_profile P: profile P's sdist (pip; an sdist already in <cache>/sdist is used as it is),
-# checked against its sha256 and unpacked into <cache>/src; its ggml folder must be version P
+# fetch_profile P: profile P's sdist, through fetch_sdist (pip, sha256, unpacked into
+# <cache>/src; its ggml folder must be version P)
 fetch_profile() {
-    local p=$1 cache sdist_name sdist sum version ggml
+    local p=$1 cache ggml
     cache=$(profile_cache "$p")
-    [ -f "$cache/src/.ggml-rs-unpacked" ] && return 0
-    sdist_name=$(pin_of "$p" SDIST)
-    sdist=$cache/sdist/$sdist_name
-    mkdir -p "$cache/sdist"
-    if [ ! -f "$sdist" ]; then
-        case "$sdist_name" in
-            *.tar.gz) log "downloading $(pin_of "$p" PACKAGE)==$(pin_of "$p" VERSION) (sdist)"
-                python3 -m pip download --quiet --no-deps --no-binary "$(pin_of "$p" PACKAGE)" \
-                    "$(pin_of "$p" PACKAGE)==$(pin_of "$p" VERSION)" -d "$cache/sdist" ;;
-            *) log "put $sdist_name into $cache/sdist (no download route for it here)"; exit 1 ;;
-        esac
-    fi
-    sum=$(sha256sum "$sdist" | cut -d' ' -f1)
-    [ "$sum" = "$(pin_of "$p" SHA256)" ] || { log "checksum mismatch for $sdist: got $sum"; rm -f "$sdist"; exit 1; }
-    rm -rf "$cache/src" "$cache/unpack"
-    mkdir -p "$cache/unpack"
-    tar -xzf "$sdist" -C "$cache/unpack"
-    mv "$cache/unpack/"* "$cache/src"
-    rmdir "$cache/unpack"
     ggml=$cache/src/$(pin_of "$p" GGML_DIR)
-    version=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$ggml/CMakeLists.txt" | paste -sd.)
-    [ "$version" = "$p" ] || { log "$ggml is ggml $version, the profile is $p"; exit 1; }
-    touch "$cache/src/.ggml-rs-unpacked"
-    log "unpacked ggml $version into $ggml"
+    fetch_sdist "$(pin_of "$p" PACKAGE)" "$(pin_of "$p" VERSION)" "$(pin_of "$p" SDIST)" "$(pin_of "$p" SHA256)" "$cache" "${ggml%/ggml}" "$p"
 }
 
 # build_profile P stock|ours: profile P's plain ggml tree (with its tests) through this project's
@@ -193,6 +199,7 @@ cmd_build() {
         return
     fi
 
+    case "$variant" in sd-*) cmd_build_sd "${variant#sd-}"; return ;; esac
     local build=$CACHE/build-$variant
     local flags=(-DGGML_RS_LLAMA_CPP_DIR="$TREE")
     case "$variant" in
@@ -224,6 +231,42 @@ cmd_build() {
     log "built $variant: $build/bin"
 }
 
+# our library with stable-diffusion.cpp's ABI profile (cargo is incremental: cheap when unchanged)
+cmd_sd_lib() {
+    log "building libggml_rs with --features $GGML_RS_SD_PIN_PROFILE into $SD_TARGET"
+    # cargo's own progress (a crate a line) goes to stderr; stdout is the library's path
+    (cd "$ROOT" && CARGO_TARGET_DIR=$SD_TARGET nice cargo build --release --lib --jobs "$JOBS" --features "$GGML_RS_SD_PIN_PROFILE" >&2) \
+        && [ -f "$SD_LIB" ] || { log "cargo build --features $GGML_RS_SD_PIN_PROFILE failed"; exit 1; }
+    echo "$SD_LIB"
+}
+
+# build_sd <stock|ours>: stable-diffusion.cpp's sd-cli (cmake/sd/CMakeLists.txt wraps the tree)
+cmd_build_sd() {
+    local variant=$1
+    local build=$SD_CACHE/build-$variant
+    local flags=(-DGGML_RS_SD_DIR="$SD_TREE")
+    case "$variant" in
+        stock) flags+=(-DGGML_RS_REPLACE=OFF) ;;
+        ours)  flags+=(-DGGML_RS_REPLACE=ON -DGGML_RS_LIB="$SD_LIB") ;;
+        *) log "unknown variant sd-$variant"; exit 2 ;;
+    esac
+    cmd_deps
+    cmd_fetch_sd
+    [ "$variant" = ours ] && cmd_sd_lib >/dev/null
+    export CCACHE_DIR=${CCACHE_DIR:-$SD_CACHE/ccache}
+    export CCACHE_BASEDIR=$SD_CACHE
+    if [ ! -f "$build/build.ninja" ]; then
+        log "configuring sd-$variant in $build"
+        cmake -S "$ROOT/cmake/sd" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >"$SD_CACHE/configure-$variant.log" 2>&1 \
+            || { tail -40 "$SD_CACHE/configure-$variant.log"; exit 1; }
+    fi
+    log "building sd-$variant (sd-cli; full log: $SD_CACHE/build-$variant.log)"
+    with_progress "sd-$variant" "$SD_CACHE/build-$variant.log" \
+        cmake --build "$build" --parallel "$JOBS" --target sd-cli \
+        || { grep -E "error|Error" "$SD_CACHE/build-$variant.log" | head -40; tail -20 "$SD_CACHE/build-$variant.log"; exit 1; }
+    log "built sd-$variant: $build/bin"
+}
+
 cmd_paths() {
     cat <<EOF
 GGML_RS_PIN=$PIN
@@ -232,6 +275,10 @@ GGML_RS_BUILD_STOCK=$CACHE/build-stock
 GGML_RS_BUILD_OURS=$CACHE/build-ours
 GGML_RS_BUILD_NATIVE=$CACHE/build-native
 GGML_RS_BUILD_RSCPU=$CACHE/build-rscpu
+GGML_RS_SD_TREE=$SD_TREE
+GGML_RS_SD_BUILD_STOCK=$SD_CACHE/build-stock
+GGML_RS_SD_BUILD_OURS=$SD_CACHE/build-ours
+GGML_RS_SD_LIB=$SD_LIB
 EOF
     # the other profiles' trees and builds (GGML_RS_GGML_<P>, GGML_RS_BUILD_GGML_<P>_STOCK/_OURS)
     local p key cache
@@ -249,7 +296,9 @@ case "${1:-}" in
     deps)  cmd_deps ;;
     deps-browser) cmd_deps_browser ;;
     fetch) cmd_fetch ;;
-    build) cmd_build "${2:?variant: stock, ours, native, rscpu, ggml-<profile>-stock or ggml-<profile>-ours}" ;;
+    fetch-sd) cmd_fetch_sd ;;
+    build) cmd_build "${2:?variant: stock, ours, native, rscpu, sd-stock, sd-ours, ggml-<profile>-stock or ggml-<profile>-ours}" ;;
+    sd-lib) cmd_sd_lib ;;
     paths) cmd_paths ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
 esac
