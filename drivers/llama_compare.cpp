@@ -42,7 +42,8 @@ struct Options {
     bool        vary_batch = false;
     bool        verbose    = false;
     std::string rpc;                 // rpc-server endpoints host:port[,host:port]; empty: CPU only
-    int         n_gpu_layers = 0;    // layers offloaded to the RPC devices
+    int         n_gpu_layers = 0;    // layers offloaded to the RPC devices (or --dev's)
+    std::string dev;                 // a device of a backend module to offload to (GGML_BACKEND_PATH, e.g. CUDA0)
     bool        split_tensor = false; // split the offloaded layers' tensors across the devices (meta device)
 };
 
@@ -50,7 +51,7 @@ void usage(FILE * to, const char * argv0) {
     std::fprintf(to,
         "usage: %s -m MODEL [-p PROMPT] [-n N_GEN] [-c N_CTX] [-b N_BATCH] [-ub N_UBATCH]\n"
         "       [-fa on|off|auto] [-t THREADS] [--logits FILE] [--vary-batch] [-v]\n"
-        "       [--rpc HOST:PORT[,HOST:PORT...] -ngl N [-sm layer|tensor]]\n"
+        "       [--rpc HOST:PORT[,HOST:PORT...] -ngl N [-sm layer|tensor]] [--dev NAME -ngl N]\n"
         "\n"
         "  -m MODEL        GGUF model (loaded on the CPU only)\n"
         "  -p PROMPT       prompt text, tokenized with BOS (default \"Hello world\")\n"
@@ -64,7 +65,9 @@ void usage(FILE * to, const char * argv0) {
         "  --vary-batch    feed the prompt in chunks of 1, 3, 7, then the rest (capped at N_BATCH)\n"
         "  -v              pass llama's full log through to stderr\n"
         "  --rpc HOST:PORT offload to the devices of rpc-servers (ggml-rpc-server), comma separated\n"
-        "  -ngl N          layers offloaded to the RPC devices (default 0)\n"
+        "  -ngl N          layers offloaded to the RPC devices or --dev (default 0)\n"
+        "  --dev NAME      offload to this device of the backends ggml_backend_load_all finds\n"
+        "                  (GGML_BACKEND_PATH: a module such as libggml_rs_cuda.so, device CUDA0)\n"
         "  -sm MODE        layer: whole layers per device (default); tensor: tensors split across\n"
         "                  the devices (ggml's meta device, tensor parallelism)\n",
         argv0);
@@ -111,6 +114,7 @@ int parse_args(int argc, char ** argv, Options & o) {
         else if (a == "-fa")                   { o.flash_attn = v; ok = o.flash_attn == "on" || o.flash_attn == "off" || o.flash_attn == "auto"; }
         else if (a == "--logits")              { o.logits_path = v; }
         else if (a == "--rpc")                 { o.rpc = v; }
+        else if (a == "--dev")                 { o.dev = v; }
         else if (a == "-ngl")                  { ok = parse_int(v, 0, o.n_gpu_layers); }
         else if (a == "-sm")                   { o.split_tensor = std::string(v) == "tensor"; ok = o.split_tensor || std::string(v) == "layer"; }
         else {
@@ -363,9 +367,19 @@ int run(const Options & opt) {
             start = end + 1;
         }
     }
+    if (!opt.dev.empty()) {
+        // the backend modules (GGML_BACKEND_PATH), then the device by name
+        ggml_backend_load_all();
+        ggml_backend_dev_t dev = ggml_backend_dev_by_name(opt.dev.c_str());
+        if (!dev) {
+            std::fprintf(stderr, "error: no device %s (is its module in GGML_BACKEND_PATH?)\n", opt.dev.c_str());
+            return 1;
+        }
+        devices.push_back(dev);
+    }
     devices.push_back(nullptr);
     mparams.devices      = devices.data();
-    mparams.n_gpu_layers = opt.rpc.empty() ? 0 : opt.n_gpu_layers;
+    mparams.n_gpu_layers = opt.rpc.empty() && opt.dev.empty() ? 0 : opt.n_gpu_layers;
     mparams.split_mode   = opt.split_tensor ? LLAMA_SPLIT_MODE_TENSOR : LLAMA_SPLIT_MODE_LAYER;
     s.model = llama_model_load_from_file(opt.model.c_str(), mparams);
     if (!s.model) {

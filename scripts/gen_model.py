@@ -13,6 +13,8 @@ and gguf versions in scripts/requirements.txt).
 Sizes:
   tiny    n_embd 64, 2 layers, 4 heads / 2 KV heads (GQA), n_ff 172, vocab 1024, ctx 512 (222k parameters)
   medium  n_embd 512, 8 layers, 8 heads, n_ff 1536, vocab 32000, ctx 2048 (60.0M parameters)
+  large   n_embd 2048, 8 layers, 16 heads / 8 KV heads, n_ff 5632, vocab 32000, ctx 2048 (~510M
+          parameters: weights far larger than a GPU's L2, for the CUDA backend's bandwidth check)
 
 Weights are N(0, 1/fan_in) (embeddings N(0, 1)), norms 1.0: activations stay O(1) and greedy
 generation produces varied tokens. The rows of <unk>, <s> and </s> in output.weight are zero, so
@@ -58,6 +60,7 @@ SIZES = {
     # n_ff 172 is deliberately not a multiple of 32/64: odd shapes reach kernels' tail paths.
     "tiny": Config(n_vocab=1024, n_ctx=512, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=172),
     "medium": Config(n_vocab=32000, n_ctx=2048, n_embd=512, n_layer=8, n_head=8, n_head_kv=8, n_ff=1536),
+    "large": Config(n_vocab=32000, n_ctx=2048, n_embd=2048, n_layer=8, n_head=16, n_head_kv=8, n_ff=5632),
 }
 
 QTYPES = {

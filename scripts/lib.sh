@@ -29,6 +29,13 @@ check() {
     fi
 }
 
+# skip NAME WHY: records a check that could not run yet, with the reason, in the summary (it does
+# not fail the suite, and it is not a pass)
+skip() {
+    SUMMARY+=("SKIP     -  $1 ($2)")
+    echo "SKIP: $1: $2"
+}
+
 summary() {
     printf '\n=== summary\n'
     printf '%s\n' "${SUMMARY[@]}"
@@ -67,6 +74,37 @@ make_models() {
             [ -f "$out" ] || "$py" "$ROOT/scripts/gen_model.py" --size "$size" --type "$type" --seed 1 --out "$out" >&2
         done
     done
+}
+
+# stable-diffusion.cpp (the image job): its builds, our library with its ABI profile, the model
+SD_BUILD_STOCK=$GGML_RS_SD_BUILD_STOCK
+SD_BUILD_OURS=$GGML_RS_SD_BUILD_OURS
+SD_LIB=$GGML_RS_SD_LIB
+SD_MODEL=$MODELS/flux2-klein-tiny-s1.safetensors
+SD_PROFILE=$(sed -n 's/^GGML_RS_SD_PIN_PROFILE=//p' "$ROOT/scripts/pin.env")
+
+# sd_profile_missing: says why the library cannot be built for stable-diffusion.cpp's ggml yet
+# (the cargo feature of its ABI profile is not declared); silent and false when it can
+sd_profile_missing() {
+    grep -q "^$SD_PROFILE *=" "$ROOT/Cargo.toml" && return 1
+    echo "waiting for the ggml 0.9.8 ABI profile: Cargo.toml declares no feature $SD_PROFILE"
+}
+
+# make_sd_model: the random-weight Flux.2-klein (scripts/gen_sd_model.py, seed 1)
+make_sd_model() {
+    [ -f "$SD_MODEL" ] && return 0
+    local py
+    py=$("$ROOT/scripts/pyenv.sh" | tail -n1)
+    mkdir -p "$MODELS"
+    "$py" "$ROOT/scripts/gen_sd_model.py" --seed 1 --out "$SD_MODEL"
+}
+
+# sd_image BIN_DIR OUT.png [THREADS]: one 64x64 image, one step, seed 42, with stable-diffusion.cpp's
+# debug log (compute buffer sizes) in OUT.log; further environment comes from the caller
+SD_PROMPT="a lighthouse on a rocky coast at dusk"
+sd_image() {
+    "$1/sd-cli" -m "$SD_MODEL" -p "$SD_PROMPT" -W 64 -H 64 --steps 1 -s 42 -t "${3:-2}" -v -o "$2" > "${2%.png}.log" 2>&1 \
+        || { echo "sd-cli ($1) failed:"; tail -n 5 "${2%.png}.log"; return 1; }
 }
 
 # a free TCP port on loopback

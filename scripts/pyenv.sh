@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's Python environment (for scripts/gen_model.py): a virtualenv with the exact
+# The project's Python environment (for scripts/gen_model.py and scripts/gen_sd_model.py): a virtualenv with the exact
 # packages of scripts/requirements.txt. Idempotent and fast when nothing changed: a stamp file
 # records the sha256 of the requirements (and the interpreter) it was installed from.
 #

@@ -1,0 +1,436 @@
+//! Op dispatch: which kernel (or cuBLAS call) computes a node, decided from the node's
+//! description alone (op, types, shapes, strides, op_params). `supports_op` is `plan(..).is_ok()`
+//! and `graph_compute` runs the same plan, so the backend never claims an op it then cannot run.
+//! Pure Rust, no CUDA: the unit tests check it on described nodes.
+
+use ggml_abi::sys::{GGML_MAX_DIMS, ggml_tensor, op};
+use ggml_abi::tensor::TensorRef;
+
+pub const T_F32: i32 = 0;
+pub const T_F16: i32 = 1;
+pub const T_Q4_0: i32 = 2;
+pub const T_Q8_0: i32 = 8;
+pub const T_I32: i32 = 26;
+pub const T_I64: i32 = 27;
+pub const T_BF16: i32 = 30;
+
+const OP_DUP: i32 = 1;
+const OP_NORM: i32 = 24;
+const OP_CPY: i32 = 34;
+const OP_CONT: i32 = 35;
+const OP_GET_ROWS: i32 = 40;
+const OP_SET_ROWS: i32 = 42;
+const OP_GLU: i32 = 100;
+
+/// ggml's GGML_ROPE_TYPE_NEOX
+pub const ROPE_NEOX: i32 = 2;
+
+/// columns of src1 up to which MUL_MAT runs the mat-vec kernel (weights streamed once per
+/// column); above, cuBLAS GEMM
+pub const MMV_MAX_COLS: i64 = 8;
+/// the largest head size the flash-attention kernel holds in registers (kernels/flash_attn.cu)
+pub const FA_MAX_D: i64 = 256;
+
+/// One tensor as the planner sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TDesc {
+    pub ty: i32,
+    pub ne: [i64; GGML_MAX_DIMS],
+    pub nb: [usize; GGML_MAX_DIMS],
+}
+
+impl TDesc {
+    /// a contiguous tensor of `ty` and `ne`
+    pub fn contiguous(ty: i32, ne: [i64; 4]) -> TDesc {
+        let (blck, size) = (block_elems(ty), type_size(ty));
+        let mut nb = [0usize; 4];
+        nb[0] = size;
+        nb[1] = size * (ne[0] / blck) as usize;
+        nb[2] = nb[1] * ne[1] as usize;
+        nb[3] = nb[2] * ne[2] as usize;
+        TDesc { ty, ne, nb }
+    }
+
+    pub fn nelements(&self) -> i64 {
+        self.ne.iter().product()
+    }
+
+    /// elements of a row sit next to each other (nb[0] is the element / block size)
+    pub fn rows_packed(&self) -> bool {
+        self.nb[0] == type_size(self.ty)
+    }
+
+    fn from_tensor(t: TensorRef) -> TDesc {
+        TDesc { ty: t.type_(), ne: t.ne(), nb: t.nb() }
+    }
+}
+
+/// A node as the planner sees it: op, op_params, its own description and its sources'.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeDesc {
+    pub op: i32,
+    pub params: [i32; 16],
+    pub dst: TDesc,
+    pub src: [Option<TDesc>; 5],
+}
+
+impl NodeDesc {
+    pub fn from_tensor(t: TensorRef) -> NodeDesc {
+        // SAFETY: a TensorRef points to a live tensor; op_params is a plain array, copied out.
+        let params = unsafe { (*(t.as_ptr() as *const ggml_tensor)).op_params };
+        let mut src = [None; 5];
+        for (i, s) in src.iter_mut().enumerate() {
+            *s = t.src(i).map(TDesc::from_tensor);
+        }
+        NodeDesc { op: t.op(), params, dst: TDesc::from_tensor(t), src }
+    }
+
+    fn f(&self, i: usize) -> f32 {
+        f32::from_bits(self.params[i] as u32)
+    }
+}
+
+/// bytes of one element (float types) or one block (quantized), as ggml_type_size
+pub fn type_size(ty: i32) -> usize {
+    match ty {
+        T_F32 | T_I32 => 4,
+        T_F16 | T_BF16 => 2,
+        T_I64 => 8,
+        T_Q8_0 => 34,
+        T_Q4_0 => 18,
+        _ => 0,
+    }
+}
+
+/// elements per block, as ggml_blck_size
+pub fn block_elems(ty: i32) -> i64 {
+    if is_quant(ty) { 32 } else { 1 }
+}
+
+pub fn is_float(ty: i32) -> bool {
+    matches!(ty, T_F32 | T_F16 | T_BF16)
+}
+
+pub fn is_quant(ty: i32) -> bool {
+    matches!(ty, T_Q8_0 | T_Q4_0)
+}
+
+/// How a node is computed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// views, reshapes, permutes: nothing to run
+    Nop,
+    Binary {
+        op: i32,
+    },
+    Scale {
+        s: f32,
+        b: f32,
+    },
+    Unary {
+        op: i32,
+    },
+    Glu {
+        op: i32,
+        swapped: bool,
+    },
+    Cpy,
+    GetRows,
+    SetRows {
+        quant: bool,
+    },
+    RmsNorm {
+        eps: f32,
+    },
+    Norm {
+        eps: f32,
+    },
+    Rope {
+        n_dims: i32,
+        neox: bool,
+        theta_scale: f32,
+        freq_scale: f32,
+        ext_factor: f32,
+        attn_factor: f32,
+        corr: [f32; 2],
+    },
+    SoftMax {
+        scale: f32,
+        max_bias: f32,
+    },
+    /// mat-vec kernel (few columns)
+    MulMatVec,
+    /// cuBLAS GemmEx on `gemm_ty` operands (src0 dequantized to f16 first when quantized; src1
+    /// converted to `gemm_ty`)
+    MulMatGemm {
+        gemm_ty: i32,
+        dequant: bool,
+    },
+    FlashAttn {
+        scale: f32,
+        max_bias: f32,
+        softcap: f32,
+    },
+}
+
+fn need(cond: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    if cond { Ok(()) } else { Err(why()) }
+}
+
+fn src(n: &NodeDesc, i: usize) -> Result<TDesc, String> {
+    n.src[i].ok_or_else(|| format!("source {i} missing"))
+}
+
+/// ggml_can_repeat(b, a): every dimension of a is a multiple of b's
+fn can_repeat(b: &TDesc, a: &TDesc) -> bool {
+    (0..4).all(|i| b.ne[i] > 0 && a.ne[i] % b.ne[i] == 0)
+}
+
+/// ggml's ggml_rope_yarn_corr_dims
+pub fn rope_yarn_corr_dims(n_dims: i32, n_ctx_orig: i32, freq_base: f32, beta_fast: f32, beta_slow: f32) -> [f32; 2] {
+    let corr_dim = |n_rot: f32| n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * freq_base.ln());
+    let start = corr_dim(beta_fast).floor();
+    let end = corr_dim(beta_slow).ceil();
+    [start.max(0.0), end.min(n_dims as f32 - 1.0)]
+}
+
+/// The plan for `n`, or why this backend does not compute it.
+pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
+    let d = n.dst;
+    match n.op {
+        op::NONE | op::RESHAPE | op::VIEW | op::PERMUTE | op::TRANSPOSE => Ok(Plan::Nop),
+        op::ADD | op::SUB | op::MUL | op::DIV => {
+            let (a, b) = (src(n, 0)?, src(n, 1)?);
+            need(is_float(a.ty) && is_float(b.ty) && is_float(d.ty), || "types other than F32/F16/BF16".into())?;
+            need(a.ne == d.ne, || "dst shape differs from src0".into())?;
+            need(can_repeat(&b, &a), || "src1 does not repeat into src0".into())?;
+            Ok(Plan::Binary { op: n.op })
+        }
+        op::SCALE => {
+            let a = src(n, 0)?;
+            need(a.ty == T_F32 && d.ty == T_F32 && a.ne == d.ne, || "SCALE of non-F32".into())?;
+            Ok(Plan::Scale { s: n.f(0), b: n.f(1) })
+        }
+        op::UNARY => {
+            let a = src(n, 0)?;
+            let u = n.params[0];
+            need(matches!(u, 0..=10 | 13 | 16), || format!("unary op {u}"))?;
+            need(is_float(a.ty) && is_float(d.ty) && a.ne == d.ne, || "UNARY types/shape".into())?;
+            Ok(Plan::Unary { op: u })
+        }
+        OP_GLU => {
+            let a = src(n, 0)?;
+            let g = n.params[0];
+            need(matches!(g, 0 | 1 | 2 | 4 | 5), || format!("glu op {g}"))?;
+            need(is_float(a.ty) && is_float(d.ty), || "GLU types".into())?;
+            match n.src[1] {
+                Some(b) => need(b.ty == a.ty && b.ne == d.ne && a.ne == d.ne, || "GLU split halves differ".into())?,
+                None => need(a.ne[0] == 2 * d.ne[0] && a.ne[1..] == d.ne[1..], || "GLU: src0 is not two halves of dst".into())?,
+            }
+            Ok(Plan::Glu { op: g, swapped: n.params[1] != 0 })
+        }
+        OP_CPY | OP_CONT | OP_DUP => {
+            let a = src(n, 0)?;
+            need(is_float(a.ty) && is_float(d.ty), || "CPY other than between F32/F16/BF16".into())?;
+            need(a.nelements() == d.nelements(), || "CPY element counts differ".into())?;
+            Ok(Plan::Cpy)
+        }
+        OP_GET_ROWS => {
+            let (a, i) = (src(n, 0)?, src(n, 1)?);
+            need(is_float(a.ty) || is_quant(a.ty), || "GET_ROWS of this type".into())?;
+            need(i.ty == T_I32, || "GET_ROWS index type".into())?;
+            need(is_float(d.ty), || "GET_ROWS dst type".into())?;
+            need(a.rows_packed(), || "GET_ROWS src rows not packed".into())?;
+            Ok(Plan::GetRows)
+        }
+        OP_SET_ROWS => {
+            let (a, i) = (src(n, 0)?, src(n, 1)?);
+            need(a.ty == T_F32, || "SET_ROWS source type".into())?;
+            need(i.ty == T_I64 || i.ty == T_I32, || "SET_ROWS index type".into())?;
+            need(i.ne[0] == a.ne[1] && i.ne[1] > 0 && i.ne[2] > 0 && a.ne[2] % i.ne[1] == 0 && a.ne[3] % i.ne[2] == 0, || "SET_ROWS index shape".into())?;
+            if d.ty == T_Q8_0 {
+                need(a.ne[0] % 32 == 0 && a.nb[0] == 4, || "SET_ROWS Q8_0 row".into())?;
+                return Ok(Plan::SetRows { quant: true });
+            }
+            need(is_float(d.ty), || "SET_ROWS dst type".into())?;
+            Ok(Plan::SetRows { quant: false })
+        }
+        op::RMS_NORM | OP_NORM => {
+            let a = src(n, 0)?;
+            need(a.ty == T_F32 && d.ty == T_F32 && a.ne == d.ne, || "NORM of non-F32".into())?;
+            let eps = n.f(0);
+            Ok(if n.op == op::RMS_NORM { Plan::RmsNorm { eps } } else { Plan::Norm { eps } })
+        }
+        op::ROPE => {
+            let (a, p) = (src(n, 0)?, src(n, 1)?);
+            let (n_dims, mode, n_ctx_orig) = (n.params[1], n.params[2], n.params[4]);
+            need(mode == 0 || mode == ROPE_NEOX, || format!("ROPE mode {mode}"))?;
+            need((a.ty == T_F32 || a.ty == T_F16) && d.ty == a.ty && a.ne == d.ne, || "ROPE types".into())?;
+            need(p.ty == T_I32 && p.ne[0] == a.ne[2], || "ROPE positions".into())?;
+            need(n_dims > 0 && n_dims % 2 == 0 && n_dims as i64 <= a.ne[0] && a.ne[0] % 2 == 0, || format!("ROPE n_dims {n_dims}"))?;
+            if let Some(ff) = n.src[2] {
+                need(ff.ty == T_F32 && ff.ne[0] >= n_dims as i64 / 2, || "ROPE freq factors".into())?;
+            }
+            let (freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow) = (n.f(5), n.f(6), n.f(7), n.f(8), n.f(9), n.f(10));
+            Ok(Plan::Rope {
+                n_dims,
+                neox: mode == ROPE_NEOX,
+                theta_scale: freq_base.powf(-2.0 / n_dims as f32),
+                freq_scale,
+                ext_factor,
+                attn_factor,
+                corr: rope_yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow),
+            })
+        }
+        op::SOFT_MAX => {
+            let a = src(n, 0)?;
+            need(a.ty == T_F32 && d.ty == T_F32 && a.ne == d.ne, || "SOFT_MAX of non-F32".into())?;
+            if let Some(m) = n.src[1] {
+                need(m.ty == T_F32 || m.ty == T_F16, || "SOFT_MAX mask type".into())?;
+                need(m.ne[0] == a.ne[0] && m.ne[1] >= a.ne[1] && a.ne[2] % m.ne[2] == 0 && a.ne[3] % m.ne[3] == 0, || "SOFT_MAX mask shape".into())?;
+            }
+            if let Some(s) = n.src[2] {
+                need(s.ty == T_F32 && s.ne[0] >= a.ne[2], || "SOFT_MAX sinks".into())?;
+            }
+            Ok(Plan::SoftMax { scale: n.f(0), max_bias: n.f(1) })
+        }
+        op::MUL_MAT => {
+            let (a, b) = (src(n, 0)?, src(n, 1)?);
+            need(is_float(a.ty) || is_quant(a.ty), || "MUL_MAT weight type".into())?;
+            need(is_float(b.ty) && d.ty == T_F32, || "MUL_MAT src1/dst types".into())?;
+            need(a.rows_packed() && a.nb[1] >= a.nb[0], || "MUL_MAT src0 rows not packed".into())?;
+            need(a.ne[0] == b.ne[0] && d.ne == [a.ne[1], b.ne[1], b.ne[2], b.ne[3]], || "MUL_MAT shapes".into())?;
+            need(b.ne[2] % a.ne[2] == 0 && b.ne[3] % a.ne[3] == 0, || "MUL_MAT broadcast".into())?;
+            need(d.nb[0] == 4, || "MUL_MAT dst not packed".into())?;
+            // the mat-vec kernel reads quantized blocks as 16-bit words: their strides must be even
+            // (whole 34- / 18-byte blocks always are; an odd view is left to the GEMM path)
+            let halfword_aligned = !is_quant(a.ty) || a.nb.iter().all(|nb| nb % 2 == 0);
+            if b.ne[1] <= MMV_MAX_COLS && b.ty == T_F32 && b.rows_packed() && halfword_aligned {
+                return Ok(Plan::MulMatVec);
+            }
+            let float_rows_ok = is_quant(a.ty) || a.nb[1] % type_size(a.ty) == 0;
+            need(float_rows_ok, || "MUL_MAT src0 row stride".into())?;
+            need(d.nb[1] == 4 * d.ne[0] as usize, || "MUL_MAT dst rows not packed".into())?;
+            let gemm_ty = if a.ty == T_F32 || a.ty == T_BF16 { a.ty } else { T_F16 };
+            Ok(Plan::MulMatGemm { gemm_ty, dequant: is_quant(a.ty) })
+        }
+        op::FLASH_ATTN_EXT => {
+            let (q, k, v) = (src(n, 0)?, src(n, 1)?, src(n, 2)?);
+            need(q.ty == T_F32 && d.ty == T_F32, || "FLASH_ATTN_EXT q/dst type".into())?;
+            need((is_float(k.ty) || is_quant(k.ty)) && (is_float(v.ty) || is_quant(v.ty)), || "FLASH_ATTN_EXT k/v types".into())?;
+            need(k.rows_packed() && v.rows_packed(), || "FLASH_ATTN_EXT k/v rows".into())?;
+            need(q.ne[0] == k.ne[0] && q.ne[0] <= FA_MAX_D && v.ne[0] <= FA_MAX_D, || format!("FLASH_ATTN_EXT head size {} / {}", q.ne[0], v.ne[0]))?;
+            need(k.ne[1] == v.ne[1] && q.ne[2] % k.ne[2] == 0 && q.ne[2] % v.ne[2] == 0 && q.ne[3] % k.ne[3] == 0, || "FLASH_ATTN_EXT shapes".into())?;
+            if let Some(m) = n.src[3] {
+                need(m.ty == T_F16 && m.ne[0] >= k.ne[1] && m.ne[1] >= q.ne[1], || "FLASH_ATTN_EXT mask".into())?;
+            }
+            if let Some(s) = n.src[4] {
+                need(s.ty == T_F32, || "FLASH_ATTN_EXT sinks".into())?;
+            }
+            need(n.params[3] == 0 || n.params[3] == 10, || "FLASH_ATTN_EXT precision".into())?;
+            Ok(Plan::FlashAttn { scale: n.f(0), max_bias: n.f(1), softcap: n.f(2) })
+        }
+        other => Err(format!("op {other} has no CUDA kernel here")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(op: i32, dst: TDesc, srcs: &[TDesc]) -> NodeDesc {
+        let mut src = [None; 5];
+        for (i, s) in srcs.iter().enumerate() {
+            src[i] = Some(*s);
+        }
+        NodeDesc { op, params: [0; 16], dst, src }
+    }
+
+    fn c(ty: i32, ne: [i64; 4]) -> TDesc {
+        TDesc::contiguous(ty, ne)
+    }
+
+    #[test]
+    fn mul_mat_takes_the_mat_vec_kernel_for_few_columns_and_cublas_above() {
+        let w = c(T_Q8_0, [4096, 4096, 1, 1]);
+        let tg = node(op::MUL_MAT, c(T_F32, [4096, 1, 1, 1]), &[w, c(T_F32, [4096, 1, 1, 1])]);
+        assert_eq!(plan(&tg), Ok(Plan::MulMatVec));
+        let pp = node(op::MUL_MAT, c(T_F32, [4096, 512, 1, 1]), &[w, c(T_F32, [4096, 512, 1, 1])]);
+        assert_eq!(plan(&pp), Ok(Plan::MulMatGemm { gemm_ty: T_F16, dequant: true }));
+        let f32w = node(op::MUL_MAT, c(T_F32, [64, 512, 1, 1]), &[c(T_F32, [128, 64, 1, 1]), c(T_F32, [128, 512, 1, 1])]);
+        assert_eq!(plan(&f32w), Ok(Plan::MulMatGemm { gemm_ty: T_F32, dequant: false }));
+        let bf = node(op::MUL_MAT, c(T_F32, [64, 512, 1, 1]), &[c(T_BF16, [128, 64, 1, 1]), c(T_F32, [128, 512, 1, 1])]);
+        assert_eq!(plan(&bf), Ok(Plan::MulMatGemm { gemm_ty: T_BF16, dequant: false }));
+        // the boundary column count is the mat-vec's, one more is the GEMM's
+        // a quantized view with an odd stride goes to the GEMM path (dequantized first)
+        let mut odd = c(T_Q8_0, [64, 3, 1, 1]);
+        odd.nb[1] = 69;
+        let n_odd = node(op::MUL_MAT, c(T_F32, [3, 1, 1, 1]), &[odd, c(T_F32, [64, 1, 1, 1])]);
+        assert_eq!(plan(&n_odd), Ok(Plan::MulMatGemm { gemm_ty: T_F16, dequant: true }));
+        let at = |cols| node(op::MUL_MAT, c(T_F32, [64, cols, 1, 1]), &[c(T_F16, [128, 64, 1, 1]), c(T_F32, [128, cols, 1, 1])]);
+        assert_eq!(plan(&at(MMV_MAX_COLS)), Ok(Plan::MulMatVec));
+        assert!(matches!(plan(&at(MMV_MAX_COLS + 1)), Ok(Plan::MulMatGemm { .. })));
+    }
+
+    #[test]
+    fn unsupported_nodes_are_refused_with_a_reason() {
+        // a K-quant weight: no kernel yet
+        let q4k = node(op::MUL_MAT, c(T_F32, [256, 1, 1, 1]), &[c(12, [256, 256, 1, 1]), c(T_F32, [256, 1, 1, 1])]);
+        assert!(plan(&q4k).unwrap_err().contains("weight type"));
+        // shapes that do not broadcast
+        let bad = node(op::MUL_MAT, c(T_F32, [64, 4, 3, 1]), &[c(T_F32, [128, 64, 2, 1]), c(T_F32, [128, 4, 3, 1])]);
+        assert!(plan(&bad).is_err());
+        let add = node(op::ADD, c(T_F32, [8, 4, 1, 1]), &[c(T_F32, [8, 4, 1, 1]), c(T_F32, [3, 1, 1, 1])]);
+        assert!(plan(&add).unwrap_err().contains("repeat"));
+        // GLU_SWIGLU_OAI (3) and SWIGLU_CLAMP (6) have parameters this kernel does not take
+        let mut glu = node(OP_GLU, c(T_F32, [8, 2, 1, 1]), &[c(T_F32, [16, 2, 1, 1])]);
+        glu.params[0] = 3;
+        assert!(plan(&glu).is_err());
+        glu.params[0] = 2;
+        assert_eq!(plan(&glu), Ok(Plan::Glu { op: 2, swapped: false }));
+        // ROPE multi-section (8) is not here
+        let mut rope = node(op::ROPE, c(T_F32, [64, 4, 3, 1]), &[c(T_F32, [64, 4, 3, 1]), c(T_I32, [3, 1, 1, 1])]);
+        rope.params[1] = 64;
+        rope.params[2] = 8;
+        assert!(plan(&rope).unwrap_err().contains("mode"));
+        rope.params[2] = ROPE_NEOX;
+        rope.params[5] = 10000f32.to_bits() as i32;
+        rope.params[6] = 1f32.to_bits() as i32;
+        assert!(matches!(plan(&rope), Ok(Plan::Rope { neox: true, n_dims: 64, .. })));
+        // head size above the kernel's registers
+        let q = c(T_F32, [512, 1, 8, 1]);
+        let fa = node(op::FLASH_ATTN_EXT, c(T_F32, [512, 8, 1, 1]), &[q, c(T_F16, [512, 256, 8, 1]), c(T_F16, [512, 256, 8, 1])]);
+        assert!(plan(&fa).unwrap_err().contains("head size"));
+        let other = node(op::ARGSORT, c(T_I32, [8, 1, 1, 1]), &[c(T_F32, [8, 1, 1, 1])]);
+        assert!(plan(&other).is_err());
+    }
+
+    #[test]
+    fn params_are_read_as_ggml_lays_them_out() {
+        let mut sm = node(op::SOFT_MAX, c(T_F32, [32, 4, 2, 1]), &[c(T_F32, [32, 4, 2, 1]), c(T_F16, [32, 8, 1, 1])]);
+        sm.params[0] = 0.125f32.to_bits() as i32;
+        sm.params[1] = 8f32.to_bits() as i32;
+        assert_eq!(plan(&sm), Ok(Plan::SoftMax { scale: 0.125, max_bias: 8.0 }));
+        let mut sc = node(op::SCALE, c(T_F32, [4, 1, 1, 1]), &[c(T_F32, [4, 1, 1, 1])]);
+        sc.params[0] = 2f32.to_bits() as i32;
+        sc.params[1] = (-1f32).to_bits() as i32;
+        assert_eq!(plan(&sc), Ok(Plan::Scale { s: 2.0, b: -1.0 }));
+    }
+
+    #[test]
+    fn yarn_corr_dims_match_ggml_for_a_llama_setting() {
+        // n_dims 128, n_ctx_orig 4096, base 10000, beta 32 / 1: ggml's formula by hand
+        let dims = rope_yarn_corr_dims(128, 4096, 10000.0, 32.0, 1.0);
+        let cd = |b: f32| 128.0 * (4096.0 / (b * 2.0 * std::f32::consts::PI)).ln() / (2.0 * 10000f32.ln());
+        assert_eq!(dims, [cd(32.0).floor().max(0.0), cd(1.0).ceil().min(127.0)]);
+        assert!(dims[0] < dims[1] && dims[1] <= 127.0);
+    }
+
+    #[test]
+    fn contiguous_descriptions_have_ggml_strides() {
+        let q = TDesc::contiguous(T_Q8_0, [64, 3, 2, 1]);
+        assert_eq!(q.nb, [34, 68, 204, 408]);
+        let f = TDesc::contiguous(T_F16, [5, 3, 1, 1]);
+        assert_eq!(f.nb, [2, 10, 30, 30]);
+    }
+}
