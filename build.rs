@@ -87,6 +87,9 @@ GGML_API bool ggml_backend_buffer_is_meta(ggml_backend_buffer_t buf);
 GGML_API bool ggml_backend_buft_is_meta  (ggml_backend_buffer_type_t buft);
 GGML_API size_t         ggml_backend_meta_n_backends    (ggml_backend_t meta_backend);
 GGML_API ggml_backend_t ggml_backend_meta_simple_backend(ggml_backend_t meta_backend, size_t index);
+#endif
+#if !defined(GGML_RS_ABI_0_9_8) && !defined(GGML_RS_ABI_0_26_0)
+/* 0.25.3 only: 0.26.0's meta buffer type places a list of tensors itself (alloc_buffer_n). */
 GGML_API struct ggml_backend_buffer * ggml_backend_meta_alloc_ctx_tensors_from_buft(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);
 #endif
 

@@ -1,7 +1,9 @@
 // Compiled against the pinned upstream headers (including the private ggml-impl.h and
 // ggml-backend-impl.h): every struct size, alignment and field offset, and every constant the
 // library reports through ggml_rs_abi_describe(), must equal upstream's. Also the other way
-// round: every struct and field listed here must be reported by the library.
+// round: every struct and field listed here must be reported by the library. Built for an ABI
+// profile (README "Profiles"), it is compiled against that version's headers with its
+// GGML_RS_ABI_<version> defined, which leaves out what that version does not have.
 #include "ggml_rs_ext.h"
 
 #include "ggml-alloc.h"
@@ -32,26 +34,44 @@ static struct expected table[] = {
     S(ggml_backend_graph_copy), F(ggml_backend_graph_copy, buffer), F(ggml_backend_graph_copy, ctx_allocated),
     F(ggml_backend_graph_copy, ctx_unallocated), F(ggml_backend_graph_copy, graph),
     S(ggml_backend_dev_caps), F(ggml_backend_dev_caps, async), F(ggml_backend_dev_caps, host_buffer),
-    F(ggml_backend_dev_caps, buffer_from_host_ptr), F(ggml_backend_dev_caps, events), F(ggml_backend_dev_caps, mmap_support),
+    F(ggml_backend_dev_caps, buffer_from_host_ptr), F(ggml_backend_dev_caps, events),
+#ifndef GGML_RS_ABI_0_9_8
+    F(ggml_backend_dev_caps, mmap_support),
+#endif
+
     S(ggml_backend_dev_props), F(ggml_backend_dev_props, name), F(ggml_backend_dev_props, description),
     F(ggml_backend_dev_props, memory_free), F(ggml_backend_dev_props, memory_total), F(ggml_backend_dev_props, type),
     F(ggml_backend_dev_props, device_id), F(ggml_backend_dev_props, caps),
     S(ggml_backend_feature), F(ggml_backend_feature, name), F(ggml_backend_feature, value),
+#ifndef GGML_RS_ABI_0_9_8
     S(ggml_backend_meta_split_state), F(ggml_backend_meta_split_state, axis), F(ggml_backend_meta_split_state, ne),
     F(ggml_backend_meta_split_state, nr), F(ggml_backend_meta_split_state, n_segments),
+#endif
     S(ggml_backend_buffer_type_i), F(ggml_backend_buffer_type_i, get_name), F(ggml_backend_buffer_type_i, alloc_buffer),
     F(ggml_backend_buffer_type_i, get_alignment), F(ggml_backend_buffer_type_i, get_max_size),
     F(ggml_backend_buffer_type_i, get_alloc_size), F(ggml_backend_buffer_type_i, is_host),
+#if GGML_BACKEND_API_VERSION >= 3
+    // ggml 0.26.0 (the abi-0-26-0 profile): the list entries
+    F(ggml_backend_buffer_type_i, alloc_buffer_n), F(ggml_backend_buffer_type_i, get_alloc_size_n),
+#endif
     S(ggml_backend_buffer_type), F(ggml_backend_buffer_type, iface), F(ggml_backend_buffer_type, device), F(ggml_backend_buffer_type, context),
     S(ggml_backend_buffer_i), F(ggml_backend_buffer_i, free_buffer), F(ggml_backend_buffer_i, get_base), F(ggml_backend_buffer_i, init_tensor),
     F(ggml_backend_buffer_i, memset_tensor), F(ggml_backend_buffer_i, set_tensor), F(ggml_backend_buffer_i, get_tensor),
-    F(ggml_backend_buffer_i, set_tensor_2d), F(ggml_backend_buffer_i, get_tensor_2d), F(ggml_backend_buffer_i, cpy_tensor),
+#ifndef GGML_RS_ABI_0_9_8
+    F(ggml_backend_buffer_i, set_tensor_2d), F(ggml_backend_buffer_i, get_tensor_2d),
+#endif
+    F(ggml_backend_buffer_i, cpy_tensor),
     F(ggml_backend_buffer_i, clear), F(ggml_backend_buffer_i, reset),
     S(ggml_backend_buffer), F(ggml_backend_buffer, iface), F(ggml_backend_buffer, buft), F(ggml_backend_buffer, context),
     F(ggml_backend_buffer, size), F(ggml_backend_buffer, usage),
+#ifndef GGML_RS_ABI_0_9_8
     S(ggml_backend_graph_optimize_params), F(ggml_backend_graph_optimize_params, add_alloc_dep), F(ggml_backend_graph_optimize_params, user_data),
+#endif
     S(ggml_backend_i), F(ggml_backend_i, get_name), F(ggml_backend_i, free), F(ggml_backend_i, set_tensor_async),
-    F(ggml_backend_i, get_tensor_async), F(ggml_backend_i, set_tensor_2d_async), F(ggml_backend_i, get_tensor_2d_async),
+    F(ggml_backend_i, get_tensor_async),
+#ifndef GGML_RS_ABI_0_9_8
+    F(ggml_backend_i, set_tensor_2d_async), F(ggml_backend_i, get_tensor_2d_async),
+#endif
     F(ggml_backend_i, cpy_tensor_async), F(ggml_backend_i, synchronize), F(ggml_backend_i, graph_plan_create),
     F(ggml_backend_i, graph_plan_free), F(ggml_backend_i, graph_plan_update), F(ggml_backend_i, graph_plan_compute),
     F(ggml_backend_i, graph_compute), F(ggml_backend_i, event_record), F(ggml_backend_i, event_wait), F(ggml_backend_i, graph_optimize),
@@ -72,7 +92,10 @@ static struct expected table[] = {
     F(ggml_tensor, data), F(ggml_tensor, name), F(ggml_tensor, extra), F(ggml_tensor, padding),
     S(ggml_cgraph), F(ggml_cgraph, size), F(ggml_cgraph, n_nodes), F(ggml_cgraph, n_leafs), F(ggml_cgraph, nodes), F(ggml_cgraph, grads),
     F(ggml_cgraph, grad_accs), F(ggml_cgraph, leafs), F(ggml_cgraph, use_counts), F(ggml_cgraph, visited_hash_set),
-    F(ggml_cgraph, order), F(ggml_cgraph, uid),
+    F(ggml_cgraph, order),
+#ifndef GGML_RS_ABI_0_9_8
+    F(ggml_cgraph, uid),
+#endif
     S(ggml_hash_set), F(ggml_hash_set, size), F(ggml_hash_set, used), F(ggml_hash_set, keys),
     S(ggml_init_params), F(ggml_init_params, mem_size), F(ggml_init_params, mem_buffer), F(ggml_init_params, no_alloc),
     C(GGML_BACKEND_API_VERSION),

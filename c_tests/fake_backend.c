@@ -152,8 +152,10 @@ static const struct ggml_backend_buffer_i fake_buffer_i = {
     /* .memset_tensor = */ fb_memset,
     /* .set_tensor    = */ fb_set,
     /* .get_tensor    = */ fb_get,
+#ifndef GGML_RS_ABI_0_9_8 // (newer than ggml 0.9.8)
     /* .set_tensor_2d = */ NULL,
     /* .get_tensor_2d = */ NULL,
+#endif
     /* .cpy_tensor    = */ fb_cpy,
     /* .clear         = */ fb_clear,
     /* .reset         = */ NULL,

@@ -169,14 +169,16 @@ static void test_tensor_io_host_and_device(void) {
     ggml_backend_buffer_free(ob);
     ggml_backend_free(other);
 
+    float back[4] = { 0 };
+#ifndef GGML_RS_ABI_0_9_8 // (the 2-d forms are newer than ggml 0.9.8)
     // 2-d forms: rows of 2 floats, stride 3 floats in the tensor, 2 in the data
     const float rows[4] = { 100, 101, 200, 201 };
     ggml_backend_tensor_set_2d(t.d, rows, 0, 2 * sizeof(float), 2, 3 * sizeof(float), 2 * sizeof(float));
     ggml_backend_tensor_get(t.d, out, 0, sizeof(out));
     CHECK(out[0] == 100 && out[1] == 101 && out[3] == 200 && out[4] == 201, "set_2d");
-    float back[4] = { 0 };
     ggml_backend_tensor_get_2d(t.d, back, 0, 2 * sizeof(float), 2, 3 * sizeof(float), 2 * sizeof(float));
     CHECK(memcmp(back, rows, sizeof(rows)) == 0, "get_2d");
+#endif
 
     // async forms fall back to synchronous calls when the backend has no async entries
     ggml_backend_tensor_set_async(fake, t.d, in, 0, sizeof(in));
@@ -184,19 +186,24 @@ static void test_tensor_io_host_and_device(void) {
     ggml_backend_tensor_get_async(fake, t.d, out, 0, sizeof(out));
     ggml_backend_synchronize(fake);
     CHECK(memcmp(in, out, sizeof(in)) == 0, "async round trip");
+#ifndef GGML_RS_ABI_0_9_8
     ggml_backend_tensor_set_2d_async(fake, t.d, rows, 0, 2 * sizeof(float), 2, 3 * sizeof(float), 2 * sizeof(float));
     ggml_backend_tensor_get_2d_async(fake, t.d, back, 0, 2 * sizeof(float), 2, 3 * sizeof(float), 2 * sizeof(float));
     CHECK(memcmp(back, rows, sizeof(rows)) == 0, "async 2-d round trip");
+    const float first = rows[0], third = rows[2], fourth = rows[3]; // elements 0, 3, 4 of t.d
+#else
+    const float first = in[0], third = in[3], fourth = in[4];
+#endif
     ggml_backend_tensor_copy_async(fake, fake, t.d, t.d2);
     ggml_backend_tensor_get(t.d2, out, 0, sizeof(out));
-    CHECK(out[0] == 100, "copy_async");
+    CHECK(out[0] == first, "copy_async");
 
     // a view takes its bytes from its source
     struct ggml_tensor * v = ggml_view_1d(t.ctx, t.d, 2, 3 * sizeof(float));
     CHECK(ggml_backend_view_init(v) == GGML_STATUS_SUCCESS, "view_init");
     CHECK(v->buffer == t.dev && v->data == (char *) t.d->data + 12, "view placement");
     ggml_backend_tensor_get(v, back, 0, 2 * sizeof(float));
-    CHECK(back[0] == 200 && back[1] == 201, "reading through a view");
+    CHECK(back[0] == third && back[1] == fourth, "reading through a view");
     CHECK(ggml_backend_buffer_copy_tensor(t.d, t.d2), "copy_tensor on the device buffer");
 
     free_two(&t);

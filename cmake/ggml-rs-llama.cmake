@@ -26,25 +26,7 @@ endif()
 
 add_subdirectory(${GGML_RS_LLAMA_CPP_DIR} llama.cpp EXCLUDE_FROM_ALL)
 
-if (GGML_RS_REPLACE)
-    if (NOT GGML_RS_BUILD_RUST)
-        message(FATAL_ERROR "GGML_RS_REPLACE needs GGML_RS_BUILD_RUST")
-    endif()
-    get_target_property(_ggml_base_sources ggml-base SOURCES)
-    list(FILTER _ggml_base_sources EXCLUDE REGEX "(^|/)ggml-backend\\.cpp$")
-    list(FILTER _ggml_base_sources EXCLUDE REGEX "(^|/)ggml-alloc\\.c$")
-    set_property(TARGET ggml-base PROPERTY SOURCES ${_ggml_base_sources})
-    if (BUILD_SHARED_LIBS)
-        target_link_libraries(ggml-base PUBLIC ggml-rs)
-    else()
-        target_link_libraries(ggml-base PUBLIC ggml-rs-static)
-        set_property(TARGET ggml-rs-static APPEND PROPERTY INTERFACE_LINK_LIBRARIES ggml-base)
-    endif()
-    add_dependencies(ggml-base ggml-rs-cargo)
-    message(STATUS "ggml-rs: ggml-base is built without ggml-backend.cpp/ggml-alloc.c, linked to ${GGML_RS_SHARED_LIB}")
-else()
-    message(STATUS "ggml-rs: ggml-base is upstream's own (reference build)")
-endif()
+include(ggml-rs-replace)
 
 # The Rust CPU backend in place of upstream's ggml-cpu. GGML_CPU stays ON, so the tree configures
 # as usual (GGML_USE_CPU: ggml's registry calls ggml_backend_cpu_reg(); the CPU tests such as

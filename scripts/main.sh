@@ -15,6 +15,8 @@
 #      random-weight Flux.2-klein (scripts/gen_sd_model.py) as it is, with ggml-base linked to our
 #      library built with the 0.9.8 ABI profile, and as it is with that library in LD_PRELOAD:
 #      the three PNGs must be byte-identical; the compute buffer sizes side by side.
+#   7. a Rust program using llama-cpp-2 (ggml 0.26.0 of llama-cpp-sys-2 0.1.161: the abi-0-26-0
+#      profile, scripts/llama_cpp_2.sh) on stock ggml 0.26.0, on ours and with LD_PRELOAD: one row.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 T=$(mktemp -d)
@@ -46,6 +48,11 @@ rows=$(grep -c logits_fnv1a64 "$T/stock.txt")
 same_rows=$(diff <(grep logits_fnv1a64 "$T/stock.txt") <(grep logits_fnv1a64 "$T/ours.txt") > /dev/null && echo "$rows" || echo 0)
 printf '%-28s %s\n' "logits rows identical:" "$same_rows of $rows (link-time), $(cmp -s "$T/stock.txt" "$T/preload.txt" && echo "$rows" || echo 0) of $rows (LD_PRELOAD)"
 printf '%-28s %s\n' "Rust CPU backend:" "$(python3 "$ROOT/scripts/compare_logits.py" "$T/stock.txt" "$T/stock.bin" "$T/rscpu.txt" "$T/rscpu.bin")"
+# the Rust program (its first build compiles llama.cpp's own part: minutes; cached afterwards)
+rust_row=$("$ROOT/scripts/llama_cpp_2.sh" build > "$T/l2-build.log" 2>&1 && "$ROOT/scripts/llama_cpp_2.sh" compare "$MODELS/tiny-f32.gguf")
+rust_rc=$?
+[ -n "$rust_row" ] || rust_row="build failed: $(tail -n 3 "$T/l2-build.log" | tr '\n' ' ')"
+printf '%-28s %s\n' "llama-cpp-2 (ggml 0.26.0):" "$(head -n 1 <<< "$rust_row")"
 printf '%-28s %s\n' "LD_PRELOAD marker:" "$(grep -m1 -o 'ggml-rs [0-9.]*: scheduler.*' "$T/preload.err" || echo MISSING)"
 echo
 printf '%-44s | %s\n' "upstream compute buffers" "ggml-rs compute buffers"
@@ -54,8 +61,10 @@ paste -d'|' <(grep 'compute buffer size =' "$T/stock.err" | sed 's/.*: *//' | cu
 LLAMA_RC=0
 if ! grep '^text:' "$T/stock.txt" | cmp -s - <(grep '^text:' "$T/rscpu.txt"); then
     echo; echo "THE RUST CPU BACKEND GENERATED ANOTHER TEXT"; LLAMA_RC=1
+elif [ "$rust_rc" != 0 ]; then
+    echo; echo "THE LLAMA-CPP-2 PROGRAM DIFFERS ON GGML-RS (0.26.0)"; echo "$rust_row"; LLAMA_RC=1
 elif cmp -s "$T/stock.txt" "$T/ours.txt" && cmp -s "$T/stock.txt" "$T/preload.txt"; then
-    echo; echo "identical output (core); same text on the Rust CPU backend"
+    echo; echo "identical output (core, and the llama-cpp-2 program on 0.26.0); same text on the Rust CPU backend"
 else
     echo; echo "OUTPUTS DIFFER"; diff "$T/stock.txt" "$T/ours.txt" | head; LLAMA_RC=1
 fi

@@ -42,6 +42,11 @@
 #      pinned wheel, scripts/cuda-nvrtc.sh), the module loaded by upstream's loader on our core
 #      (one log line, ggml-cuda.h exported, zero devices), the GPU check's carry prepared; the GPU
 #      parts are scripts/gpu-check.sh's
+#  16. the ABI profile 0.9.8 (stable-diffusion.cpp's ggml): its Rust checks, that tree built as is
+#      and with the library built for it, its ABI test, the seed scenarios (upstream 0.9.8 fails
+#      them), its own ggml tests (ctest, grad/support -b CPU against the reference, test-opt)
+#  17. the abi-0-26-0 profile (ggml 0.26.0 of llama-cpp-sys-2): symbols, layouts, the C tests and
+#      test-alloc on it; a Rust program using llama-cpp-2 gets the same tokens and logits on ours
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -101,27 +106,24 @@ upstream_fails() {
     done
     return $bad
 }
-check "upstream fails the allocator scenarios of its bugs" upstream_fails test_alloc_scenarios \
-    test_tensor_from_an_earlier_allocation_is_not_external test_forward_backward_graphs_sharing_tensors \
-    test_same_counts_different_topology_is_planned_anew test_result_carried_over_to_the_next_graph \
-    test_lost_result_is_a_named_error test_carried_result_survives_buffer_growth test_result_lost_to_reallocation_is_a_named_error \
-    test_replay_notices_every_change test_replay_notices_a_changed_shape_or_op \
-    test_result_lost_to_reallocation_at_the_same_address_is_a_named_error test_input_carried_into_the_next_graph
+ALLOC_SEED_SCENARIOS=(
+    test_tensor_from_an_earlier_allocation_is_not_external test_forward_backward_graphs_sharing_tensors test_same_counts_different_topology_is_planned_anew test_result_carried_over_to_the_next_graph
+    test_lost_result_is_a_named_error test_carried_result_survives_buffer_growth test_result_lost_to_reallocation_is_a_named_error test_replay_notices_every_change
+    test_replay_notices_a_changed_shape_or_op test_result_lost_to_reallocation_at_the_same_address_is_a_named_error test_input_carried_into_the_next_graph)
+check "upstream fails the allocator scenarios of its bugs" upstream_fails test_alloc_scenarios "${ALLOC_SEED_SCENARIOS[@]}"
 check "upstream fails the allocator fuzz (changed graphs replayed by position)" upstream_fails test_alloc_fuzz random_graphs
-check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios \
-    test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events \
-    test_compute_honours_its_graph_argument test_result_read_by_the_next_graph test_input_carried_into_the_next_graph \
-    test_input_carried_into_the_next_graph_two_backends test_graph_placed_in_a_freed_compute_buffer \
-    test_result_in_a_freed_compute_buffer_is_named test_unlisted_source_on_a_remote_device_is_copied
+SCHED_SEED_SCENARIOS=(
+    test_reset_alloc_loop_one_copy test_reset_alloc_loop_four_copies_with_events test_reset_alloc_loop_four_copies_without_events test_compute_honours_its_graph_argument test_result_read_by_the_next_graph
+    test_input_carried_into_the_next_graph test_input_carried_into_the_next_graph_two_backends test_graph_placed_in_a_freed_compute_buffer test_result_in_a_freed_compute_buffer_is_named test_unlisted_source_on_a_remote_device_is_copied)
+check "upstream fails the scheduler scenarios of its bugs" upstream_fails test_sched_scenarios "${SCHED_SEED_SCENARIOS[@]}"
 # misuse and failure: upstream leaves tensors in freed buffers, allocates sources it never computes
 # (crashes when they are read through a view), computes a graph a reserve or split took the
 # memory of (a crash after split_graph), and does not try a refused compute buffer again in a
 # scheduler with several backends
-check "upstream fails the misuse scenarios" upstream_fails test_misuse \
-    test_failed_ctx_alloc_leaves_nothing_in_freed_memory test_unlisted_source_named_by_gallocr \
-    test_unlisted_source_via_a_view_named_by_gallocr test_unlisted_source_named_by_sched_one_backend \
-    test_unlisted_source_named_by_sched_two_backends test_reserve_between_alloc_and_compute_refused \
-    test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once
+MISUSE_SCENARIOS=(
+    test_failed_ctx_alloc_leaves_nothing_in_freed_memory test_unlisted_source_named_by_gallocr test_unlisted_source_via_a_view_named_by_gallocr test_unlisted_source_named_by_sched_one_backend
+    test_unlisted_source_named_by_sched_two_backends test_reserve_between_alloc_and_compute_refused test_split_graph_between_alloc_and_compute_refused test_transient_buffer_failure_tried_again_once)
+check "upstream fails the misuse scenarios" upstream_fails test_misuse "${MISUSE_SCENARIOS[@]}"
 
 step "5. upstream's test programs on our library"
 check "test-alloc" bash -o pipefail -c "'$BUILD_OURS/bin/test-alloc' | tail -n 3"
@@ -647,5 +649,71 @@ check "test_rscuda_backend: the module by path (one log line, ggml-cuda.h, zero 
 # what a GPU session will carry (scripts/gpu-check.sh run needs no toolchain there): it builds and
 # stays under the device tool's 64 MiB
 check "gpu-check.sh prepare: .gpu-carry/ built, under 60 MiB" bash -o pipefail -c "'$ROOT/scripts/gpu-check.sh' prepare 2>&1 | tail -n 2"
+
+step "16. ABI profile 0.9.8 (stable-diffusion.cpp's ggml, GGML_MAX_NAME=128)"
+# The library built for another ggml version's ABI (README "Profiles"): its Rust checks, that
+# tree built as is and with the library (cached per pin), the ABI test, the seed scenarios (ours
+# pass, upstream 0.9.8 fails them), and upstream's own ggml tests of that tree on our library.
+P98_STOCK=$GGML_RS_BUILD_GGML_0_9_8_STOCK
+P98_OURS=$GGML_RS_BUILD_GGML_0_9_8_OURS
+P98_LIB=$ROOT/target/abi-0-9-8/release/libggml_rs.so
+check "0.9.8: cargo clippy -D warnings and unit tests with --features abi-0-9-8" bash -o pipefail -c \
+    "cd '$ROOT' && cargo clippy -p ggml-rs -p ggml-abi -p ggml-plan --all-targets --features abi-0-9-8 --target-dir target/abi-0-9-8 -- -D warnings 2>&1 | tail -n 20 && cargo test -p ggml-rs -p ggml-abi -p ggml-plan --lib --features abi-0-9-8 --target-dir target/abi-0-9-8 2>&1 | grep -E '^test result|FAILED|panicked'"
+check "0.9.8: upstream ggml built as is and with our library" bash -o pipefail -c \
+    "'$ROOT/scripts/upstream.sh' build ggml-0.9.8-stock && '$ROOT/scripts/upstream.sh' build ggml-0.9.8-ours"
+check "0.9.8: ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh" 0.9.8
+check "0.9.8: the bindgen translation of its headers is the committed one" bash -o pipefail -c \
+    "cd '$ROOT' && GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_GGML_0_9_8='$GGML_RS_GGML_0_9_8' GGML_RS_UPSTREAM_REQUIRED=1 cargo test -p ggml-abi-gen --test drift -- --nocapture 2>&1 | grep -E '^test result|differs|panicked|checked'"
+# test_alloc_fuzz and test_alloc_mixed are left out: ggml 0.9.8's CPU backend computes some of
+# their in-place graphs differently from its own allocator-free reference, with upstream's
+# allocator as with ours (the stock build fails the same graph, 6 of test_alloc_fuzz)
+check "0.9.8: ctest (our build: seed scenarios, misuse, layouts)" bash -o pipefail -c \
+    "cd '$P98_OURS' && GGML_RS_FUZZ_ITERS=$FUZZ_ITERS ctest --output-on-failure -R '^(test_|abi_)' -E '^test_alloc_(fuzz|mixed)$' 2>&1 | tail -n 12"
+# upstream_fails on the 0.9.8 reference build (bash's dynamic scope: the local BUILD_STOCK)
+p98_upstream_fails() {
+    local BUILD_STOCK=$P98_STOCK
+    upstream_fails "$@"
+}
+check "0.9.8: upstream fails the allocator scenarios of its bugs" p98_upstream_fails test_alloc_scenarios "${ALLOC_SEED_SCENARIOS[@]}"
+check "0.9.8: upstream fails the scheduler scenarios of its bugs" p98_upstream_fails test_sched_scenarios "${SCHED_SEED_SCENARIOS[@]}"
+check "0.9.8: upstream fails the misuse scenarios" p98_upstream_fails test_misuse "${MISUSE_SCENARIOS[@]}"
+check "0.9.8: upstream's ggml tests on our library (ctest of the tree: test-opt, test-backend-ops, ...)" bash -o pipefail -c \
+    "cd '$P98_OURS' && ctest --output-on-failure -R '^test-' 2>&1 | tail -n 4"
+# grad mode: step 5's selection less the ops with thousands of cases (about 15 minutes each run
+# on 2 busy cores with them, measured: FLASH_ATTN_EXT 3616 cases, CONV_2D 1568, OUT_PROD 1152,
+# MUL_MAT_ID 690, CONV_3D 258); 0.9.8's -o takes plain op names, comma-separated
+P98_GRAD_SKIP="$GRAD_SKIP FLASH_ATTN_EXT CONV_2D CONV_3D OUT_PROD MUL_MAT_ID"
+P98_GRAD_OPS=$("$P98_STOCK/bin/test-backend-ops" --list-ops 2>/dev/null | tail -n +2 | tr -d ' ' | grep -vxF -f <(tr ' ' '\n' <<< "$P98_GRAD_SKIP") | paste -sd,)
+p98_grad() {
+    "$1/bin/test-backend-ops" grad -b CPU -o "$P98_GRAD_OPS" > "$T/grad98-$2.log" 2>&1
+    local rc=$?
+    echo "$2: exit $rc, $(grep -c 'OK' "$T/grad98-$2.log") OK, $(grep -c 'FAIL' "$T/grad98-$2.log") FAIL"
+    return $rc
+}
+check "0.9.8: test-backend-ops grad -b CPU (reference)" p98_grad "$P98_STOCK" reference
+check "0.9.8: test-backend-ops grad -b CPU (ours)" p98_grad "$P98_OURS" ours
+check "0.9.8: test-backend-ops grad: same results" bash -o pipefail -c \
+    "diff <(grep -E 'OK|FAIL' '$T/grad98-reference.log' | sed 's/\x1b\[[0-9;]*m//g') <(grep -E 'OK|FAIL' '$T/grad98-ours.log' | sed 's/\x1b\[[0-9;]*m//g') > /dev/null"
+check "0.9.8: test-backend-ops support -b CPU: same as reference" bash -o pipefail -c \
+    "diff <('$P98_STOCK/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') <('$P98_OURS/bin/test-backend-ops' support -b CPU 2>&1 | grep -v 'Backend\|device\|memory') > /dev/null"
+check "0.9.8: LD_PRELOAD: test-opt of the stock build" bash -o pipefail -c \
+    "LD_PRELOAD='$P98_LIB' '$P98_STOCK/bin/test-opt' 2>&1 | tail -n 1"
+
+step "17. the abi-0-26-0 profile: ggml 0.26.0 (llama-cpp-sys-2 0.1.161) and a Rust program on it"
+# ggml 0.26.0 built alone, stock and with our library (--features abi-0-26-0; cached like the pin's
+# builds), the C tests and the pin's test-alloc.cpp against its headers; then the example
+# (examples/llama-cpp-2-generate, llama-cpp-2 with llama-cpp-sys-2's system-ggml route: only
+# llama.cpp's own part compiles; its target dir is cached) on stock, ours and LD_PRELOAD
+L2=$ROOT/scripts/llama_cpp_2.sh
+check "0.26.0: build ggml stock and ours, the profile's library, the llama-cpp-2 example" "$L2" build
+check "0.26.0: symbols, ggml-base without the two files, layouts, signatures, bindgen proof" "$L2" abi
+# the fuzzers with fewer graphs than step 4 (the same code; this checks the profile's ABI)
+check "0.26.0: C tests on ours (0.26.0's headers; fuzzers: 50 graphs)" env GGML_RS_FUZZ_ITERS=50 "$L2" ctest-ours
+check "0.26.0: C tests that hold for upstream, on stock" "$L2" ctest-stock
+check "0.26.0: stock fails the seed scenarios (allocator, fuzz, scheduler, misuse)" bash -c \
+    "'$L2' upstream-fails test_alloc_scenarios ${ALLOC_SEED_SCENARIOS[*]} && '$L2' upstream-fails test_alloc_fuzz random_graphs &&
+     '$L2' upstream-fails test_sched_scenarios ${SCHED_SEED_SCENARIOS[*]} && '$L2' upstream-fails test_misuse ${MISUSE_SCENARIOS[*]}"
+check "0.26.0: the pin's test-alloc on stock and ours" "$L2" test-alloc
+check "0.26.0: llama-cpp-2 example: same tokens and logits (bits) on stock, ours, LD_PRELOAD" "$L2" compare "$MODELS/tiny-f32.gguf"
 
 summary

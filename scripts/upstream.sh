@@ -10,12 +10,19 @@
 #   scripts/upstream.sh build native  stock with GGML_NATIVE=ON: the opponent for CPU kernels
 #   scripts/upstream.sh build rscpu   "ours only": ours, and ggml linked to the Rust CPU backend
 #                                     (libggml_rs_cpu.so) instead of ggml-cpu; no upstream backend
+#   scripts/upstream.sh build sys2-stock  ggml 0.26.0 (llama-cpp-sys-2's tree) alone, as it is, installed
+#   scripts/upstream.sh build sys2-ours   the same without ggml-backend.cpp/ggml-alloc.c + this library
+#                                     built with --features abi-0-26-0 (its own cargo target dir)
 #   scripts/upstream.sh fetch-sd      the same for stable-diffusion.cpp's sdist (GGML_RS_SD_PIN_*)
 #   scripts/upstream.sh build sd-stock  stable-diffusion.cpp's sd-cli as it is, ggml as shared
 #                                     libraries (the image job's reference)
 #   scripts/upstream.sh build sd-ours   sd-cli with ggml-base without the two files, linked to this
 #                                     library built with ggml 0.9.8's ABI profile (GGML_RS_SD_PIN_PROFILE)
 #   scripts/upstream.sh sd-lib        build only that library (cargo); prints its path
+#   scripts/upstream.sh build ggml-<P>-stock   another ABI profile's plain ggml tree (P = 0.9.8:
+#                                     stable-diffusion.cpp's ggml) as it is, with its tests
+#   scripts/upstream.sh build ggml-<P>-ours    the same, ggml-base without the two files + this
+#                                     library built for profile P (cargo feature abi-<P>)
 #   scripts/upstream.sh paths         print the paths other scripts use (sourceable)
 #
 # GGML_RS_CACHE overrides the cache folder (default: <repo>/.upstream).
@@ -138,9 +145,63 @@ with_progress() {
     wait "$pid"
 }
 
-# build <variant>: variant is `stock`, `ours`, `native` (stock with GGML_NATIVE=ON) or `rscpu`
+# pin_of P KEY: GGML_RS_PIN_<P>_<KEY> of scripts/pin.env (P with dots)
+pin_of() {
+    local var="GGML_RS_PIN_${1//./_}_$2"
+    [ -n "${!var:-}" ] || { log "scripts/pin.env has no $var (profiles: $GGML_RS_PROFILES)"; exit 2; }
+    printf '%s' "${!var}"
+}
+
+# the cache folder of profile P's tree (keyed by its pin, like the default one)
+profile_cache() {
+    printf '%s/%s-%s' "${GGML_RS_CACHE:-$ROOT/.upstream}" "$(pin_of "$1" PACKAGE)" "$(pin_of "$1" VERSION)"
+}
+
+# fetch_profile P: profile P's sdist, through fetch_sdist (pip, sha256, unpacked into
+# <cache>/src; its ggml folder must be version P)
+fetch_profile() {
+    local p=$1 cache ggml
+    cache=$(profile_cache "$p")
+    ggml=$cache/src/$(pin_of "$p" GGML_DIR)
+    fetch_sdist "$(pin_of "$p" PACKAGE)" "$(pin_of "$p" VERSION)" "$(pin_of "$p" SDIST)" "$(pin_of "$p" SHA256)" "$cache" "${ggml%/ggml}" "$p"
+}
+
+# build_profile P stock|ours: profile P's plain ggml tree (with its tests) through this project's
+# CMakeLists.txt (GGML_RS_GGML_DIR, GGML_RS_PROFILE), into <cache>/build-ggml-<stock|ours>
+build_profile() {
+    local p=$1 kind=$2 cache build flags
+    cache=$(profile_cache "$p")
+    build=$cache/build-ggml-$kind
+    flags=(-DGGML_RS_GGML_DIR="$cache/src/$(pin_of "$p" GGML_DIR)" -DGGML_RS_PROFILE="$p")
+    case "$kind" in
+        stock) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF) ;;
+        ours)  flags+=(-DGGML_RS_REPLACE=ON  -DGGML_RS_BUILD_RUST=ON) ;;
+        *) log "unknown variant ggml-$p-$kind"; exit 2 ;;
+    esac
+    cmd_deps
+    fetch_profile "$p"
+    export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
+    export CCACHE_BASEDIR=$cache
+    if [ ! -f "$build/build.ninja" ]; then
+        log "configuring ggml-$p-$kind in $build"
+        cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >"$cache/configure-$kind.log" 2>&1 \
+            || { tail -40 "$cache/configure-$kind.log"; exit 1; }
+    fi
+    log "building ggml-$p-$kind (full log: $cache/build-$kind.log)"
+    with_progress "ggml-$p-$kind" "$cache/build-$kind.log" cmake --build "$build" --parallel "$JOBS" \
+        || { grep -E "error|Error" "$cache/build-$kind.log" | head -40; tail -20 "$cache/build-$kind.log"; exit 1; }
+    log "built ggml-$p-$kind: $build"
+}
+
+# build <variant>: variant is `stock`, `ours`, `native` (stock with GGML_NATIVE=ON), `rscpu`, or
+# `ggml-<profile>-stock|ours` (another ABI profile's plain ggml tree)
 cmd_build() {
     local variant=$1
+    if [[ $variant =~ ^ggml-([0-9.]+)-(stock|ours)$ ]]; then
+        build_profile "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+        return
+    fi
+
     case "$variant" in sd-*) cmd_build_sd "${variant#sd-}"; return ;; esac
     local build=$CACHE/build-$variant
     local flags=(-DGGML_RS_LLAMA_CPP_DIR="$TREE")
@@ -171,6 +232,60 @@ cmd_build() {
         cmake --build "$build" --parallel "$JOBS" --target "${targets[@]}" \
         || { grep -E "error|Error" "$CACHE/build-$variant.log" | head -40; tail -20 "$CACHE/build-$variant.log"; exit 1; }
     log "built $variant: $build/bin"
+}
+
+# the ggml tree of llama-cpp-sys-2 (GGML_RS_SYS2_*): cargo fetches the crate for the example
+# (its Cargo.lock pins the checksum); the tree is read where cargo unpacked it
+SYS2_EXAMPLE=$ROOT/examples/llama-cpp-2-generate
+SYS2_CACHE=${GGML_RS_CACHE:-$ROOT/.upstream}/$GGML_RS_SYS2_CRATE-$GGML_RS_SYS2_VERSION
+SYS2_TARGET=$ROOT/target/$GGML_RS_SYS2_FEATURE
+sys2_tree() {
+    cargo fetch --locked --manifest-path "$SYS2_EXAMPLE/Cargo.toml" >&2 || return 1
+    local manifest version
+    manifest=$(cargo metadata --locked --format-version 1 --manifest-path "$SYS2_EXAMPLE/Cargo.toml" \
+        | python3 -c 'import json, sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == sys.argv[1] and p["version"] == sys.argv[2]))' \
+            "$GGML_RS_SYS2_CRATE" "$GGML_RS_SYS2_VERSION") || return 1
+    local tree
+    tree=$(dirname "$manifest")/llama.cpp
+    version=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' "$tree/ggml/CMakeLists.txt" | paste -sd.)
+    if [ "$version" != "$GGML_RS_SYS2_GGML_VERSION" ]; then
+        log "$tree is ggml $version, the pin says $GGML_RS_SYS2_GGML_VERSION"
+        return 1
+    fi
+    echo "$tree"
+}
+
+# build sys2-stock | sys2-ours: ggml alone (cmake/ggml-only), shared, GGML_NATIVE=OFF, installed
+# into $SYS2_CACHE/install-<variant> (lib/cmake/ggml: find_package(ggml) for llama-cpp-sys-2)
+cmd_build_sys2() {
+    local variant=$1 tree build install flags=()
+    build=$SYS2_CACHE/build-$variant
+    install=$SYS2_CACHE/install-$variant
+    case "$variant" in
+        stock) flags+=(-DGGML_RS_REPLACE=OFF) ;;
+        ours)  flags+=(-DGGML_RS_REPLACE=ON -DGGML_RS_PROFILE="$GGML_RS_SYS2_GGML_VERSION") ;;
+        *) log "unknown variant sys2-$variant"; exit 2 ;;
+    esac
+    cmd_deps
+    # the pinned tree's tests/test-alloc.cpp builds against 0.26.0 too (cmake/ggml-only)
+    cmd_fetch
+    flags+=(-DGGML_RS_TEST_ALLOC_SRC="$TREE/tests/test-alloc.cpp")
+    tree=$(sys2_tree) || exit 1
+    mkdir -p "$SYS2_CACHE"
+    export CCACHE_DIR=${CCACHE_DIR:-$SYS2_CACHE/ccache}
+    # the profile's library gets its own cargo target dir (target/abi-0-26-0): target/release stays
+    # the default profile's
+    export CARGO_TARGET_DIR=$SYS2_TARGET
+    # configured every time (a second of cmake): the tree's path comes from cargo's cache
+    log "configuring sys2-$variant (ggml $GGML_RS_SYS2_GGML_VERSION from $tree) in $build"
+    cmake -S "$ROOT/cmake/ggml-only" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_RS_GGML_DIR="$tree/ggml" -DCMAKE_INSTALL_PREFIX="$install" "${flags[@]}" \
+        >"$SYS2_CACHE/configure-$variant.log" 2>&1 || { tail -40 "$SYS2_CACHE/configure-$variant.log"; exit 1; }
+    log "building sys2-$variant (full log: $SYS2_CACHE/build-$variant.log)"
+    with_progress "sys2-$variant" "$SYS2_CACHE/build-$variant.log" cmake --build "$build" --parallel "$JOBS" \
+        || { grep -E "error|Error" "$SYS2_CACHE/build-$variant.log" | head -40; tail -20 "$SYS2_CACHE/build-$variant.log"; exit 1; }
+    cmake --install "$build" >/dev/null || exit 1
+    log "built sys2-$variant: $install/lib"
 }
 
 # our library with stable-diffusion.cpp's ABI profile (cargo is incremental: cheap when unchanged)
@@ -217,11 +332,26 @@ GGML_RS_BUILD_STOCK=$CACHE/build-stock
 GGML_RS_BUILD_OURS=$CACHE/build-ours
 GGML_RS_BUILD_NATIVE=$CACHE/build-native
 GGML_RS_BUILD_RSCPU=$CACHE/build-rscpu
+GGML_RS_SYS2_BUILD_STOCK=$SYS2_CACHE/build-stock
+GGML_RS_SYS2_BUILD_OURS=$SYS2_CACHE/build-ours
+GGML_RS_SYS2_INSTALL_STOCK=$SYS2_CACHE/install-stock
+GGML_RS_SYS2_INSTALL_OURS=$SYS2_CACHE/install-ours
+GGML_RS_SYS2_LIB=$SYS2_TARGET/release/libggml_rs.so
 GGML_RS_SD_TREE=$SD_TREE
 GGML_RS_SD_BUILD_STOCK=$SD_CACHE/build-stock
 GGML_RS_SD_BUILD_OURS=$SD_CACHE/build-ours
 GGML_RS_SD_LIB=$SD_LIB
 EOF
+    # the other profiles' trees and builds (GGML_RS_GGML_<P>, GGML_RS_BUILD_GGML_<P>_STOCK/_OURS)
+    local p key cache
+    for p in $GGML_RS_PROFILES; do
+        [ "$p" = "$GGML_RS_PIN_GGML_VERSION" ] && continue
+        key=${p//./_}
+        cache=$(profile_cache "$p")
+        echo "GGML_RS_GGML_$key=$cache/src/$(pin_of "$p" GGML_DIR)"
+        echo "GGML_RS_BUILD_GGML_${key}_STOCK=$cache/build-ggml-stock"
+        echo "GGML_RS_BUILD_GGML_${key}_OURS=$cache/build-ggml-ours"
+    done
 }
 
 case "${1:-}" in
@@ -229,8 +359,12 @@ case "${1:-}" in
     deps-browser) cmd_deps_browser ;;
     fetch) cmd_fetch ;;
     fetch-sd) cmd_fetch_sd ;;
-    build) cmd_build "${2:?variant: stock, ours, native, rscpu, sd-stock or sd-ours}" ;;
+    build)
+        case "${2:-}" in
+            sys2-*) cmd_build_sys2 "${2#sys2-}" ;;
+            *) cmd_build "${2:?variant: stock, ours, native, rscpu, sd-stock, sd-ours, ggml-<profile>-stock, ggml-<profile>-ours, sys2-stock or sys2-ours}" ;;
+        esac ;;
     sd-lib) cmd_sd_lib ;;
     paths) cmd_paths ;;
-    *) sed -n '2,19p' "$0"; exit 2 ;;
+    *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

@@ -193,14 +193,13 @@ void ggml_backend_tensor_get_async(ggml_backend_t backend,
                                    size_t offset,
                                    size_t size);
 
-// Tensor copy between different backends.
-void ggml_backend_tensor_copy(const struct ggml_tensor *src, struct ggml_tensor *dst);
+// (ggml 0.9.8 declares `src` without const; the copy only reads it)
+void ggml_backend_tensor_copy(struct ggml_tensor *src, struct ggml_tensor *dst);
 
-// Asynchronous copy: runs after the work queued on `backend_src`; `backend_dst` waits for it.
-// Falls back to a synchronous copy when the backends cannot do it asynchronously.
+// Asynchronous copy (see above; ggml 0.9.8 declares `src` without const).
 void ggml_backend_tensor_copy_async(ggml_backend_t backend_src,
                                     ggml_backend_t backend_dst,
-                                    const struct ggml_tensor *src,
+                                    struct ggml_tensor *src,
                                     struct ggml_tensor *dst);
 
 enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer,

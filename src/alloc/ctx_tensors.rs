@@ -1,5 +1,10 @@
 //! `ggml_backend_alloc_ctx_tensors*`: one buffer (or a multi-buffer, when the buffer type's max
 //! size is exceeded) holding every unallocated tensor of a context, in creation order.
+//!
+//! ggml 0.26.0 (the abi-0-26-0 profile) plans a list of tensors instead of a context:
+//! `ggml_backend_buft_alloc_buffer_n` / `ggml_backend_buft_get_alloc_size_n` call the buffer
+//! type's own entries when it has them (the meta device's does) and else the plan below; the
+//! context functions hand their tensors to those two.
 
 use std::ffi::c_void;
 
@@ -42,7 +47,41 @@ fn ranges(tensors: &[TensorRef], buft: BufferType) -> Vec<BufferRange> {
 
 pub fn ctx_tensors_size(ctx: ContextRef, buft: BufferType) -> usize {
     crate::ensure!(ctx.no_alloc(), "ggml_backend_alloc_ctx_tensors_from_buft_size: the context must be no_alloc");
-    ranges(&ctx.tensors(), buft).iter().map(|r| r.size).sum()
+    #[cfg(feature = "abi-0-26-0")]
+    {
+        let tensors = ctx.tensors();
+        if tensors.is_empty() {
+            return 0;
+        }
+        buft_alloc_size_n(buft, &tensors)
+    }
+    #[cfg(not(feature = "abi-0-26-0"))]
+    list_size(&ctx.tensors(), buft)
+}
+
+/// The default of `get_alloc_size_n`: the bytes the default `alloc_buffer_n` would allocate.
+fn list_size(tensors: &[TensorRef], buft: BufferType) -> usize {
+    ranges(tensors, buft).iter().map(|r| r.size).sum()
+}
+
+/// `ggml_backend_buft_get_alloc_size_n` (ggml 0.26.0): the buffer type's own entry, else the
+/// default plan's total.
+#[cfg(feature = "abi-0-26-0")]
+pub fn buft_alloc_size_n(buft: BufferType, tensors: &[TensorRef]) -> usize {
+    let mut raw: Vec<_> = tensors.iter().map(|t| t.as_ptr()).collect();
+    buft.alloc_size_n(&mut raw).unwrap_or_else(|| list_size(tensors, buft))
+}
+
+/// `ggml_backend_buft_alloc_buffer_n` (ggml 0.26.0): the buffer type's own entry, else the
+/// default plan ([`alloc_list`]).
+#[cfg(feature = "abi-0-26-0")]
+pub fn buft_alloc_buffer_n(buft: BufferType, tensors: &[TensorRef]) -> Option<Buffer> {
+    let mut raw: Vec<_> = tensors.iter().map(|t| t.as_ptr()).collect();
+    match buft.alloc_buffer_n_raw(&mut raw) {
+        // SAFETY: the buffer type returns NULL or a buffer it made with buffer_init.
+        Some(b) => unsafe { Buffer::from_raw(b) },
+        None => alloc_list(tensors, buft, "ggml_backend_buft_alloc_buffer_n"),
+    }
 }
 
 /// A tensor this call gave memory (or pointed at memory, for views), and the fields it had
@@ -67,18 +106,37 @@ fn undo(placed: &[Placed], buffers: Vec<OwnedBuffer>) {
 }
 
 pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
+    #[cfg(not(feature = "abi-0-26-0"))]
     if buft.is_meta() {
         // the meta device splits tensors over its devices and places them itself
         return ctx.alloc_tensors_meta(buft);
     }
     crate::ensure!(ctx.no_alloc(), "ggml_backend_alloc_ctx_tensors_from_buft: the context must be no_alloc");
     let tensors = ctx.tensors();
+    // ggml 0.26.0: through the buffer type's alloc_buffer_n (the meta device places its tensors
+    // itself there), the default plan when it has none
+    #[cfg(feature = "abi-0-26-0")]
+    {
+        if tensors.is_empty() {
+            return None;
+        }
+        buft_alloc_buffer_n(buft, &tensors)
+    }
+    #[cfg(not(feature = "abi-0-26-0"))]
+    alloc_list(&tensors, buft, "ggml_backend_alloc_ctx_tensors_from_buft")
+}
+
+/// Places every unallocated tensor of `tensors` (in order) in buffers of `buft`, each within its
+/// largest size: one buffer, a multi-buffer over several, or None when there was nothing to place
+/// or a buffer could not be made (then every tensor placed is unallocated again). `function`
+/// names the C entry point in messages.
+fn alloc_list(tensors: &[TensorRef], buft: BufferType, function: &str) -> Option<Buffer> {
     let mut buffers = Vec::new();
     let mut placed = Vec::new();
-    for BufferRange { first, end: last, size } in ranges(&tensors, buft) {
+    for BufferRange { first, end: last, size } in ranges(tensors, buft) {
         let Some(owned) = buft_alloc_owned(buft, size) else {
             crate::log_error!(
-                "ggml_backend_alloc_ctx_tensors_from_buft: failed to allocate {} buffer {} of size {size} (tensors {} to {}); \
+                "{function}: failed to allocate {} buffer {} of size {size} (tensors {} to {}); \
                  the {} tensors placed in the buffers before it are unallocated again\n",
                 buft.name(),
                 buffers.len() + 1,
@@ -101,7 +159,7 @@ pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
             placed.push(Placed { tensor: t, data: t.data(), extra: t.extra() });
             let status = if is_view { view_init(t) } else { tallocr_alloc(&mut talloc, t) };
             if status != GGML_STATUS_SUCCESS {
-                crate::log_error!("ggml_backend_alloc_ctx_tensors_from_buft: the {} buffer refused tensor {}\n", buft.name(), t);
+                crate::log_error!("{function}: the {} buffer refused tensor {}\n", buft.name(), t);
                 undo(&placed, buffers);
                 return None;
             }
@@ -109,7 +167,7 @@ pub fn alloc_ctx_tensors(ctx: ContextRef, buft: BufferType) -> Option<Buffer> {
     }
     match buffers.len() {
         0 => {
-            crate::log_debug!("ggml_backend_alloc_ctx_tensors_from_buft: all tensors in the context are already allocated\n");
+            crate::log_debug!("{function}: all tensors are already allocated\n");
             None
         }
         1 => buffers.pop().map(OwnedBuffer::release),

@@ -4,6 +4,11 @@
 use crate::ggml::sys::{ggml_op, op::*};
 
 pub fn op_can_inplace(op: ggml_op) -> bool {
+    // ggml 0.9.8's list has no CLAMP
+    #[cfg(feature = "abi-0-9-8")]
+    if op == CLAMP {
+        return false;
+    }
     matches!(
         op,
         FILL | SCALE

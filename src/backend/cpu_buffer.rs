@@ -29,9 +29,14 @@ impl StaticBufferType {
             iface: ggml_backend_buffer_type_i {
                 get_name: Some(get_name),
                 alloc_buffer: Some(cpu_buft_alloc_buffer),
+                // the default: ggml_backend_buft_alloc_buffer_n plans the list itself
+                #[cfg(feature = "abi-0-26-0")]
+                alloc_buffer_n: None,
                 get_alignment: Some(cpu_buft_get_alignment),
                 get_max_size: None,
                 get_alloc_size: None,
+                #[cfg(feature = "abi-0-26-0")]
+                get_alloc_size_n: None,
                 is_host: Some(cpu_buft_is_host),
             },
             device: std::ptr::null_mut(),

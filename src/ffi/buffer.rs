@@ -45,6 +45,56 @@ pub unsafe extern "C" fn ggml_backend_buft_get_alloc_size(buft: ggml_backend_buf
     })
 }
 
+/// The tensors of a `(tensors, n_tensors)` list argument of `function`, each checked non-NULL
+/// (ggml 0.26.0's list entry points).
+#[cfg(feature = "abi-0-26-0")]
+fn tensor_list(function: &str, tensors: *mut *mut ggml_tensor, n_tensors: std::ffi::c_int) -> Vec<crate::ggml::tensor::TensorRef> {
+    crate::ensure!(n_tensors >= 0, "{function}: n_tensors is {n_tensors}");
+    if n_tensors == 0 {
+        return Vec::new();
+    }
+    crate::ensure!(!tensors.is_null(), "{function}: argument `tensors` is NULL with n_tensors = {n_tensors}");
+    // SAFETY: the C API contract: `tensors` points to `n_tensors` tensor pointers.
+    let list = unsafe { std::slice::from_raw_parts(tensors, n_tensors as usize) };
+    list.iter()
+        .enumerate()
+        // SAFETY: a non-NULL entry is a live tensor (the contract); NULL is reported by index.
+        .map(|(i, &t)| unsafe { crate::ggml::tensor::TensorRef::from_raw(t) }.unwrap_or_else(|| crate::fatal!("{function}: tensors[{i}] is NULL")))
+        .collect()
+}
+
+/// One buffer (or a multi-buffer) of `buft` holding every unallocated tensor of the list, placed
+/// by the buffer type's own `alloc_buffer_n` or else in order, each buffer within its largest
+/// size; NULL when there is nothing to allocate or on failure (ggml 0.26.0).
+#[cfg(feature = "abi-0-26-0")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_buft_alloc_buffer_n(
+    buft: ggml_backend_buffer_type_t,
+    tensors: *mut *mut ggml_tensor,
+    n_tensors: std::ffi::c_int,
+) -> ggml_backend_buffer_t {
+    ffi_boundary!({
+        let buft = arg!(BufferType, buft);
+        let list = tensor_list(crate::function_name!(), tensors, n_tensors);
+        out(crate::alloc::ctx_tensors::buft_alloc_buffer_n(buft, &list))
+    })
+}
+
+/// The bytes `ggml_backend_buft_alloc_buffer_n` would allocate for the list (ggml 0.26.0).
+#[cfg(feature = "abi-0-26-0")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_buft_get_alloc_size_n(
+    buft: ggml_backend_buffer_type_t,
+    tensors: *mut *mut ggml_tensor,
+    n_tensors: std::ffi::c_int,
+) -> usize {
+    ffi_boundary!({
+        let buft = arg!(BufferType, buft);
+        let list = tensor_list(crate::function_name!(), tensors, n_tensors);
+        crate::alloc::ctx_tensors::buft_alloc_size_n(buft, &list)
+    })
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_buft_is_host(buft: ggml_backend_buffer_type_t) -> bool {
     ffi_boundary!({ imp::buft_is_host(arg!(BufferType, buft)) })

@@ -83,6 +83,14 @@ fn table() -> &'static Table {
             get_name => "get_name", alloc_buffer => "alloc_buffer", get_alignment => "get_alignment",
             get_max_size => "get_max_size", get_alloc_size => "get_alloc_size", is_host => "is_host"
         });
+        // ggml 0.26.0's two list entries (the abi-0-26-0 profile)
+        #[cfg(feature = "abi-0-26-0")]
+        for (field, offset) in [
+            (c"alloc_buffer_n", std::mem::offset_of!(ggml_backend_buffer_type_i, alloc_buffer_n)),
+            (c"get_alloc_size_n", std::mem::offset_of!(ggml_backend_buffer_type_i, get_alloc_size_n)),
+        ] {
+            v.push(ggml_rs_abi_entry { type_name: c"ggml_backend_buffer_type_i".as_ptr(), field: field.as_ptr(), value: offset as i64, align: 0 });
+        }
         layout!(v, ggml_backend_buffer_type { iface => "iface", device => "device", context => "context" });
         layout!(v, ggml_backend_buffer_i {
             free_buffer => "free_buffer", get_base => "get_base", init_tensor => "init_tensor", memset_tensor => "memset_tensor",

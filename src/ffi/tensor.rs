@@ -115,13 +115,22 @@ pub unsafe extern "C" fn ggml_backend_tensor_get_2d_async(
 }
 
 /// Tensor copy between different backends.
+#[cfg(not(feature = "abi-0-9-8"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_copy(src: *const ggml_tensor, dst: *mut ggml_tensor) {
     ffi_boundary!({ imp::tensor_copy(tensor_arg!(src), tensor_arg!(dst)) })
 }
 
+/// (ggml 0.9.8 declares `src` without const; the copy only reads it)
+#[cfg(feature = "abi-0-9-8")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_tensor_copy(src: *mut ggml_tensor, dst: *mut ggml_tensor) {
+    ffi_boundary!({ imp::tensor_copy(tensor_arg!(src), tensor_arg!(dst)) })
+}
+
 /// Asynchronous copy: runs after the work queued on `backend_src`; `backend_dst` waits for it.
 /// Falls back to a synchronous copy when the backends cannot do it asynchronously.
+#[cfg(not(feature = "abi-0-9-8"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ggml_backend_tensor_copy_async(
     backend_src: ggml_backend_t,
@@ -130,13 +139,29 @@ pub unsafe extern "C" fn ggml_backend_tensor_copy_async(
     dst: *mut ggml_tensor,
 ) {
     ffi_boundary!({
-        let src_t = tensor_arg!(src);
-        let dst_t = tensor_arg!(dst);
+        let (src_t, dst_t) = (tensor_arg!(src), tensor_arg!(dst));
         if src_t == dst_t {
             return;
         }
-        let backend_dst = arg!(Backend, backend_dst);
-        imp::tensor_copy_async(backend_src, backend_dst, src_t, dst_t)
+        imp::tensor_copy_async(backend_src, arg!(Backend, backend_dst), src_t, dst_t)
+    })
+}
+
+/// Asynchronous copy (see above; ggml 0.9.8 declares `src` without const).
+#[cfg(feature = "abi-0-9-8")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ggml_backend_tensor_copy_async(
+    backend_src: ggml_backend_t,
+    backend_dst: ggml_backend_t,
+    src: *mut ggml_tensor,
+    dst: *mut ggml_tensor,
+) {
+    ffi_boundary!({
+        let (src_t, dst_t) = (tensor_arg!(src), tensor_arg!(dst));
+        if src_t == dst_t {
+            return;
+        }
+        imp::tensor_copy_async(backend_src, arg!(Backend, backend_dst), src_t, dst_t)
     })
 }
 

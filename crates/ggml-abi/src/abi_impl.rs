@@ -13,7 +13,12 @@ use crate::abi_backend::{ggml_backend_dev_props, ggml_backend_dev_t, ggml_backen
 use crate::sys::{BufferUsage, DevType, ggml_cgraph, ggml_guid_t, ggml_status, ggml_tensor};
 
 /// The interface version backends put in `ggml_backend_reg.api_version`.
+#[cfg(not(feature = "abi-0-26-0"))]
 pub const GGML_BACKEND_API_VERSION: c_int = 2;
+/// The interface version backends put in `ggml_backend_reg.api_version` (ggml 0.26.0: 3, the
+/// buffer type gained `alloc_buffer_n` and `get_alloc_size_n`).
+#[cfg(feature = "abi-0-26-0")]
+pub const GGML_BACKEND_API_VERSION: c_int = 3;
 
 //
 // Backend buffer type
@@ -25,12 +30,21 @@ pub struct ggml_backend_buffer_type_i {
     pub get_name: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> *const c_char>,
     /// allocate a buffer of this type
     pub alloc_buffer: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t, size: usize) -> ggml_backend_buffer_t>,
+    /// (optional) allocate tensors from a list into a buffer of this type (defaults to
+    /// alloc_buffer + linear allocator) (ggml 0.26.0)
+    #[cfg(feature = "abi-0-26-0")]
+    pub alloc_buffer_n:
+        Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t, tensors: *mut *mut ggml_tensor, n_tensors: c_int) -> ggml_backend_buffer_t>,
     /// tensor alignment
     pub get_alignment: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> usize>,
     /// (optional) max buffer size that can be allocated (defaults to SIZE_MAX)
     pub get_max_size: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> usize>,
     /// (optional) data size needed to allocate the tensor, including padding (defaults to ggml_nbytes)
     pub get_alloc_size: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t, tensor: *const ggml_tensor) -> usize>,
+    /// (optional) total data size needed to allocate the given tensors, including padding and
+    /// splitting (defaults to per-tensor get_alloc_size) (ggml 0.26.0)
+    #[cfg(feature = "abi-0-26-0")]
+    pub get_alloc_size_n: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t, tensors: *mut *mut ggml_tensor, n_tensors: c_int) -> usize>,
     /// (optional) check if tensor data is in host memory and uses standard ggml tensor layout (defaults to false)
     pub is_host: Option<unsafe extern "C" fn(buft: ggml_backend_buffer_type_t) -> bool>,
 }

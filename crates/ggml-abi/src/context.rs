@@ -41,7 +41,9 @@ impl ContextRef {
 
     /// A new tensor with `src`'s type and shape (contiguous strides), no data.
     /// meta.cpp's placement of this context's tensors in its own buffer type: the buffer, or
-    /// None when it could not allocate
+    /// None when it could not allocate. (ggml 0.26.0 has no such function: its meta buffer type
+    /// places a list of tensors through `alloc_buffer_n`.)
+    #[cfg(not(feature = "abi-0-26-0"))]
     pub fn alloc_tensors_meta(self, buft: crate::handles::BufferType) -> Option<crate::handles::Buffer> {
         debug_assert!(buft.is_meta());
         // SAFETY: a live no_alloc context and meta.cpp's own buffer type, as its allocator expects.

@@ -123,6 +123,26 @@ impl BufferType {
         optional!(self, get_alloc_size).is_some()
     }
 
+    /// The buffer type's own `alloc_buffer_n` on `tensors` (ggml 0.26.0), or None when it has
+    /// none (then the caller runs the default plan). Some(NULL): it could not allocate.
+    #[cfg(feature = "abi-0-26-0")]
+    #[inline]
+    pub fn alloc_buffer_n_raw(self, tensors: &mut [*mut crate::sys::ggml_tensor]) -> Option<*mut ggml_backend_buffer> {
+        let n = std::ffi::c_int::try_from(tensors.len()).unwrap_or_else(|_| crate::fatal!("alloc_buffer_n: {} tensors do not fit an int", tensors.len()));
+        // SAFETY: as in name_ptr; `tensors` holds `n` valid tensors for the duration of the call.
+        optional!(self, alloc_buffer_n).map(|f| unsafe { f(self.as_ptr(), tensors.as_mut_ptr(), n) })
+    }
+
+    /// The buffer type's own `get_alloc_size_n` on `tensors` (ggml 0.26.0), or None when it has
+    /// none (then the caller sums the default plan).
+    #[cfg(feature = "abi-0-26-0")]
+    #[inline]
+    pub fn alloc_size_n(self, tensors: &mut [*mut crate::sys::ggml_tensor]) -> Option<usize> {
+        let n = std::ffi::c_int::try_from(tensors.len()).unwrap_or_else(|_| crate::fatal!("get_alloc_size_n: {} tensors do not fit an int", tensors.len()));
+        // SAFETY: as in alloc_buffer_n_raw.
+        optional!(self, get_alloc_size_n).map(|f| unsafe { f(self.as_ptr(), tensors.as_mut_ptr(), n) })
+    }
+
     #[inline]
     pub fn is_host(self) -> Option<bool> {
         // SAFETY: as in name_ptr.

@@ -18,12 +18,6 @@
 #[cfg(all(feature = "abi-0-9-8", feature = "abi-0-26-0"))]
 compile_error!("ggml-abi: the ABI profiles are exclusive: enable at most one of the features abi-0-9-8, abi-0-26-0 (README \"Profiles\")");
 
-// The 0.26.0 profile has its pin (scripts/pin.env) and its feature, not yet its facts: until its
-// mirrors carry that version's members (cfg-gated like 0.9.8's) a build would export 0.25.3's
-// layouts under 0.26.0's name.
-#[cfg(feature = "abi-0-26-0")]
-compile_error!("ggml-abi: the ABI profile 0.26.0 is not written yet (its mirrors are 0.25.3's); see README \"Profiles\"");
-
 pub mod abi_alloc;
 pub mod abi_backend;
 pub mod abi_impl;
@@ -36,6 +30,7 @@ pub mod log;
 /// (generated, one file per ABI profile)
 #[rustfmt::skip]
 #[cfg_attr(feature = "abi-0-9-8", path = "pinned_0_9_8.rs")]
+#[cfg_attr(feature = "abi-0-26-0", path = "pinned_0_26_0.rs")]
 mod pinned;
 pub mod rust_backend;
 pub mod snapshot;

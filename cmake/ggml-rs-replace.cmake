@@ -1,0 +1,22 @@
+# With GGML_RS_REPLACE: the upstream tree's ggml-base target (already added) is built without
+# ggml-backend.cpp and ggml-alloc.c and linked to this library instead. Included by
+# ggml-rs-llama.cmake (a llama.cpp tree) and ggml-rs-ggml.cmake (a plain ggml tree).
+if (GGML_RS_REPLACE)
+    if (NOT GGML_RS_BUILD_RUST)
+        message(FATAL_ERROR "GGML_RS_REPLACE needs GGML_RS_BUILD_RUST")
+    endif()
+    get_target_property(_ggml_base_sources ggml-base SOURCES)
+    list(FILTER _ggml_base_sources EXCLUDE REGEX "(^|/)ggml-backend\\.cpp$")
+    list(FILTER _ggml_base_sources EXCLUDE REGEX "(^|/)ggml-alloc\\.c$")
+    set_property(TARGET ggml-base PROPERTY SOURCES ${_ggml_base_sources})
+    if (BUILD_SHARED_LIBS)
+        target_link_libraries(ggml-base PUBLIC ggml-rs)
+    else()
+        target_link_libraries(ggml-base PUBLIC ggml-rs-static)
+        set_property(TARGET ggml-rs-static APPEND PROPERTY INTERFACE_LINK_LIBRARIES ggml-base)
+    endif()
+    add_dependencies(ggml-base ggml-rs-cargo)
+    message(STATUS "ggml-rs: ggml-base is built without ggml-backend.cpp/ggml-alloc.c, linked to ${GGML_RS_SHARED_LIB}")
+else()
+    message(STATUS "ggml-rs: ggml-base is upstream's own (reference build)")
+endif()
