@@ -358,6 +358,30 @@ static void test_graph_copy_and_compare(void) {
     ggml_backend_free(cpu);
 }
 
+// ggml-alloc.c's, not in a header
+bool ggml_op_can_inplace(enum ggml_op op);
+
+// The ops whose result may take an operand's memory are the version's own list (ggml 0.9.8's has
+// no CLAMP): asked of every op, against upstream's list of the version compiled against.
+static void test_op_can_inplace_is_the_versions_list(void) {
+    const enum ggml_op listed[] = {
+        GGML_OP_FILL, GGML_OP_SCALE, GGML_OP_DIAG_MASK_ZERO, GGML_OP_DIAG_MASK_INF, GGML_OP_ADD, GGML_OP_ADD_ID, GGML_OP_ADD1,
+        GGML_OP_SUB, GGML_OP_MUL, GGML_OP_DIV, GGML_OP_SQR, GGML_OP_SQRT, GGML_OP_LOG, GGML_OP_UNARY, GGML_OP_ROPE, GGML_OP_ROPE_BACK,
+        GGML_OP_SILU_BACK, GGML_OP_RMS_NORM, GGML_OP_RMS_NORM_BACK, GGML_OP_SOFT_MAX, GGML_OP_SOFT_MAX_BACK,
+#ifndef GGML_RS_ABI_0_9_8
+        GGML_OP_CLAMP,
+#endif
+    };
+    for (int op = 0; op < GGML_OP_COUNT; op++) {
+        bool want = false;
+        for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++) {
+            want = want || (int) listed[i] == op;
+        }
+        CHECK(ggml_op_can_inplace((enum ggml_op) op) == want, "ggml_op_can_inplace(%s) is %d, upstream's list says %d", ggml_op_name((enum ggml_op) op),
+              !want, want);
+    }
+}
+
 int main(int argc, char ** argv) {
     g_only = argc > 1 ? argv[1] : NULL;
     RUN(test_cpu_buffer_type_is_a_stable_singleton);
@@ -368,6 +392,7 @@ int main(int argc, char ** argv) {
     RUN(test_events);
     RUN(test_device_and_backend_getters);
     RUN(test_graph_copy_and_compare);
+    RUN(test_op_can_inplace_is_the_versions_list);
     printf("%d tests passed\n", g_tests_run);
     return 0;
 }
