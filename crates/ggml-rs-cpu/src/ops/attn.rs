@@ -86,16 +86,18 @@ fn row_bytes<'a>(p: *const u8, t: GgmlType, n: i64) -> &'a [u8] {
 /// head (grouped-query attention), so each K row is dotted and each V row read once per group
 const QT: usize = 16;
 
-/// the per-chunk work areas, in f32 words: per query of a group its converted Q, accumulator,
-/// tile scores, running maximum and sum; one V row in f32
+/// the per-chunk work areas, in f32 words: per query of a group its converted Q (or its f32 row
+/// for the tiled path), accumulator, tile scores, running maximum and sum; one V row in f32; a
+/// tile of K rows and one of V rows in f32 (the tiled path)
 struct Work {
     q_words: usize,
+    dk: usize,
     dv: usize,
 }
 
 impl Work {
     fn words(&self) -> usize {
-        QT * (self.q_words + self.dv + TILE + 2) + self.dv
+        QT * (self.q_words + self.dv + TILE + 2) + self.dv + TILE * (self.dk + self.dv)
     }
 }
 
@@ -107,6 +109,8 @@ struct Areas<'a> {
     m_run: &'a mut [f32],
     s_run: &'a mut [f32],
     v32: &'a mut [f32],
+    ktile: &'a mut [f32],
+    vtile: &'a mut [f32],
 }
 
 fn chunk_work<'a>(s: &Scratch, c: usize, w: &Work) -> Areas<'a> {
@@ -115,8 +119,10 @@ fn chunk_work<'a>(s: &Scratch, c: usize, w: &Work) -> Areas<'a> {
     let (acc, rest) = rest.split_at_mut(QT * w.dv);
     let (scores, rest) = rest.split_at_mut(QT * TILE);
     let (m_run, rest) = rest.split_at_mut(QT);
-    let (s_run, v32) = rest.split_at_mut(QT);
-    Areas { qbuf, acc, scores, m_run, s_run, v32 }
+    let (s_run, rest) = rest.split_at_mut(QT);
+    let (v32, rest) = rest.split_at_mut(w.dv);
+    let (ktile, vtile) = rest.split_at_mut(TILE * w.dk);
+    Areas { qbuf, acc, scores, m_run, s_run, v32, ktile, vtile }
 }
 
 /// how the queries and the KV positions are cut into work items
@@ -179,7 +185,8 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (kt, vt) = (kv_type(&k).expect("checked"), kv_type(&v).expect("checked"));
     let qt = kt.vec_dot_type().expect("K types have one");
     let (dk, dv) = (k.ne[0], v.ne[0]);
-    let work = Work { q_words: qt.row_size(dk as usize).div_ceil(4), dv: dv as usize };
+    // room for Q in K's dot type or in f32
+    let work = Work { q_words: qt.row_size(dk as usize).div_ceil(4).max(dk as usize), dk: dk as usize, dv: dv as usize };
     let mc = max_chunks(exec);
     let split = Split::of(&q, &k, &v, mc);
     let units = split.units(&q);
@@ -322,8 +329,18 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
     let nq = g.nq();
     let q_words = c.q_words;
     let qbytes = qt.row_size(dk as usize);
-    // each query in K's dot type
+    let dku = dk as usize;
+    // the tiled path: K and V tiles in f32, all the group's queries against a tile at once (the
+    // kernels have a vector form, K and V are float types, and there is more than one query)
+    let tiled = p.vf.has_tiles() && matches!(kt, GgmlType::F16 | GgmlType::F32) && matches!(vt, GgmlType::F16 | GgmlType::F32) && nq >= 2;
+    // each query in K's dot type, or in f32 (packed, dk apart) for the tiled path
     for a in 0..nq {
+        if tiled {
+            let (iq1, iq2) = g.query(a);
+            let qrow = row_bytes(q.row(iq1, iq2, g.iq3), GgmlType::F32, dk);
+            w.qbuf[a * dku..(a + 1) * dku].copy_from_slice(crate::block::as_blocks(qrow, "flash_attn_ext q"));
+            continue;
+        }
         let (iq1, iq2) = g.query(a);
         let qrow = row_bytes(q.row(iq1, iq2, g.iq3), GgmlType::F32, dk);
         let qf: &[f32] = crate::block::as_blocks(qrow, "flash_attn_ext q");
@@ -359,17 +376,43 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
     let mut ic0 = kv0;
     while ic0 < kv1 {
         let n = (kv1 - ic0).min(TILE as i64) as usize;
+        let mask_at = |a: usize, ic: i64| -> f32 {
+            // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
+            slopes[a] * half::f16::from_bits(unsafe { (mrows[a].add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32()
+        };
+        if tiled {
+            // a tile masked for every query of the group (causal attention's upper part) is skipped
+            if c.mask.is_some() && (0..nq).all(|a| (0..n).all(|j| mask_at(a, ic0 + j as i64) == f32::NEG_INFINITY)) {
+                ic0 += n as i64;
+                continue;
+            }
+            for j in 0..n {
+                let ic = ic0 + j as i64;
+                v_to_f32(kt, row_bytes(k.row(ic, ik2, ik3), kt, dk), &mut w.ktile[j * dku..(j + 1) * dku]);
+            }
+            p.vf.score_tile(w.qbuf, nq, w.ktile, n, dku, w.scores, TILE);
+            for a in 0..nq {
+                for j in 0..n {
+                    let mv = if c.mask.is_some() { mask_at(a, ic0 + j as i64) } else { 0.0 };
+                    let sc = &mut w.scores[a * TILE + j];
+                    *sc = if mv == f32::NEG_INFINITY {
+                        f32::NEG_INFINITY
+                    } else {
+                        let mut s = *sc * p.scale;
+                        if p.softcap != 0.0 {
+                            s = p.softcap * s.tanh();
+                        }
+                        s + mv
+                    };
+                }
+            }
+        }
         // the tile's scores, K row by K row
-        for j in 0..n {
+        for j in 0..if tiled { 0 } else { n } {
             let ic = ic0 + j as i64;
             let krow = row_bytes(k.row(ic, ik2, ik3), kt, dk);
             for a in 0..nq {
-                let mv = if c.mask.is_some() {
-                    // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
-                    slopes[a] * half::f16::from_bits(unsafe { (mrows[a].add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32()
-                } else {
-                    0.0
-                };
+                let mv = if c.mask.is_some() { mask_at(a, ic) } else { 0.0 };
                 w.scores[a * TILE + j] = if mv == f32::NEG_INFINITY {
                     f32::NEG_INFINITY
                 } else {
@@ -399,6 +442,15 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
                 // a masked position weighs 0 (the exp of -inf)
                 w.s_run[a] += p.vf.exp_sub_sum(sc, m) as f32;
             }
+        }
+        if tiled {
+            for j in 0..n {
+                let ic = ic0 + j as i64;
+                v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), &mut w.vtile[j * dvu..(j + 1) * dvu]);
+            }
+            p.vf.acc_tile(w.acc, nq, w.scores, TILE, w.vtile, n, dvu);
+            ic0 += n as i64;
+            continue;
         }
         // V row by V row: F16 weighted in directly, other types converted once for the group
         for j in 0..n {

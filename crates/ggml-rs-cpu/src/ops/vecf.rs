@@ -97,6 +97,53 @@ impl VecF {
     }
 }
 
+impl VecF {
+    /// whether [`VecF::score_tile`] and [`VecF::acc_tile`] have a vector form at this level (the
+    /// attention takes its tiled path only then)
+    pub fn has_tiles(self) -> bool {
+        cfg!(target_arch = "x86_64") && self.0 >= Level::Avx512
+    }
+
+    /// `out[a·stride + j] = q_a · k_j` for the `nq` rows of `q` and the `n` rows of `k` (`d` floats
+    /// each, packed)
+    #[allow(clippy::too_many_arguments)]
+    pub fn score_tile(self, q: &[f32], nq: usize, k: &[f32], n: usize, d: usize, out: &mut [f32], stride: usize) {
+        assert!(q.len() >= nq * d && k.len() >= n * d && n <= stride && out.len() >= (nq.max(1) - 1) * stride + n, "vecf::score_tile: short slices");
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32; the lengths are checked above
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::score_tile_512(q, nq, k, n, d, out, stride) },
+            _ => {
+                for a in 0..nq {
+                    for j in 0..n {
+                        out[a * stride + j] = q[a * d..(a + 1) * d].iter().zip(&k[j * d..(j + 1) * d]).map(|(x, y)| x * y).sum();
+                    }
+                }
+            }
+        }
+    }
+
+    /// `acc_a += Σ_j w[a·stride + j] · v_j` for the `nq` accumulators (`d` floats each, packed) and
+    /// the `n` rows of `v`
+    #[allow(clippy::too_many_arguments)]
+    pub fn acc_tile(self, acc: &mut [f32], nq: usize, w: &[f32], stride: usize, v: &[f32], n: usize, d: usize) {
+        assert!(acc.len() >= nq * d && v.len() >= n * d && n <= stride && w.len() >= (nq.max(1) - 1) * stride + n, "vecf::acc_tile: short slices");
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32; the lengths are checked above
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::acc_tile_512(acc, nq, w, stride, v, n, d) },
+            _ => {
+                for a in 0..nq {
+                    for j in 0..n {
+                        let s = w[a * stride + j];
+                        acc[a * d..(a + 1) * d].iter_mut().zip(&v[j * d..(j + 1) * d]).for_each(|(x, y)| *x += s * y);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// the scalar form of the vector exp (the tail lanes of the vector kernels)
 #[inline]
 fn exp_poly(x: f32) -> f32 {
@@ -217,6 +264,82 @@ mod x86 {
             m = _mm512_max_ps(m, unsafe { _mm512_loadu_ps(y.as_ptr().add(i)) });
         }
         y[n..].iter().cloned().fold(_mm512_reduce_max_ps(m), f32::max)
+    }
+
+    /// the mask of the first `r` (1..=16) lanes
+    #[inline]
+    fn lanes(r: usize) -> __mmask16 {
+        if r >= 16 { 0xffff } else { ((1u32 << r) - 1) as __mmask16 }
+    }
+
+    /// four queries at a time against each K row: one load of K feeds four FMAs
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn score_tile_512(q: &[f32], nq: usize, k: &[f32], n: usize, d: usize, out: &mut [f32], stride: usize) {
+        let (qp, kp) = (q.as_ptr(), k.as_ptr());
+        let mut a = 0;
+        while a < nq {
+            let m = (nq - a).min(4);
+            for j in 0..n {
+                let mut acc = [_mm512_setzero_ps(); 4];
+                let mut i = 0;
+                while i < d {
+                    let mk = lanes(d - i);
+                    // SAFETY: lanes past d are masked off; rows a..a+m of q and row j of k hold d floats (caller's checks)
+                    unsafe {
+                        let kv = _mm512_maskz_loadu_ps(mk, kp.add(j * d + i));
+                        for (t, acc_t) in acc.iter_mut().enumerate().take(m) {
+                            *acc_t = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, qp.add((a + t) * d + i)), kv, *acc_t);
+                        }
+                    }
+                    i += 16;
+                }
+                for (t, acc_t) in acc.iter().enumerate().take(m) {
+                    out[(a + t) * stride + j] = _mm512_reduce_add_ps(*acc_t);
+                }
+            }
+            a += 4;
+        }
+    }
+
+    /// per accumulator, strips of 64 floats held in four registers over all the V rows, then
+    /// the remaining vectors one at a time (the last one masked)
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn acc_tile_512(acc: &mut [f32], nq: usize, w: &[f32], stride: usize, v: &[f32], n: usize, d: usize) {
+        let vp = v.as_ptr();
+        for a in 0..nq {
+            let ap = acc[a * d..(a + 1) * d].as_mut_ptr();
+            let wa = &w[a * stride..a * stride + n];
+            let mut i = 0;
+            while i + 64 <= d {
+                // SAFETY: floats i..i+64 of the accumulator and of every V row (i + 64 <= d)
+                unsafe {
+                    let mut r = [_mm512_loadu_ps(ap.add(i)), _mm512_loadu_ps(ap.add(i + 16)), _mm512_loadu_ps(ap.add(i + 32)), _mm512_loadu_ps(ap.add(i + 48))];
+                    for (j, &s) in wa.iter().enumerate() {
+                        let sv = _mm512_set1_ps(s);
+                        let row = vp.add(j * d + i);
+                        for (t, r_t) in r.iter_mut().enumerate() {
+                            *r_t = _mm512_fmadd_ps(_mm512_loadu_ps(row.add(16 * t)), sv, *r_t);
+                        }
+                    }
+                    for (t, r_t) in r.iter().enumerate() {
+                        _mm512_storeu_ps(ap.add(i + 16 * t), *r_t);
+                    }
+                }
+                i += 64;
+            }
+            while i < d {
+                let mk = lanes(d - i);
+                // SAFETY: lanes past d are masked off
+                unsafe {
+                    let mut r = _mm512_maskz_loadu_ps(mk, ap.add(i));
+                    for (j, &s) in wa.iter().enumerate() {
+                        r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, vp.add(j * d + i)), _mm512_set1_ps(s), r);
+                    }
+                    _mm512_mask_storeu_ps(ap.add(i), mk, r);
+                }
+                i += 16;
+            }
+        }
     }
 
     /// exp of 16 lanes, as `exp_poly`
@@ -365,6 +488,29 @@ mod tests {
     }
 
     /// |a - b| within `rel` of max(|b|, floor) (a floor for sums that may cancel)
+    #[test]
+    fn the_tile_kernels_match_the_scalar_reference() {
+        let mut rng = XorShift::new(78);
+        let scalar = VecF(Level::Scalar);
+        for (nq, n, d) in [(1usize, 1usize, 16usize), (3, 5, 72), (8, 64, 64), (16, 33, 130), (5, 7, 576), (2, 3, 8)] {
+            let stride = n + 3;
+            let q: Vec<f32> = (0..nq * d).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let kv: Vec<f32> = (0..n * d).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let w: Vec<f32> = (0..nq * stride).map(|_| rng.f32_in(0.0, 1.0)).collect();
+            let acc0: Vec<f32> = (0..nq * d).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            for k in levels() {
+                let (mut a, mut b) = (vec![0f32; nq * stride], vec![0f32; nq * stride]);
+                k.score_tile(&q, nq, &kv, n, d, &mut a, stride);
+                scalar.score_tile(&q, nq, &kv, n, d, &mut b, stride);
+                close(&a, &b, 1e-5, 1.0, "score_tile", k);
+                let (mut a, mut b) = (acc0.clone(), acc0.clone());
+                k.acc_tile(&mut a, nq, &w, stride, &kv, n, d);
+                scalar.acc_tile(&mut b, nq, &w, stride, &kv, n, d);
+                close(&a, &b, 1e-5, 1.0, "acc_tile", k);
+            }
+        }
+    }
+
     fn close(a: &[f32], b: &[f32], rel: f32, floor: f32, what: &str, k: VecF) {
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
             let tol = rel * y.abs().max(floor) + 1e-37;
