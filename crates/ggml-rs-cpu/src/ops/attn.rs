@@ -25,6 +25,7 @@ pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supp
 
 /// KV positions per tile
 const TILE: usize = 64;
+const _: () = assert!(TILE <= 256, "tile positions are kept in a u8");
 
 fn kv_type(v: &View) -> Option<GgmlType> {
     match v.block_type()? {
@@ -380,21 +381,31 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
             // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
             slopes[a] * half::f16::from_bits(unsafe { (mrows[a].add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32()
         };
+        // the positions of the tile the tiled path computes (compacted: a position masked for
+        // every query of the group is left out, so sparse masks cost only their live positions)
+        let mut live = [0u8; TILE];
+        let mut nt = n;
         if tiled {
-            // a tile masked for every query of the group (causal attention's upper part) is skipped
-            if c.mask.is_some() && (0..nq).all(|a| (0..n).all(|j| mask_at(a, ic0 + j as i64) == f32::NEG_INFINITY)) {
+            nt = 0;
+            for j in 0..n {
+                if c.mask.is_none() || (0..nq).any(|a| mask_at(a, ic0 + j as i64) != f32::NEG_INFINITY) {
+                    live[nt] = j as u8;
+                    nt += 1;
+                }
+            }
+            if nt == 0 {
                 ic0 += n as i64;
                 continue;
             }
-            for j in 0..n {
+            for (jj, &j) in live[..nt].iter().enumerate() {
                 let ic = ic0 + j as i64;
-                v_to_f32(kt, row_bytes(k.row(ic, ik2, ik3), kt, dk), &mut w.ktile[j * dku..(j + 1) * dku]);
+                v_to_f32(kt, row_bytes(k.row(ic, ik2, ik3), kt, dk), &mut w.ktile[jj * dku..(jj + 1) * dku]);
             }
-            p.vf.score_tile(w.qbuf, nq, w.ktile, n, dku, w.scores, TILE);
+            p.vf.score_tile(w.qbuf, nq, w.ktile, nt, dku, w.scores, TILE);
             for a in 0..nq {
-                for j in 0..n {
+                for (jj, &j) in live[..nt].iter().enumerate() {
                     let mv = if c.mask.is_some() { mask_at(a, ic0 + j as i64) } else { 0.0 };
-                    let sc = &mut w.scores[a * TILE + j];
+                    let sc = &mut w.scores[a * TILE + jj];
                     *sc = if mv == f32::NEG_INFINITY {
                         f32::NEG_INFINITY
                     } else {
@@ -426,7 +437,7 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
         }
         // the running maxima, the accumulators rescaled; the scores become weights
         for a in 0..nq {
-            let sc = &mut w.scores[a * TILE..a * TILE + n];
+            let sc = &mut w.scores[a * TILE..a * TILE + nt];
             let tmax = p.vf.max(sc);
             if tmax > w.m_run[a] {
                 let ms = (w.m_run[a] - tmax).exp();
@@ -444,11 +455,11 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
             }
         }
         if tiled {
-            for j in 0..n {
+            for (jj, &j) in live[..nt].iter().enumerate() {
                 let ic = ic0 + j as i64;
-                v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), &mut w.vtile[j * dvu..(j + 1) * dvu]);
+                v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), &mut w.vtile[jj * dvu..(jj + 1) * dvu]);
             }
-            p.vf.acc_tile(w.acc, nq, w.scores, TILE, w.vtile, n, dvu);
+            p.vf.acc_tile(w.acc, nq, w.scores, TILE, w.vtile, nt, dvu);
             ic0 += n as i64;
             continue;
         }
@@ -656,8 +667,10 @@ mod tests {
             let q = Tensor::random(raw_type::F32, [dk, n_q, n_head, 1], Layout::Contig, &mut rng, -1.0, 1.0);
             let (k, kvals) = kv_tensor(kt, [dk, n_kv, n_head_kv, 1], &mut rng);
             let (v, vvals) = kv_tensor(kt, [dk, n_kv, n_head_kv, 1], &mut rng);
-            // the first positions masked for every row: a whole KV chunk may see only -inf
-            let mvals: Vec<f32> = (0..n_kv * n_q).map(|i| if (i % n_kv) < 350 { f32::NEG_INFINITY } else { rng.f32_in(-1.0, 0.0) }).collect();
+            // the first positions masked for every row (a whole KV chunk may see only -inf), then
+            // every third one (a sparse mask: the tiled path leaves those positions out)
+            let mvals: Vec<f32> =
+                (0..n_kv * n_q).map(|i| if (i % n_kv) < 350 || (i % n_kv) % 3 == 1 { f32::NEG_INFINITY } else { rng.f32_in(-1.0, 0.0) }).collect();
             let mask = Tensor::from_f32(raw_type::F16, [n_kv, n_q, 1, 1], Layout::Contig, &mvals);
             let sinks: Vec<f32> = (0..n_head).map(|_| rng.f32_in(-1.0, 1.0)).collect();
             let sk = Tensor::from_f32(raw_type::F32, [n_head, 1, 1, 1], Layout::Contig, &sinks);

@@ -272,14 +272,15 @@ mod x86 {
         if r >= 16 { 0xffff } else { ((1u32 << r) - 1) as __mmask16 }
     }
 
-    /// four queries at a time against each K row: one load of K feeds four FMAs
+    /// four queries at a time against each K row: one load of K feeds four FMAs; K row by K row
+    /// outside (a row stays in L1 while every query meets it, the queries are few)
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     pub(super) fn score_tile_512(q: &[f32], nq: usize, k: &[f32], n: usize, d: usize, out: &mut [f32], stride: usize) {
         let (qp, kp) = (q.as_ptr(), k.as_ptr());
-        let mut a = 0;
-        while a < nq {
-            let m = (nq - a).min(4);
-            for j in 0..n {
+        for j in 0..n {
+            let mut a = 0;
+            while a < nq {
+                let m = (nq - a).min(4);
                 let mut acc = [_mm512_setzero_ps(); 4];
                 let mut i = 0;
                 while i < d {
@@ -296,23 +297,25 @@ mod x86 {
                 for (t, acc_t) in acc.iter().enumerate().take(m) {
                     out[(a + t) * stride + j] = _mm512_reduce_add_ps(*acc_t);
                 }
+                a += 4;
             }
-            a += 4;
         }
     }
 
-    /// per accumulator, strips of 64 floats held in four registers over all the V rows, then
-    /// the remaining vectors one at a time (the last one masked)
+    /// strips of 64 floats of every accumulator held in four registers over all the V rows, then
+    /// the remaining vectors one at a time (the last one masked); strip outside, so the strip of
+    /// the V tile stays in L1 while each accumulator takes it in
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     pub(super) fn acc_tile_512(acc: &mut [f32], nq: usize, w: &[f32], stride: usize, v: &[f32], n: usize, d: usize) {
         let vp = v.as_ptr();
-        for a in 0..nq {
-            let ap = acc[a * d..(a + 1) * d].as_mut_ptr();
-            let wa = &w[a * stride..a * stride + n];
-            let mut i = 0;
-            while i + 64 <= d {
-                // SAFETY: floats i..i+64 of the accumulator and of every V row (i + 64 <= d)
+        let ap0 = acc.as_mut_ptr();
+        let mut i = 0;
+        while i + 64 <= d {
+            for a in 0..nq {
+                let wa = &w[a * stride..a * stride + n];
+                // SAFETY: floats i..i+64 of accumulator a and of every V row (i + 64 <= d, lengths checked by the caller)
                 unsafe {
+                    let ap = ap0.add(a * d);
                     let mut r = [_mm512_loadu_ps(ap.add(i)), _mm512_loadu_ps(ap.add(i + 16)), _mm512_loadu_ps(ap.add(i + 32)), _mm512_loadu_ps(ap.add(i + 48))];
                     for (j, &s) in wa.iter().enumerate() {
                         let sv = _mm512_set1_ps(s);
@@ -325,20 +328,24 @@ mod x86 {
                         _mm512_storeu_ps(ap.add(i + 16 * t), *r_t);
                     }
                 }
-                i += 64;
             }
-            while i < d {
-                let mk = lanes(d - i);
+            i += 64;
+        }
+        while i < d {
+            let mk = lanes(d - i);
+            for a in 0..nq {
+                let wa = &w[a * stride..a * stride + n];
                 // SAFETY: lanes past d are masked off
                 unsafe {
+                    let ap = ap0.add(a * d);
                     let mut r = _mm512_maskz_loadu_ps(mk, ap.add(i));
                     for (j, &s) in wa.iter().enumerate() {
                         r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, vp.add(j * d + i)), _mm512_set1_ps(s), r);
                     }
                     _mm512_mask_storeu_ps(ap.add(i), mk, r);
                 }
-                i += 16;
             }
+            i += 16;
         }
     }
 
