@@ -14,7 +14,8 @@
 //! softmax as a score with no V row. A row with nothing to attend to is 0.
 
 use super::softmax::alibi_slope;
-use super::unary::kit::{max_chunks, par_ranges_c, set};
+use super::unary::kit::{f32_row_mut, max_chunks, par_ranges_c, set};
+use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, Scratch, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
@@ -24,6 +25,7 @@ pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supp
 
 /// KV positions per tile
 const TILE: usize = 64;
+const _: () = assert!(TILE <= 256, "tile positions are kept in a u8");
 
 fn kv_type(v: &View) -> Option<GgmlType> {
     match v.block_type()? {
@@ -81,20 +83,22 @@ fn row_bytes<'a>(p: *const u8, t: GgmlType, n: i64) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(p, t.row_size(n as usize)) }
 }
 
-/// query rows of one head computed together: each K row is dotted and each V row converted once
-/// per group rather than once per query
+/// queries computed together: the query rows of one or more heads that read the same K and V
+/// head (grouped-query attention), so each K row is dotted and each V row read once per group
 const QT: usize = 16;
 
-/// the per-chunk work areas, in f32 words: per query of a group its converted Q, accumulator,
-/// tile scores, running maximum and sum; one V row in f32
+/// the per-chunk work areas, in f32 words: per query of a group its converted Q (or its f32 row
+/// for the tiled path), accumulator, tile scores, running maximum and sum; one V row in f32; a
+/// tile of K rows and one of V rows in f32 (the tiled path)
 struct Work {
     q_words: usize,
+    dk: usize,
     dv: usize,
 }
 
 impl Work {
     fn words(&self) -> usize {
-        QT * (self.q_words + self.dv + TILE + 2) + self.dv
+        QT * (self.q_words + self.dv + TILE + 2) + self.dv + TILE * (self.dk + self.dv)
     }
 }
 
@@ -106,6 +110,8 @@ struct Areas<'a> {
     m_run: &'a mut [f32],
     s_run: &'a mut [f32],
     v32: &'a mut [f32],
+    ktile: &'a mut [f32],
+    vtile: &'a mut [f32],
 }
 
 fn chunk_work<'a>(s: &Scratch, c: usize, w: &Work) -> Areas<'a> {
@@ -114,8 +120,60 @@ fn chunk_work<'a>(s: &Scratch, c: usize, w: &Work) -> Areas<'a> {
     let (acc, rest) = rest.split_at_mut(QT * w.dv);
     let (scores, rest) = rest.split_at_mut(QT * TILE);
     let (m_run, rest) = rest.split_at_mut(QT);
-    let (s_run, v32) = rest.split_at_mut(QT);
-    Areas { qbuf, acc, scores, m_run, s_run, v32 }
+    let (s_run, rest) = rest.split_at_mut(QT);
+    let (v32, rest) = rest.split_at_mut(w.dv);
+    let (ktile, vtile) = rest.split_at_mut(TILE * w.dk);
+    Areas { qbuf, acc, scores, m_run, s_run, v32, ktile, vtile }
+}
+
+/// how the queries and the KV positions are cut into work items
+#[derive(Clone, Copy)]
+struct Split {
+    /// heads per group (they share a K and a V head)
+    hg: i64,
+    /// query rows per group
+    rows: i64,
+    /// groups along dims 1 (row blocks) and 2 (head groups)
+    row_blocks: i64,
+    head_groups: i64,
+    /// KV chunks per group (more than 1 when the groups alone leave threads idle: decode)
+    ns: i64,
+    /// KV positions per chunk
+    per: i64,
+}
+
+impl Split {
+    fn of(q: &View, k: &View, v: &View, max_chunks: usize) -> Split {
+        let (rk, rv) = (q.ne[2] / k.ne[2], q.ne[2] / v.ne[2]);
+        // the largest number of heads below QT that divides the K/V broadcast ratio
+        let hg = if rk == rv { (1..=rk.min(QT as i64)).rev().find(|h| rk % h == 0).unwrap_or(1) } else { 1 };
+        let rows = QT as i64 / hg;
+        let row_blocks = (q.ne[1] + rows - 1) / rows;
+        let head_groups = q.ne[2] / hg;
+        let units = row_blocks * head_groups * q.ne[3];
+        let n_kv = k.ne[1];
+        let want = max_chunks as i64;
+        let ns = if units < want { ((want + units - 1) / units).min(n_kv / (2 * TILE as i64)).max(1) } else { 1 };
+        let per = (n_kv + ns - 1) / ns;
+        Split { hg, rows, row_blocks, head_groups, ns, per }
+    }
+
+    fn units(&self, q: &View) -> i64 {
+        self.row_blocks * self.head_groups * q.ne[3]
+    }
+
+    /// the first row, the row count, the first head and the sequence of unit `u`
+    fn unit(&self, q: &View, u: i64) -> (i64, i64, i64, i64) {
+        let (b, rest) = (u % self.row_blocks, u / self.row_blocks);
+        let (hgi, iq3) = (rest % self.head_groups, rest / self.head_groups);
+        let iq1 = b * self.rows;
+        (iq1, (q.ne[1] - iq1).min(self.rows), hgi * self.hg, iq3)
+    }
+}
+
+/// the words of one KV chunk's partial result per query: its maximum, sum and accumulator
+fn partial_words(dv: usize) -> usize {
+    dv + 2
 }
 
 fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
@@ -128,8 +186,16 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (kt, vt) = (kv_type(&k).expect("checked"), kv_type(&v).expect("checked"));
     let qt = kt.vec_dot_type().expect("K types have one");
     let (dk, dv) = (k.ne[0], v.ne[0]);
-    let work = Work { q_words: qt.row_size(dk as usize).div_ceil(4), dv: dv as usize };
-    let scratch = exec.scratch(max_chunks(exec) * work.words() * 4);
+    // room for Q in K's dot type or in f32
+    let work = Work { q_words: qt.row_size(dk as usize).div_ceil(4).max(dk as usize), dk: dk as usize, dv: dv as usize };
+    let mc = max_chunks(exec);
+    let split = Split::of(&q, &k, &v, mc);
+    let units = split.units(&q);
+    let pw = partial_words(dv as usize);
+    // the partials of every (unit, KV chunk) follow the chunks' work areas
+    let partials = if split.ns > 1 { (units * split.ns) as usize * QT * pw } else { 0 };
+    let scratch = exec.scratch((mc * work.words() + partials) * 4);
+    let part_base = mc * work.words();
     let dot = RowDot::new(kt, exec.level());
     let mut scale = node.param_f32(0);
     let max_bias = node.param_f32(1);
@@ -137,20 +203,68 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     if softcap != 0.0 {
         scale /= softcap;
     }
-    let p = Params { scale, max_bias, softcap };
-    let qne = q.ne;
-    // a unit: up to QT query rows of one head (iq2) and sequence (iq3)
-    let groups = (qne[1] as usize).div_ceil(QT) as i64;
-    par_ranges_c(exec, groups * qne[2] * qne[3], |c, u0, u1| {
+    let p = Params { scale, max_bias, softcap, vf: VecF::at(exec.level()) };
+    let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
+    par_ranges_c(exec, units * split.ns, |c, i0, i1| {
         let mut w = chunk_work(&scratch, c, &work);
-        for u in u0..u1 {
-            let (g, rest) = (u % groups, u / groups);
-            let (iq2, iq3) = (rest % qne[2], rest / qne[2]);
-            let iq1 = g * QT as i64;
-            let n = (qne[1] - iq1).min(QT as i64) as usize;
-            one_group(&q, &k, &v, mask.as_ref(), sinks.as_ref(), &d, (kt, vt, qt), &dot, &p, (iq1, n, iq2, iq3), work.q_words, &mut w);
+        for item in i0..i1 {
+            let (u, sp) = (item / split.ns, item % split.ns);
+            let (iq1, nr, h0, iq3) = split.unit(&q, u);
+            let g = Group { iq1, nr, h0, hg: split.hg, iq3 };
+            let kv0 = sp * split.per;
+            let kv1 = (kv0 + split.per).min(k.ne[1]);
+            one_group(&ctx, &g, kv0, kv1, &mut w);
+            if split.ns == 1 {
+                finish_group(&ctx, &g, &mut w);
+            } else {
+                let nq = g.nq();
+                // SAFETY: item's own partials (disjoint per item), inside the scratch sized above
+                let part = unsafe { std::slice::from_raw_parts_mut((scratch.ptr as *mut f32).add(part_base + item as usize * QT * pw), QT * pw) };
+                for a in 0..nq {
+                    let o = &mut part[a * pw..(a + 1) * pw];
+                    o[0] = w.m_run[a];
+                    o[1] = w.s_run[a];
+                    o[2..].copy_from_slice(&w.acc[a * work.dv..(a + 1) * work.dv]);
+                }
+            }
         }
     });
+    if split.ns > 1 {
+        // the KV chunks of each group combined: every partial rescaled to the largest maximum
+        par_ranges_c(exec, units, |c, u0, u1| {
+            let mut w = chunk_work(&scratch, c, &work);
+            for u in u0..u1 {
+                let (iq1, nr, h0, iq3) = split.unit(&q, u);
+                let g = Group { iq1, nr, h0, hg: split.hg, iq3 };
+                let dvu = work.dv;
+                for a in 0..g.nq() {
+                    let part = |sp: i64| -> &[f32] {
+                        let off = part_base + ((u * split.ns + sp) as usize * QT + a) * pw;
+                        // SAFETY: written by the first phase (joined), read only here
+                        unsafe { std::slice::from_raw_parts((scratch.ptr as *const f32).add(off), pw) }
+                    };
+                    let m = (0..split.ns).map(|sp| part(sp)[0]).fold(f32::NEG_INFINITY, f32::max);
+                    let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
+                    acc.fill(0.0);
+                    let mut s = 0f32;
+                    if m != f32::NEG_INFINITY {
+                        for sp in 0..split.ns {
+                            let pp = part(sp);
+                            if pp[0] == f32::NEG_INFINITY {
+                                continue;
+                            }
+                            let f = (pp[0] - m).exp();
+                            s += pp[1] * f;
+                            p.vf.mad_f32(acc, &pp[2..], f);
+                        }
+                    }
+                    w.m_run[a] = m;
+                    w.s_run[a] = s;
+                }
+                finish_group(&ctx, &g, &mut w);
+            }
+        });
+    }
     Ok(())
 }
 
@@ -158,6 +272,41 @@ struct Params {
     scale: f32,
     max_bias: f32,
     softcap: f32,
+    vf: VecF,
+}
+
+/// what every group of a node reads
+struct Ctx<'a> {
+    q: &'a View,
+    k: &'a View,
+    v: &'a View,
+    mask: Option<&'a View>,
+    sinks: Option<&'a View>,
+    d: &'a View,
+    types: (GgmlType, GgmlType, GgmlType),
+    dot: &'a RowDot,
+    p: &'a Params,
+    q_words: usize,
+}
+
+/// query rows iq1 .. iq1 + nr of heads h0 .. h0 + hg, sequence iq3; query `a` of the group is row
+/// iq1 + a / hg of head h0 + a % hg
+struct Group {
+    iq1: i64,
+    nr: i64,
+    h0: i64,
+    hg: i64,
+    iq3: i64,
+}
+
+impl Group {
+    fn nq(&self) -> usize {
+        (self.nr * self.hg) as usize
+    }
+
+    fn query(&self, a: usize) -> (i64, i64) {
+        (self.iq1 + a as i64 / self.hg, self.h0 + a as i64 % self.hg)
+    }
 }
 
 /// a V row in f32; F16 through `half`'s slice conversion (F16C, eight at a time, where the CPU
@@ -171,29 +320,30 @@ fn v_to_f32(vt: GgmlType, bytes: &[u8], out: &mut [f32]) {
     }
 }
 
-/// query rows iq1 .. iq1 + nq of head iq2, sequence iq3
-#[allow(clippy::too_many_arguments)]
-fn one_group(
-    q: &View,
-    k: &View,
-    v: &View,
-    mask: Option<&View>,
-    sinks: Option<&View>,
-    d: &View,
-    (kt, vt, qt): (GgmlType, GgmlType, GgmlType),
-    dot: &RowDot,
-    p: &Params,
-    (iq1, nq, iq2, iq3): (i64, usize, i64, i64),
-    q_words: usize,
-    w: &mut Areas,
-) {
-    let (dk, dv, n_kv) = (k.ne[0], v.ne[0], k.ne[1]);
+/// the online softmax of group `g` over KV positions kv0 .. kv1: leaves each query's running
+/// maximum, sum and (unnormalised) accumulator in `w`
+fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
+    let (q, k, v, p) = (c.q, c.k, c.v, c.p);
+    let (kt, vt, qt) = c.types;
+    let (dk, dv) = (k.ne[0], v.ne[0]);
     let dvu = dv as usize;
-    let slope = alibi_slope(p.max_bias, q.ne[2] as u32, iq2 as u32);
+    let nq = g.nq();
+    let q_words = c.q_words;
     let qbytes = qt.row_size(dk as usize);
-    // each query in K's dot type
+    let dku = dk as usize;
+    // the tiled path: K and V tiles in f32, all the group's queries against a tile at once (the
+    // kernels have a vector form, K and V are float types, and there is more than one query)
+    let tiled = p.vf.has_tiles() && matches!(kt, GgmlType::F16 | GgmlType::F32) && matches!(vt, GgmlType::F16 | GgmlType::F32) && nq >= 2;
+    // each query in K's dot type, or in f32 (packed, dk apart) for the tiled path
     for a in 0..nq {
-        let qrow = row_bytes(q.row(iq1 + a as i64, iq2, iq3), GgmlType::F32, dk);
+        if tiled {
+            let (iq1, iq2) = g.query(a);
+            let qrow = row_bytes(q.row(iq1, iq2, g.iq3), GgmlType::F32, dk);
+            w.qbuf[a * dku..(a + 1) * dku].copy_from_slice(crate::block::as_blocks(qrow, "flash_attn_ext q"));
+            continue;
+        }
+        let (iq1, iq2) = g.query(a);
+        let qrow = row_bytes(q.row(iq1, iq2, g.iq3), GgmlType::F32, dk);
         let qf: &[f32] = crate::block::as_blocks(qrow, "flash_attn_ext q");
         let words = &mut w.qbuf[a * q_words..(a + 1) * q_words];
         // SAFETY: this chunk's own f32 words seen as bytes (any bit pattern is valid for both)
@@ -209,29 +359,75 @@ fn one_group(
         // SAFETY: as above, read only
         unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, qbytes) }
     };
-    let (ik2, ik3) = (iq2 / (q.ne[2] / k.ne[2]), iq3 / (q.ne[3] / k.ne[3]));
-    let (iv2, iv3) = (iq2 / (q.ne[2] / v.ne[2]), iq3 / (q.ne[3] / v.ne[3]));
-    let mrow = |a: usize| mask.map(|m| m.row(iq1 + a as i64, iq2 % m.ne[2], iq3 % m.ne[3]));
+    // every head of the group reads the same K and V head (Split::of groups only those)
+    let (ik2, ik3) = (g.h0 / (q.ne[2] / k.ne[2]), g.iq3 / (q.ne[3] / k.ne[3]));
+    let (iv2, iv3) = (g.h0 / (q.ne[2] / v.ne[2]), g.iq3 / (q.ne[3] / v.ne[3]));
+    let mut slopes = [1f32; QT];
+    let mut mrows = [std::ptr::null::<u8>(); QT];
+    for a in 0..nq {
+        let (iq1, iq2) = g.query(a);
+        slopes[a] = alibi_slope(p.max_bias, q.ne[2] as u32, iq2 as u32);
+        if let Some(m) = c.mask {
+            mrows[a] = m.row(iq1, iq2 % m.ne[2], g.iq3 % m.ne[3]);
+        }
+    }
     w.acc[..nq * dvu].fill(0.0);
     w.m_run[..nq].fill(f32::NEG_INFINITY);
     w.s_run[..nq].fill(0.0);
-    let mut ic0 = 0;
-    while ic0 < n_kv {
-        let n = (n_kv - ic0).min(TILE as i64) as usize;
+    let mut ic0 = kv0;
+    while ic0 < kv1 {
+        let n = (kv1 - ic0).min(TILE as i64) as usize;
+        let mask_at = |a: usize, ic: i64| -> f32 {
+            // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
+            slopes[a] * half::f16::from_bits(unsafe { (mrows[a].add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32()
+        };
+        // the positions of the tile the tiled path computes (compacted: a position masked for
+        // every query of the group is left out, so sparse masks cost only their live positions)
+        let mut live = [0u8; TILE];
+        let mut nt = n;
+        if tiled {
+            nt = 0;
+            for j in 0..n {
+                if c.mask.is_none() || (0..nq).any(|a| mask_at(a, ic0 + j as i64) != f32::NEG_INFINITY) {
+                    live[nt] = j as u8;
+                    nt += 1;
+                }
+            }
+            if nt == 0 {
+                ic0 += n as i64;
+                continue;
+            }
+            for (jj, &j) in live[..nt].iter().enumerate() {
+                let ic = ic0 + j as i64;
+                v_to_f32(kt, row_bytes(k.row(ic, ik2, ik3), kt, dk), &mut w.ktile[jj * dku..(jj + 1) * dku]);
+            }
+            p.vf.score_tile(w.qbuf, nq, w.ktile, nt, dku, w.scores, TILE);
+            for a in 0..nq {
+                for (jj, &j) in live[..nt].iter().enumerate() {
+                    let mv = if c.mask.is_some() { mask_at(a, ic0 + j as i64) } else { 0.0 };
+                    let sc = &mut w.scores[a * TILE + jj];
+                    *sc = if mv == f32::NEG_INFINITY {
+                        f32::NEG_INFINITY
+                    } else {
+                        let mut s = *sc * p.scale;
+                        if p.softcap != 0.0 {
+                            s = p.softcap * s.tanh();
+                        }
+                        s + mv
+                    };
+                }
+            }
+        }
         // the tile's scores, K row by K row
-        for j in 0..n {
+        for j in 0..if tiled { 0 } else { n } {
             let ic = ic0 + j as i64;
             let krow = row_bytes(k.row(ic, ik2, ik3), kt, dk);
             for a in 0..nq {
-                let mv = match mrow(a) {
-                    // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
-                    Some(mp) => slope * half::f16::from_bits(unsafe { (mp.add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32(),
-                    None => 0.0,
-                };
+                let mv = if c.mask.is_some() { mask_at(a, ic) } else { 0.0 };
                 w.scores[a * TILE + j] = if mv == f32::NEG_INFINITY {
                     f32::NEG_INFINITY
                 } else {
-                    let mut s = dot.dot(krow, q_bytes(w, a)) * p.scale;
+                    let mut s = c.dot.dot(krow, q_bytes(w, a)) * p.scale;
                     if p.softcap != 0.0 {
                         s = p.softcap * s.tanh();
                     }
@@ -241,56 +437,87 @@ fn one_group(
         }
         // the running maxima, the accumulators rescaled; the scores become weights
         for a in 0..nq {
-            let sc = &mut w.scores[a * TILE..a * TILE + n];
-            let tmax = sc.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let sc = &mut w.scores[a * TILE..a * TILE + nt];
+            let tmax = p.vf.max(sc);
             if tmax > w.m_run[a] {
                 let ms = (w.m_run[a] - tmax).exp();
-                w.acc[a * dvu..(a + 1) * dvu].iter_mut().for_each(|x| *x *= ms);
+                p.vf.scale(&mut w.acc[a * dvu..(a + 1) * dvu], ms);
                 w.s_run[a] *= ms;
                 w.m_run[a] = tmax;
             }
             let m = w.m_run[a];
-            for s in sc.iter_mut() {
-                // a masked position weighs 0 (exp(-inf) is 0, and a row masked so far has m = -inf)
-                *s = if *s == f32::NEG_INFINITY { 0.0 } else { (*s - m).exp() };
-                w.s_run[a] += *s;
+            if m == f32::NEG_INFINITY {
+                // everything so far masked: every weight is 0
+                sc.fill(0.0);
+            } else {
+                // a masked position weighs 0 (the exp of -inf)
+                w.s_run[a] += p.vf.exp_sub_sum(sc, m) as f32;
             }
         }
-        // V row by V row, converted once for the group
+        if tiled {
+            for (jj, &j) in live[..nt].iter().enumerate() {
+                let ic = ic0 + j as i64;
+                v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), &mut w.vtile[jj * dvu..(jj + 1) * dvu]);
+            }
+            p.vf.acc_tile(w.acc, nq, w.scores, TILE, w.vtile, nt, dvu);
+            ic0 += n as i64;
+            continue;
+        }
+        // V row by V row: F16 weighted in directly, other types converted once for the group
         for j in 0..n {
             if (0..nq).all(|a| w.scores[a * TILE + j] == 0.0) {
                 continue;
             }
             let ic = ic0 + j as i64;
-            v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), w.v32);
+            let vbytes = row_bytes(v.row(ic, iv2, iv3), vt, dv);
+            let vh: Option<&[half::f16]> = (vt == GgmlType::F16).then(|| crate::block::as_blocks(vbytes, "flash_attn_ext v"));
+            if vh.is_none() {
+                v_to_f32(vt, vbytes, w.v32);
+            }
             for a in 0..nq {
                 let vs = w.scores[a * TILE + j];
                 if vs == 0.0 {
                     continue;
                 }
-                for (x, y) in w.acc[a * dvu..(a + 1) * dvu].iter_mut().zip(w.v32.iter()) {
-                    *x += y * vs;
+                let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
+                match vh {
+                    Some(h) => p.vf.mad_f16(acc, h, vs),
+                    None => p.vf.mad_f32(acc, w.v32, vs),
                 }
             }
         }
         ic0 += n as i64;
     }
-    for a in 0..nq {
+}
+
+/// the sinks joined, the accumulators normalised and written to the permuted output
+fn finish_group(c: &Ctx, g: &Group, w: &mut Areas) {
+    let dvu = c.v.ne[0] as usize;
+    for a in 0..g.nq() {
+        let (iq1, iq2) = g.query(a);
         let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
-        if let Some(sk) = sinks {
+        if let Some(sk) = c.sinks {
             let s = super::unary::kit::get(sk, iq2, 0, 0, 0);
             if s > w.m_run[a] {
                 let ms = (w.m_run[a] - s).exp();
-                acc.iter_mut().for_each(|x| *x *= ms);
+                c.p.vf.scale(acc, ms);
                 w.s_run[a] = w.s_run[a] * ms + 1.0;
             } else {
                 w.s_run[a] += (s - w.m_run[a]).exp();
             }
         }
         let inv = if w.s_run[a] == 0.0 { 0.0 } else { 1.0 / w.s_run[a] };
-        for (i0, x) in acc.iter().enumerate() {
-            // permuted output: [DV, n_head, n_q, n_seq]
-            set(d, i0 as i64, iq2, iq1 + a as i64, iq3, x * inv);
+        // permuted output: [DV, n_head, n_q, n_seq]
+        match f32_row_mut(c.d, dvu as i64, iq2, iq1, g.iq3) {
+            Some(out) => {
+                out.copy_from_slice(acc);
+                c.p.vf.scale(out, inv);
+            }
+            None => {
+                for (i0, x) in acc.iter().enumerate() {
+                    set(c.d, i0 as i64, iq2, iq1, g.iq3, x * inv);
+                }
+            }
         }
     }
 }
@@ -417,6 +644,44 @@ mod tests {
                 _ => 2e-2,
             };
             assert_close(&format!("case {case}: K {kt:?} V {vt:?} dk {dk} dv {dv} n_kv {n_kv} mask {with_mask} sinks {with_sinks}"), &dst.to_f32(), &want, tol);
+        }
+    }
+
+    /// decode shapes: one query row, heads grouped over a shared K/V head, the KV positions split
+    /// into chunks whose partial softmaxes are combined (the path a single group takes when the
+    /// threads would otherwise idle), on one and on several threads
+    #[test]
+    fn grouped_heads_and_kv_chunks_match_reference() {
+        let mut rng = XorShift::new(43);
+        for (case, (kt, n_kv, n_q, n_head, n_head_kv, threads)) in [
+            (GgmlType::F16, 600i64, 1i64, 8i64, 1i64, 3usize),
+            (GgmlType::F16, 1000, 1, 8, 2, 1),
+            (GgmlType::Q8_0, 700, 1, 4, 1, 2),
+            (GgmlType::F16, 513, 3, 6, 3, 2),
+            (GgmlType::F32, 300, 2, 32, 1, 3),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let dk = 64;
+            let q = Tensor::random(raw_type::F32, [dk, n_q, n_head, 1], Layout::Contig, &mut rng, -1.0, 1.0);
+            let (k, kvals) = kv_tensor(kt, [dk, n_kv, n_head_kv, 1], &mut rng);
+            let (v, vvals) = kv_tensor(kt, [dk, n_kv, n_head_kv, 1], &mut rng);
+            // the first positions masked for every row (a whole KV chunk may see only -inf), then
+            // every third one (a sparse mask: the tiled path leaves those positions out)
+            let mvals: Vec<f32> =
+                (0..n_kv * n_q).map(|i| if (i % n_kv) < 350 || (i % n_kv) % 3 == 1 { f32::NEG_INFINITY } else { rng.f32_in(-1.0, 0.0) }).collect();
+            let mask = Tensor::from_f32(raw_type::F16, [n_kv, n_q, 1, 1], Layout::Contig, &mvals);
+            let sinks: Vec<f32> = (0..n_head).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let sk = Tensor::from_f32(raw_type::F32, [n_head, 1, 1, 1], Layout::Contig, &sinks);
+            let with_sinks = case % 2 == 0;
+            let max_bias = if case == 3 { 8.0 } else { 0.0 };
+            let dst = Tensor::new(raw_type::F32, [dk, n_head, n_q, 1], Layout::Contig);
+            let n = node(Op::FlashAttnExt, &dst, &[Some(&q), Some(&k), Some(&v), Some(&mask), with_sinks.then_some(&sk)], &[f(0.125), f(max_bias), f(0.0)]);
+            run(&n, threads).unwrap();
+            let want = reference(&q, &k, &v, Some(&mask), with_sinks.then_some(&sinks[..]), 0.125, max_bias, 0.0, (&kvals, &vvals));
+            let tol = if kt == GgmlType::Q8_0 { 2e-2 } else { 2e-3 };
+            assert_close(&format!("case {case}: K {kt:?} n_kv {n_kv} heads {n_head}/{n_head_kv} threads {threads}"), &dst.to_f32(), &want, tol);
         }
     }
 

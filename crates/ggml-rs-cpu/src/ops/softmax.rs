@@ -7,7 +7,8 @@
 //! node's row (`i1`), its dims 2 and 3 broadcast (`i2 % ne12`, `i3 % ne13`). The destination row
 //! is the work area, so nothing is allocated.
 
-use super::unary::kit::{f32_row_mut, get, par_ranges, set, unflatten};
+use super::unary::kit::{at, f32_row, f32_row_mut, get, par_ranges, set, unflatten};
+use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 
 pub const FAMILY: Family = Family { name: "softmax", ops: &[Op::SoftMax, Op::SoftMaxBack], supports, compute };
@@ -77,6 +78,77 @@ fn soft_max(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
 
 #[allow(clippy::too_many_arguments)]
 fn row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale: f32, slope: f32, i1: i64, i2: i64, i3: i64) {
+    if fast_row(x, mask, sinks, d, scale, slope, i1, i2, i3, VecF::active()) {
+        return;
+    }
+    row_reference(x, mask, sinks, d, scale, slope, i1, i2, i3)
+}
+
+/// the mask row of (i1, i2, i3) when its elements are packed
+enum MaskRow<'a> {
+    None,
+    F32(&'a [f32]),
+    F16(&'a [half::f16]),
+}
+
+/// the row through the vector kernels when every row involved is packed (and the source row is
+/// the destination's or apart from it); `false` leaves it to the element-wise form
+#[allow(clippy::too_many_arguments)]
+fn fast_row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale: f32, slope: f32, i1: i64, i2: i64, i3: i64, vf: VecF) -> bool {
+    let n = d.ne[0];
+    let (px, pd) = (at(x, 0, i1, i2, i3) as usize, at(d, 0, i1, i2, i3) as usize);
+    let bytes = n as usize * 4;
+    let in_place = px == pd;
+    if !in_place && px < pd + bytes && pd < px + bytes {
+        return false;
+    }
+    let m = match mask {
+        None => MaskRow::None,
+        Some(m) => {
+            let (mi2, mi3) = (i2 % m.ne[2], i3 % m.ne[3]);
+            if m.ty == raw_type::F32 {
+                match f32_row(m, n, i1, mi2, mi3) {
+                    Some(r) => MaskRow::F32(r),
+                    None => return false,
+                }
+            } else {
+                let p = at(m, 0, i1, mi2, mi3);
+                if m.nb[0] != 2 || !(p as usize).is_multiple_of(2) {
+                    return false;
+                }
+                // SAFETY: n packed, aligned F16 elements of the mask's row (supports checks ne0 == n)
+                MaskRow::F16(unsafe { std::slice::from_raw_parts(p as *const half::f16, n as usize) })
+            }
+        }
+    };
+    if x.ty != raw_type::F32 || x.nb[0] != 4 || !px.is_multiple_of(4) {
+        return false;
+    }
+    if !in_place {
+        let Some(xs) = f32_row(x, n, i1, i2, i3) else { return false };
+        let Some(y) = f32_row_mut(d, n, i1, i2, i3) else { return false };
+        y.copy_from_slice(xs);
+    }
+    let Some(y) = f32_row_mut(d, n, i1, i2, i3) else { return false };
+    vf.scale(y, scale);
+    match m {
+        MaskRow::None => {}
+        MaskRow::F32(r) => vf.mad_f32(y, r, slope),
+        MaskRow::F16(r) => vf.mad_f16(y, r, slope),
+    }
+    let sink = sinks.map(|s| get(s, i2, 0, 0, 0));
+    let max = sink.map_or(vf.max(y), |s| vf.max(y).max(s));
+    let mut sum = vf.exp_sub_sum(y, max);
+    if let Some(s) = sink {
+        sum += (s - max).exp() as f64;
+    }
+    vf.scale(y, (1.0 / sum) as f32);
+    true
+}
+
+/// the element-wise form: any layout, and the reference the vector form is tested against
+#[allow(clippy::too_many_arguments)]
+fn row_reference(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale: f32, slope: f32, i1: i64, i2: i64, i3: i64) {
     let n = d.ne[0];
     // the destination row holds the scaled, masked inputs, then the exponentials
     let mut max = f32::NEG_INFINITY;
@@ -202,6 +274,42 @@ mod tests {
                     let want = reference(&x, mask.as_ref(), with_sinks.then_some(&sinks[..]), scale, max_bias);
                     assert_close(&format!("{layout:?} mask {mask_ty:?} bias {max_bias} sinks {with_sinks}"), &dst.to_f32(), &want, 1e-5);
                 }
+            }
+        }
+    }
+
+    /// the vector form at every level against the element-wise form, row by row (contiguous
+    /// rows, masks F32 and F16 with -inf, sinks, ALiBi, in place)
+    #[test]
+    fn the_vector_rows_match_the_element_wise_form() {
+        let mut rng = XorShift::new(23);
+        for level in crate::simd::Level::available() {
+            let vf = VecF::at(level);
+            for (case, n) in [1i64, 5, 16, 33, 100, 257].into_iter().enumerate() {
+                let ne = [n, 3, 4, 1];
+                let x = Tensor::random(raw_type::F32, ne, Layout::Contig, &mut rng, -8.0, 8.0);
+                let mt = if case % 2 == 0 { raw_type::F16 } else { raw_type::F32 };
+                let mvals: Vec<f32> = (0..n * 3 * 2).map(|i| if i % 7 == 3 { f32::NEG_INFINITY } else { rng.f32_in(-2.0, 0.0) }).collect();
+                let mask = Tensor::from_f32(mt, [n, 3, 2, 1], Layout::Contig, &mvals);
+                let sinks = Tensor::from_f32(raw_type::F32, [4, 1, 1, 1], Layout::Contig, &[0.5, -1.0, 2.0, 0.0]);
+                let (a, b) = (Tensor::new(raw_type::F32, ne, Layout::Contig), Tensor::new(raw_type::F32, ne, Layout::Contig));
+                let with_sinks = case % 3 != 0;
+                let sk = with_sinks.then_some(&sinks.view);
+                for r in 0..12 {
+                    let (i1, i2, i3) = unflatten(r, &ne);
+                    let slope = alibi_slope(if case % 2 == 1 { 8.0 } else { 0.0 }, 4, i2 as u32);
+                    assert!(fast_row(&x.view, Some(&mask.view), sk, &a.view, 0.6, slope, i1, i2, i3, vf));
+                    row_reference(&x.view, Some(&mask.view), sk, &b.view, 0.6, slope, i1, i2, i3);
+                }
+                assert_close(&format!("{level:?} n {n}"), &a.to_f32(), &b.to_f32(), 1e-6);
+                // in place: the source row is the destination row
+                let y = Tensor::from_f32(raw_type::F32, ne, Layout::Contig, &x.to_f32());
+                for r in 0..12 {
+                    let (i1, i2, i3) = unflatten(r, &ne);
+                    let slope = alibi_slope(if case % 2 == 1 { 8.0 } else { 0.0 }, 4, i2 as u32);
+                    assert!(fast_row(&y.view, Some(&mask.view), sk, &y.view, 0.6, slope, i1, i2, i3, vf));
+                }
+                assert_close(&format!("{level:?} n {n} in place"), &y.to_f32(), &b.to_f32(), 1e-6);
             }
         }
     }
