@@ -566,7 +566,7 @@ rscpu_models() {
     make_cpu_models || return 1
     local rc=0
     "$ROOT/scripts/cpu_compare.sh" --max-error 1e-4 "$MODELS/tiny-f32.gguf" || rc=1
-    "$ROOT/scripts/cpu_compare.sh" --calibrate "$MODELS"/tiny-{f16,q8_0,q4_0}.gguf || rc=1
+    "$ROOT/scripts/cpu_compare.sh" --calibrate "$MODELS"/tiny-{f16,q8_0,q4_0,q4_K}.gguf || rc=1
     "$ROOT/scripts/cpu_compare.sh" --gen-report-only "$MODELS"/medium-{f32,f16,q8_0,q4_0,q4_K}.gguf || rc=1
     return $rc
 }

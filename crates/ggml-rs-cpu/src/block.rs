@@ -5,6 +5,9 @@ use half::f16;
 
 pub const QK8_0: usize = 32;
 pub const QK4_0: usize = 32;
+pub const QK5_0: usize = 32;
+pub const QK5_1: usize = 32;
+pub const QK8_1: usize = 32;
 /// super-block size of the K-quants
 pub const QK_K: usize = 256;
 pub const K_SCALE_SIZE: usize = 12;
@@ -23,6 +26,36 @@ pub struct BlockQ8_0 {
 pub struct BlockQ4_0 {
     pub d: f16,
     pub qs: [u8; QK4_0 / 2],
+}
+
+/// 32 weights: 5-bit quants q, `x = d * (q - 16)`; the low 4 bits as in Q4_0 (element j in the
+/// low nibble of `qs[j]`, element j + 16 in its high nibble), bit 4 of element j in bit j of the
+/// little-endian u32 `qh`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ5_0 {
+    pub d: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK5_0 / 2],
+}
+
+/// 32 weights: 5-bit quants q (packed as in Q5_0), `x = d * q + m`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ5_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK5_1 / 2],
+}
+
+/// 32 activations: `x = d * qs`, and `s = d * Σ qs` (for the min term of Q5_1 · Q8_1)
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ8_1 {
+    pub d: f16,
+    pub s: f16,
+    pub qs: [i8; QK8_1],
 }
 
 /// 256 weights in 8 sub-blocks of 32: `x = d * sc[j] * q - dmin * m[j]`, the 6-bit scales and
@@ -60,6 +93,9 @@ pub struct BlockQ8K {
 // upstream's static_asserts (ggml-common.h)
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<BlockQ5_0>() == 22);
+const _: () = assert!(size_of::<BlockQ5_1>() == 24);
+const _: () = assert!(size_of::<BlockQ8_1>() == 36);
 const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
@@ -75,6 +111,12 @@ pub unsafe trait Block: Copy + 'static {}
 unsafe impl Block for BlockQ8_0 {}
 // SAFETY: as above
 unsafe impl Block for BlockQ4_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ5_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ5_1 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ8_1 {}
 // SAFETY: as above
 unsafe impl Block for BlockQ4K {}
 // SAFETY: as above

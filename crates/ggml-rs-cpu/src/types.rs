@@ -2,7 +2,7 @@
 //! sizes and the activation type each weight type's dot product pairs with (upstream's
 //! `vec_dot_type` in ggml-cpu.c).
 
-use crate::block::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, QK_K, QK4_0, QK8_0};
+use crate::block::{BlockQ4_0, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, QK_K, QK4_0, QK5_0, QK5_1, QK8_0, QK8_1};
 
 /// A ggml tensor type; the discriminant is upstream's `enum ggml_type` value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -11,7 +11,10 @@ pub enum GgmlType {
     F32 = 0,
     F16 = 1,
     Q4_0 = 2,
+    Q5_0 = 6,
+    Q5_1 = 7,
     Q8_0 = 8,
+    Q8_1 = 9,
     Q4K = 12,
     Q6K = 14,
     Q8K = 15,
@@ -19,7 +22,19 @@ pub enum GgmlType {
 }
 
 impl GgmlType {
-    pub const ALL: [GgmlType; 8] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8K];
+    pub const ALL: [GgmlType; 11] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+        GgmlType::Q8K,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_1,
+    ];
 
     /// the type upstream numbers `v`, if this crate has its block format
     pub fn from_raw(v: i32) -> Option<GgmlType> {
@@ -34,6 +49,9 @@ impl GgmlType {
             GgmlType::BF16 => "bf16",
             GgmlType::Q8_0 => "q8_0",
             GgmlType::Q4_0 => "q4_0",
+            GgmlType::Q5_0 => "q5_0",
+            GgmlType::Q5_1 => "q5_1",
+            GgmlType::Q8_1 => "q8_1",
             GgmlType::Q4K => "q4_K",
             GgmlType::Q6K => "q6_K",
             GgmlType::Q8K => "q8_K",
@@ -46,6 +64,9 @@ impl GgmlType {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
             GgmlType::Q8_0 => QK8_0,
             GgmlType::Q4_0 => QK4_0,
+            GgmlType::Q5_0 => QK5_0,
+            GgmlType::Q5_1 => QK5_1,
+            GgmlType::Q8_1 => QK8_1,
             GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
         }
     }
@@ -57,6 +78,9 @@ impl GgmlType {
             GgmlType::F16 | GgmlType::BF16 => 2,
             GgmlType::Q8_0 => size_of::<BlockQ8_0>(),
             GgmlType::Q4_0 => size_of::<BlockQ4_0>(),
+            GgmlType::Q5_0 => size_of::<BlockQ5_0>(),
+            GgmlType::Q5_1 => size_of::<BlockQ5_1>(),
+            GgmlType::Q8_1 => size_of::<BlockQ8_1>(),
             GgmlType::Q4K => size_of::<BlockQ4K>(),
             GgmlType::Q6K => size_of::<BlockQ6K>(),
             GgmlType::Q8K => size_of::<BlockQ8K>(),
@@ -70,15 +94,16 @@ impl GgmlType {
     }
 
     /// the type the activations are converted to for this weight type's dot product, `None` for
-    /// a type that is only ever an activation (Q8_K)
+    /// a type that is only ever an activation (Q8_K, Q8_1)
     pub const fn vec_dot_type(self) -> Option<GgmlType> {
         match self {
             GgmlType::F32 => Some(GgmlType::F32),
             GgmlType::F16 => Some(GgmlType::F16),
             GgmlType::BF16 => Some(GgmlType::BF16),
-            GgmlType::Q8_0 | GgmlType::Q4_0 => Some(GgmlType::Q8_0),
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => Some(GgmlType::Q8_0),
+            GgmlType::Q5_1 => Some(GgmlType::Q8_1),
             GgmlType::Q4K | GgmlType::Q6K => Some(GgmlType::Q8K),
-            GgmlType::Q8K => None,
+            GgmlType::Q8K | GgmlType::Q8_1 => None,
         }
     }
 }

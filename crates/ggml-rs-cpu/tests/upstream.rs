@@ -13,7 +13,7 @@ mod upstream_lib;
 
 use ggml_rs_cpu::block::AlignedBytes;
 use ggml_rs_cpu::dot::RowDot;
-use ggml_rs_cpu::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86};
+use ggml_rs_cpu::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86, quantize_row_q8_1_x86};
 use ggml_rs_cpu::rng::XorShift;
 use ggml_rs_cpu::simd::Level;
 use ggml_rs_cpu::{GgmlType, block};
@@ -34,7 +34,8 @@ fn upstream() -> Option<Upstream> {
     }
 }
 
-const WEIGHT_TYPES: [GgmlType; 7] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+const WEIGHT_TYPES: [GgmlType; 9] =
+    [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4K, GgmlType::Q6K];
 
 /// rows that stress the rounding rules: model-like values, zeros, a constant, ties (.5 steps),
 /// tiny and huge magnitudes, one outlier, all negative, exact halves
@@ -136,6 +137,12 @@ fn activation_quantization_is_ggml_cpus() {
         u.cpu_from_float(GgmlType::Q8_0 as u32, &row, &mut theirs);
         quantize_row_q8_0_x86(&row, block::as_blocks_mut(&mut ours, "q8_0"));
         assert!(*theirs == *ours, "q8_0 activations differ from ggml-cpu's from_float");
+        // Q8_1 (Q5_1's activations): the x86 form too, `s` included
+        let mut theirs1 = AlignedBytes::zeroed(GgmlType::Q8_1.row_size(n));
+        let mut ours1 = AlignedBytes::zeroed(GgmlType::Q8_1.row_size(n));
+        u.cpu_from_float(GgmlType::Q8_1 as u32, &row, &mut theirs1);
+        quantize_row_q8_1_x86(&row, block::as_blocks_mut(&mut ours1, "q8_1"));
+        assert!(*theirs1 == *ours1, "q8_1 activations differ from ggml-cpu's from_float");
         quantize_row(GgmlType::Q8_0, &row, &mut ours);
         diff_ref += theirs.iter().zip(ours.iter()).filter(|(a, b)| a != b).count();
         total += ours.len();

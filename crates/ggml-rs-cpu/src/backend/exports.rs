@@ -492,7 +492,7 @@ macro_rules! traits {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits_cpu {
-    struct Table([ggml_type_traits_cpu; 8]);
+    struct Table([ggml_type_traits_cpu; 11]);
     // SAFETY: function pointers and integers only, never written.
     unsafe impl Sync for Table {}
     static TABLE: Table = Table([
@@ -504,9 +504,12 @@ pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits
         traits!(GgmlType::Q4K, dot),
         traits!(GgmlType::Q6K, dot),
         traits!(GgmlType::Q8K),
+        traits!(GgmlType::Q5_0, dot),
+        traits!(GgmlType::Q5_1, dot),
+        traits!(GgmlType::Q8_1),
     ]);
     /// every other type: no conversion, no dot product (upstream's zero entries)
-    static NONE: Table = Table([ggml_type_traits_cpu { from_float: None, vec_dot: None, vec_dot_type: 0, nrows: 0 }; 8]);
+    static NONE: Table = Table([ggml_type_traits_cpu { from_float: None, vec_dot: None, vec_dot_type: 0, nrows: 0 }; 11]);
     guard("ggml_get_type_traits_cpu", &NONE.0[0], || match GgmlType::from_raw(ty) {
         Some(t) => &TABLE.0[GgmlType::ALL.iter().position(|a| *a == t).expect("ALL lists every type")],
         None => &NONE.0[0],

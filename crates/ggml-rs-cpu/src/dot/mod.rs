@@ -9,6 +9,8 @@
 //! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
 //! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
 //! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
+//! | Q5_0   | Q8_0       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
+//! | Q5_1   | Q8_1       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2                        | bit for bit           |
 //! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | bit for bit           |
 //!
@@ -17,6 +19,7 @@
 
 pub mod float;
 pub mod q4_k;
+pub mod q5;
 pub mod q6_k;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
@@ -37,6 +40,8 @@ pub enum RowDot {
     Bf16(float::Bf16Dot),
     Q8_0(q8_0::Q8_0Dot),
     Q4_0(q8_0::Q4_0Dot),
+    Q5_0(q5::Q5_0Dot),
+    Q5_1(q5::Q5_1Dot),
     Q4K(q4_k::Q4KDot),
     Q6K(q6_k::Q6KDot),
 }
@@ -50,9 +55,11 @@ impl RowDot {
             GgmlType::BF16 => RowDot::Bf16(float::select_bf16(level)),
             GgmlType::Q8_0 => RowDot::Q8_0(q8_0::select_q8_0(level)),
             GgmlType::Q4_0 => RowDot::Q4_0(q8_0::select_q4_0(level)),
+            GgmlType::Q5_0 => RowDot::Q5_0(q5::select_q5_0(level)),
+            GgmlType::Q5_1 => RowDot::Q5_1(q5::select_q5_1(level)),
             GgmlType::Q4K => RowDot::Q4K(q4_k::select_q4_k(level)),
             GgmlType::Q6K => RowDot::Q6K(q6_k::select_q6_k(level)),
-            GgmlType::Q8K => panic!("RowDot::new: q8_K is an activation type only, it has no dot product as weights"),
+            GgmlType::Q8K | GgmlType::Q8_1 => panic!("RowDot::new: {} is an activation type only, it has no dot product as weights", ty.name()),
         }
     }
 
@@ -92,6 +99,16 @@ impl RowDot {
             RowDot::Q4_0(f) => {
                 let (a, b) = (as_blocks(x, "vec_dot q4_0"), as_blocks(y, "vec_dot q4_0 activations"));
                 same(a, b, "q4_0");
+                f(a, b)
+            }
+            RowDot::Q5_0(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot q5_0"), as_blocks(y, "vec_dot q5_0 activations"));
+                same(a, b, "q5_0");
+                f(a, b)
+            }
+            RowDot::Q5_1(f) => {
+                let (a, b) = (as_blocks(x, "vec_dot q5_1"), as_blocks(y, "vec_dot q5_1 activations"));
+                same(a, b, "q5_1");
                 f(a, b)
             }
             RowDot::Q4K(f) => {

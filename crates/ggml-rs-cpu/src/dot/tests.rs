@@ -4,6 +4,7 @@ use half::{bf16, f16};
 
 use super::float::*;
 use super::q4_k::*;
+use super::q5::*;
 use super::q6_k::*;
 use super::q8_0::*;
 use super::*;
@@ -157,6 +158,46 @@ fn q4_k_scale_unpacking_matches_get_scale_min_k4() {
         let u = super::q4_k::unpack_scales_mins(&q);
         for j in 0..8 {
             assert_eq!((u[j], u[8 + j]), crate::quants::get_scale_min_k4(j, &q), "{q:?} sub-block {j}");
+        }
+    }
+}
+
+/// Q5_0 · Q8_0 and Q5_1 · Q8_1: every level equals the scalar reference bit for bit where all
+/// float operations are exact (power-of-two scales, small quants), and within float rounding on
+/// random scales
+#[test]
+fn q5_kernels_match_the_reference() {
+    let mut r = XorShift::new(31);
+    for level in Level::available() {
+        for nb in [0usize, 1, 2, 3, 7, 8, 31, 64, 100, 129] {
+            for exact in [true, false] {
+                let d = |r: &mut XorShift| f16::from_f32(if exact { 0.5 } else { r.f32_in(-0.1, 0.1) });
+                let x0: Vec<BlockQ5_0> = (0..nb)
+                    .map(|_| BlockQ5_0 { d: d(&mut r), qh: (r.next_u64() as u32).to_le_bytes(), qs: std::array::from_fn(|_| r.next_u64() as u8) })
+                    .collect();
+                let x1: Vec<BlockQ5_1> = (0..nb)
+                    .map(|_| BlockQ5_1 { d: d(&mut r), m: d(&mut r), qh: (r.next_u64() as u32).to_le_bytes(), qs: std::array::from_fn(|_| r.next_u64() as u8) })
+                    .collect();
+                let qmax = if exact { 4 } else { 127 };
+                let y0 = q8_0_blocks(&mut r, nb, qmax, |r| if exact { 0.25 } else { r.f32_in(-0.1, 0.1) });
+                let y1: Vec<BlockQ8_1> = y0.iter().map(|b| BlockQ8_1 { d: b.d, s: d(&mut r), qs: b.qs }).collect();
+                let (g0, w0) = (select_q5_0(level)(&x0, &y0), q5_0_q8_0_reference(&x0, &y0));
+                let (g1, w1) = (select_q5_1(level)(&x1, &y1), q5_1_q8_1_reference(&x1, &y1));
+                if exact {
+                    assert_eq!(g0.to_bits(), w0.to_bits(), "q5_0 {} nb={nb}: {g0} vs {w0}", level.name());
+                    assert_eq!(g1.to_bits(), w1.to_bits(), "q5_1 {} nb={nb}: {g1} vs {w1}", level.name());
+                } else {
+                    let mag0: f64 = x0.iter().zip(&y0).map(|(a, b)| (a.d.to_f32() * b.d.to_f32()).abs() as f64 * 16.0 * 127.0 * 32.0).sum();
+                    let mag1: f64 = x1
+                        .iter()
+                        .zip(&y1)
+                        .map(|(a, b)| ((a.d.to_f32() * b.d.to_f32()).abs() * 31.0 * 127.0 * 32.0 + (a.m.to_f32() * b.s.to_f32()).abs()) as f64)
+                        .sum();
+                    let tol = |mag: f64| (nb as f64 + 8.0) * 2f64.powi(-23) * mag + 1e-30;
+                    assert!(((g0 - w0) as f64).abs() <= tol(mag0), "q5_0 {} nb={nb}: {g0} vs {w0}", level.name());
+                    assert!(((g1 - w1) as f64).abs() <= tol(mag1), "q5_1 {} nb={nb}: {g1} vs {w1}", level.name());
+                }
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! MUL_MAT as upstream's CPU computes it (`ggml_compute_forward_mul_mat`): src0 the weights
 //! (`ne00 = k`, rows `ne01`, broadcast over dims 2 and 3), src1 the activations, every src1
-//! row converted once to the weights' `vec_dot_type` (Q8_0 for Q8_0 / Q4_0, Q8_K for the
+//! row converted once to the weights' `vec_dot_type` (Q8_0 for Q8_0 / Q4_0 / Q5_0, Q8_1 for Q5_1, Q8_K for the
 //! K-quants, the float types as they are; F16 / BF16 activations of F32 weights widened to
 //! F32), then `dst[i01, i11, i12, i13] = dot(src0 row (i01, i12 / r2, i13 / r3), src1 row)`
 //! with the crate's row kernels ([`RowDot`]), in chunks of 16 weight rows × 16 activation rows.
@@ -14,9 +14,9 @@ use crate::dot::RowDot;
 
 pub const FAMILY: Family = Family { name: "mat", ops: &[Op::MulMat, Op::MulMatId, Op::OutProd], supports, compute };
 
-/// the weight types with a row kernel
+/// the weight types with a row kernel (every block type but the activation-only Q8_K / Q8_1)
 fn weight_type(ty: i32) -> Option<GgmlType> {
-    GgmlType::from_raw(ty).filter(|t| *t != GgmlType::Q8K)
+    GgmlType::from_raw(ty).filter(|t| t.vec_dot_type().is_some())
 }
 
 /// src1's type is one MUL_MAT takes for weights of `wt`: F32 (converted), the vec-dot type
@@ -62,7 +62,7 @@ fn supports(node: &Node) -> bool {
                 && d.ne == [a.ne[1], ids.ne[0], ids.ne[1], 1]
         }
         Op::OutProd => {
-            let wt = GgmlType::from_raw(a.ty).filter(|t| *t != GgmlType::Q8K);
+            let wt = GgmlType::from_raw(a.ty).filter(|t| t.vec_dot_type().is_some());
             let Some(wt) = wt else { return false };
             let broadcast_ok = if wt == GgmlType::F32 {
                 a.ne[2] > 0 && a.ne[3] > 0 && d.ne[2] % a.ne[2] == 0 && d.ne[3] % a.ne[3] == 0

@@ -6,6 +6,7 @@
 
 mod q4_0;
 mod q4_k;
+mod q5;
 mod q6_k;
 mod q8_0;
 mod q8_k;
@@ -13,6 +14,8 @@ mod search;
 
 pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0};
 pub use q4_k::{dequantize_row_q4_k, get_scale_min_k4, quantize_row_q4_k};
+pub(crate) use q5::unpack5;
+pub use q5::{dequantize_row_q5_0, dequantize_row_q5_1, dequantize_row_q8_1, quantize_row_q5_0, quantize_row_q5_1, quantize_row_q8_1, quantize_row_q8_1_x86};
 pub(crate) use q6_k::q6_get;
 pub use q6_k::{dequantize_row_q6_k, quantize_row_q6_k};
 pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0_x86};
@@ -31,6 +34,9 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
         GgmlType::BF16 => crate::fp::f32_to_bf16_row(x, as_blocks_mut(y, what)),
         GgmlType::Q8_0 => quantize_row_q8_0(x, as_blocks_mut(y, what)),
         GgmlType::Q4_0 => quantize_row_q4_0(x, as_blocks_mut(y, what)),
+        GgmlType::Q5_0 => quantize_row_q5_0(x, as_blocks_mut(y, what)),
+        GgmlType::Q5_1 => quantize_row_q5_1(x, as_blocks_mut(y, what)),
+        GgmlType::Q8_1 => quantize_row_q8_1(x, as_blocks_mut(y, what)),
         GgmlType::Q4K => quantize_row_q4_k(x, as_blocks_mut(y, what)),
         GgmlType::Q6K => quantize_row_q6_k(x, as_blocks_mut(y, what)),
         GgmlType::Q8K => quantize_row_q8_k(x, as_blocks_mut(y, what)),
@@ -47,6 +53,9 @@ pub fn dequantize_row(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         GgmlType::BF16 => crate::fp::bf16_to_f32_row(as_blocks(x, what), y),
         GgmlType::Q8_0 => dequantize_row_q8_0(as_blocks(x, what), y),
         GgmlType::Q4_0 => dequantize_row_q4_0(as_blocks(x, what), y),
+        GgmlType::Q5_0 => dequantize_row_q5_0(as_blocks(x, what), y),
+        GgmlType::Q5_1 => dequantize_row_q5_1(as_blocks(x, what), y),
+        GgmlType::Q8_1 => dequantize_row_q8_1(as_blocks(x, what), y),
         GgmlType::Q4K => dequantize_row_q4_k(as_blocks(x, what), y),
         GgmlType::Q6K => dequantize_row_q6_k(as_blocks(x, what), y),
         GgmlType::Q8K => dequantize_row_q8_k(as_blocks(x, what), y),

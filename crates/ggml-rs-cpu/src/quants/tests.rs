@@ -28,6 +28,8 @@ fn round_trips_stay_within_the_format_step() {
             (GgmlType::BF16, 8e-3),
             (GgmlType::Q8_0, 0.5 / 127.0 + 1e-3),
             (GgmlType::Q4_0, 1.0 / 8.0 + 1e-3),
+            (GgmlType::Q5_0, 1.0 / 16.0 + 1e-3),
+            (GgmlType::Q8_1, 0.5 / 127.0 + 1e-3),
             (GgmlType::Q8K, 0.5 / 127.0 + 1e-6),
             (GgmlType::Q6K, 0.04),
             (GgmlType::Q4K, 0.15),
@@ -76,4 +78,72 @@ fn q6_k_layout_is_a_bijection() {
 fn partial_blocks_are_refused() {
     let mut y = [crate::block::BlockQ8_0 { d: half::f16::ZERO, qs: [0; 32] }; 2];
     quantize_row_q8_0(&[0.0; 33], &mut y);
+}
+
+/// Q5_0 / Q5_1 against a naive model of the formats: every quant 0..32 written through the
+/// packing and read back by dequantize gives `d·(q − 16)` / `d·q + m`; and quantizing values that
+/// lie on the grid gives them back exactly (so bit 4 lands in the right bit of `qh`)
+#[test]
+fn q5_formats_match_a_naive_model() {
+    use crate::block::{BlockQ5_0, BlockQ5_1};
+    let mut r = XorShift::new(9);
+    for _ in 0..64 {
+        let q: [u8; 32] = std::array::from_fn(|_| (r.next_u64() % 32) as u8);
+        // naive packing: a u32 of fifth bits, element j's at bit j
+        let mut h = 0u32;
+        let mut qs = [0u8; 16];
+        for j in 0..16 {
+            qs[j] = (q[j] & 15) | ((q[j + 16] & 15) << 4);
+        }
+        for (j, v) in q.iter().enumerate() {
+            h |= ((*v as u32) >> 4) << j;
+        }
+        let d = half::f16::from_f32(0.25);
+        let b0 = [BlockQ5_0 { d, qh: h.to_le_bytes(), qs }];
+        let mut y = [0f32; 32];
+        dequantize_row_q5_0(&b0, &mut y);
+        for j in 0..32 {
+            assert_eq!(y[j], 0.25 * (q[j] as f32 - 16.0), "q5_0 element {j}");
+        }
+        let m = half::f16::from_f32(-1.5);
+        let b1 = [BlockQ5_1 { d, m, qh: h.to_le_bytes(), qs }];
+        dequantize_row_q5_1(&b1, &mut y);
+        for j in 0..32 {
+            assert_eq!(y[j], 0.25 * q[j] as f32 - 1.5, "q5_1 element {j}");
+        }
+        // quantize values on Q5_1's grid (q 0 and 31 present, so min/max fix d = 0.25, m = -1.5)
+        let mut qq = q;
+        qq[0] = 0;
+        qq[31] = 31;
+        let x: Vec<f32> = qq.iter().map(|&v| 0.25 * v as f32 - 1.5).collect();
+        let mut back = [BlockQ5_1 { d: half::f16::ZERO, m: half::f16::ZERO, qh: [0; 4], qs: [0; 16] }];
+        quantize_row_q5_1(&x, &mut back);
+        assert_eq!(super::unpack5(&back[0].qs, &back[0].qh), qq, "q5_1 quants");
+        assert_eq!((back[0].d, back[0].m), (d, m));
+        // Q5_0's grid: the largest magnitude −16·d gives d exactly
+        let mut qq = q;
+        qq[5] = 0;
+        let x: Vec<f32> = qq.iter().map(|&v| 0.25 * (v as f32 - 16.0)).collect();
+        let mut back = [BlockQ5_0 { d: half::f16::ZERO, qh: [0; 4], qs: [0; 16] }];
+        quantize_row_q5_0(&x, &mut back);
+        assert_eq!(back[0].d, d);
+        assert_eq!(super::unpack5(&back[0].qs, &back[0].qh), qq, "q5_0 quants");
+    }
+}
+
+/// Q8_1's `s` is `d · Σ qs` of its own quants (with the f32 `d`, so within the two f16 roundings
+/// of the stored `d` and `s`)
+#[test]
+fn q8_1_sum_is_the_scaled_quant_sum() {
+    let mut r = XorShift::new(10);
+    let x = r.model_like(256);
+    for f in [quantize_row_q8_1, quantize_row_q8_1_x86] {
+        let mut y = [crate::block::BlockQ8_1 { d: half::f16::ZERO, s: half::f16::ZERO, qs: [0; 32] }; 8];
+        f(&x, &mut y);
+        for b in &y {
+            let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
+            let want = b.d.to_f32() as f64 * sum as f64;
+            assert!((b.s.to_f64() - want).abs() <= want.abs() * 2f64.powi(-10) + 1e-7, "s {} vs d·Σq {want}", b.s);
+        }
+    }
 }

@@ -8,7 +8,8 @@ use crate::ops::copy::elem::testing::*;
 use crate::rng::XorShift;
 use raw_type::{BF16, F16, F32, I32};
 
-const WEIGHTS: [GgmlType; 7] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
+const WEIGHTS: [GgmlType; 9] =
+    [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4K, GgmlType::Q6K];
 
 /// row (i1, i2, i3) of `t` as f32 (dequantized)
 fn row(t: &T, i1: usize, i2: usize, i3: usize) -> Vec<f32> {
@@ -43,6 +44,17 @@ fn weights(r: &mut XorShift, ty: GgmlType, ne: [i64; 4]) -> T {
     T::quantized(ty, ne, &x, 0)
 }
 
+/// Q5_1 · Q8_1 adds `m · s` per block with `s = f16(d · Σ q)`: the f16 rounding of `s` (2⁻¹¹
+/// relative; `m` is the block's smallest weight, which quantizes to 0 exactly) is upstream's
+/// format, not float summation, so it widens the bound (0 for every other type)
+fn q8_1_sum_slack(wt: GgmlType, w: &[f32], x: &[f32]) -> f64 {
+    if wt != GgmlType::Q5_1 {
+        return 0.0;
+    }
+    let blocks = w.chunks(32).zip(x.chunks(32));
+    blocks.map(|(wb, xb)| wb.iter().fold(f64::MAX, |m, &v| m.min(v as f64)).abs() * xb.iter().map(|&v| v as f64).sum::<f64>().abs() * 2f64.powi(-10)).sum()
+}
+
 /// checks dst against Σ w·x in f64 within f32 rounding of Σ|w·x|
 fn check_mul_mat(a: &T, b: &T, d: &T, what: &str) {
     let wt = GgmlType::from_raw(a.ty).unwrap();
@@ -58,7 +70,8 @@ fn check_mul_mat(a: &T, b: &T, d: &T, what: &str) {
                     let exact: f64 = w.iter().zip(&x).map(|(p, q)| *p as f64 * *q as f64).sum();
                     let mag: f64 = w.iter().zip(&x).map(|(p, q)| (*p as f64 * *q as f64).abs()).sum();
                     let got = d.get([i01, i11, i12, i13]) as f64;
-                    assert!((got - exact).abs() <= mag * 2e-5 + 1e-6, "{what}: ({i01}, {i11}, {i12}, {i13}) = {got}, want {exact}");
+                    let slack = q8_1_sum_slack(wt, &w, &x);
+                    assert!((got - exact).abs() <= mag * 2e-5 + 1e-6 + slack, "{what}: ({i01}, {i11}, {i12}, {i13}) = {got}, want {exact}");
                 }
             }
         }
