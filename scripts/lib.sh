@@ -1,14 +1,16 @@
 # Shared by scripts/main.sh, scripts/test.sh and the benchmarks: paths, set-up steps, and a
-# small step runner that keeps a summary. Source it; it sets ROOT, BUILD_STOCK, BUILD_OURS,
+# small step runner that keeps a summary. Source it; it sets ROOT, BUILD_STOCK, BUILD_OURS, BUILD_NATIVE,
 # TREE, LIB, MODELS.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 eval "$("$ROOT/scripts/upstream.sh" paths)"
 BUILD_STOCK=$GGML_RS_BUILD_STOCK
 BUILD_OURS=$GGML_RS_BUILD_OURS
+BUILD_NATIVE=$GGML_RS_BUILD_NATIVE
 TREE=$GGML_RS_TREE
 LIB=$ROOT/target/release/libggml_rs.so
-MODELS=${GGML_RS_CACHE:-$ROOT/.upstream}/models
+# GGML_RS_MODELS: where the generated models go (default: the cache's models/)
+MODELS=${GGML_RS_MODELS:-${GGML_RS_CACHE:-$ROOT/.upstream}/models}
 export CARGO_TERM_COLOR=never
 
 SUMMARY=()
@@ -60,7 +62,7 @@ build_upstream() {
     "$ROOT/scripts/upstream.sh" build ours
 }
 
-# make_models [medium]: the tiny models (and the medium ones for benchmarks), deterministic
+# make_models [medium]: the tiny models (and the medium ones, q4_0 too, for benchmarks), deterministic
 make_models() {
     local py
     py=$("$ROOT/scripts/pyenv.sh" | tail -n1)
@@ -68,7 +70,8 @@ make_models() {
     local sizes="tiny"
     [ "${1:-}" = medium ] && sizes="tiny medium"
     for size in $sizes; do
-        for type in f32 f16 q8_0; do
+        for type in f32 f16 q8_0 q4_0; do
+            [ "$size" = tiny ] && [ "$type" = q4_0 ] && continue
             [ "$size" = medium ] && [ "$type" = f32 ] && continue
             local out="$MODELS/$size-$type.gguf"
             [ -f "$out" ] || "$py" "$ROOT/scripts/gen_model.py" --size "$size" --type "$type" --seed 1 --out "$out" >&2

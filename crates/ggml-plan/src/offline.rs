@@ -6,8 +6,6 @@
 //! graphs (random DAGs, backward passes) this finds layouts a few percent smaller. The planner
 //! keeps whichever is smaller; here the best of a few greedy orders is taken.
 
-use std::cmp::Reverse;
-
 /// An allocation of `size` bytes live in steps `[start, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interval {
@@ -29,9 +27,6 @@ impl Interval {
 /// reaches `lower_bound` (nothing can be smaller). Returns an offset per interval and the arena
 /// size.
 pub fn best_placement(intervals: &[Interval], lower_bound: usize) -> (Vec<usize>, usize) {
-    let area = |i: &Interval| Reverse(i.size as u128 * (i.end.saturating_sub(i.start)).max(1) as u128);
-    let by_area = |i: &Interval| (area(i), largest_first(i));
-    let by_duration = |i: &Interval| (Reverse(i.end.saturating_sub(i.start)), largest_first(i));
     let mut placer = Placer::new(intervals);
     let mut best = placer.greedy(largest_first, Fit::Best);
     for candidate in 0..3 {
@@ -39,8 +34,8 @@ pub fn best_placement(intervals: &[Interval], lower_bound: usize) -> (Vec<usize>
             break;
         }
         let c = match candidate {
-            0 => placer.greedy_below(by_area, Fit::Best, best.1),
-            1 => placer.greedy_below(by_duration, Fit::Best, best.1),
+            0 => placer.greedy_below(largest_area_first, Fit::Best, best.1),
+            1 => placer.greedy_below(longest_first, Fit::Best, best.1),
             _ => placer.greedy_below(largest_first, Fit::First, best.1),
         };
         if let Some(c) = c {
@@ -57,10 +52,23 @@ enum Fit {
     First,
 }
 
-/// Largest first (earliest first among equals): the classic order, as a sort key (one integer:
+/// The orders, each as one integer of at most 96 bits (the index of the interval goes below it:
 /// sorting the intervals of a 2000-node graph by a tuple costs as much as placing them).
+///
+/// Largest first, earliest first among equals: the classic order.
 fn largest_first(i: &Interval) -> u128 {
     ((u64::MAX - i.size as u64) as u128) << 32 | i.start as u128
+}
+
+/// Largest area (bytes times steps, saturated at 2^64) first, then largest first.
+fn largest_area_first(i: &Interval) -> u128 {
+    let area = (i.size as u64).saturating_mul(i.end.saturating_sub(i.start).max(1) as u64);
+    ((u64::MAX - area) as u128) << 32 | (u32::MAX - (i.size as u64).min(u32::MAX as u64) as u32) as u128
+}
+
+/// Longest first, then largest first.
+fn longest_first(i: &Interval) -> u128 {
+    ((u32::MAX - i.end.saturating_sub(i.start)) as u128) << 64 | (u64::MAX - i.size as u64) as u128
 }
 
 /// Largest first, each into the smallest gap that fits (TFLite's and XLA's "greedy by size").
@@ -108,27 +116,28 @@ impl<'a> Placer<'a> {
     /// Places the intervals in the order `cmp` gives, each in the gap `fit` picks among the
     /// placed intervals it overlaps in time (or above them all); the order is that of `key`, then
     /// of the index. Intervals that overlap in time never overlap in memory.
-    fn greedy<K: Ord>(&mut self, key: impl Fn(&Interval) -> K, fit: Fit) -> (Vec<usize>, usize) {
+    fn greedy(&mut self, key: impl Fn(&Interval) -> u128, fit: Fit) -> (Vec<usize>, usize) {
         self.greedy_below(key, fit, usize::MAX).expect("no arena reaches usize::MAX")
     }
 
     /// `greedy`, given up (None) as soon as the arena reaches `bound`: a pass that cannot beat
     /// the best one so far stops early (the large intervals come first, so it mostly does).
-    fn greedy_below<K: Ord>(&mut self, key: impl Fn(&Interval) -> K, fit: Fit, bound: usize) -> Option<(Vec<usize>, usize)> {
+    fn greedy_below(&mut self, key: impl Fn(&Interval) -> u128, fit: Fit, bound: usize) -> Option<(Vec<usize>, usize)> {
         let intervals = self.intervals;
-        // an interval of no bytes or no steps overlaps nothing: it stays at 0
-        let mut keyed: Vec<(K, u32)> = (0..intervals.len() as u32)
+        // an interval of no bytes or no steps overlaps nothing: it stays at 0. The key (96 bits)
+        // and the index in one integer: one compare per step of the sort
+        let mut order: Vec<u128> = (0..intervals.len() as u32)
             .filter(|&i| intervals[i as usize].size > 0 && intervals[i as usize].start < intervals[i as usize].end)
-            .map(|i| (key(&intervals[i as usize]), i))
+            .map(|i| key(&intervals[i as usize]) << 32 | i as u128)
             .collect();
-        keyed.sort_unstable();
-        let order: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
+        order.sort_unstable();
 
         let mut offsets = vec![0usize; intervals.len()];
         let mut is_placed = vec![false; intervals.len()];
         self.placed.clear();
         let mut arena = 0usize;
-        for &i in &order {
+        for &keyed in &order {
+            let i = keyed as u32;
             let cur = intervals[i as usize];
             let offset = match &self.conflicts {
                 Some(c) => {

@@ -320,11 +320,6 @@ impl<S: Sizer, Tr: Tracer> Sim<'_, S, Tr> {
     }
 }
 
-/// Upstream's placement is kept without trying the offline ones when it is within 1/NEGLIGIBLE
-/// of the lower bound: on a 2800-node llama-shaped graph that upstream places 1 KiB above the
-/// bound (156 MB), the offline passes would find that KiB for half again the planning time.
-pub const NEGLIGIBLE: usize = 4096;
-
 /// Plans `model` into `allocs` (reset first). `alloc_of_id[buffer_id]` names the allocator of
 /// each buffer id.
 pub fn plan(model: &GraphModel, alloc_of_id: &[usize], allocs: &mut [DynAllocator], sizer: &mut impl Sizer, planner: &Planner) -> Result<Plan, PlanError> {
@@ -351,9 +346,11 @@ pub fn plan(model: &GraphModel, alloc_of_id: &[usize], allocs: &mut [DynAllocato
             let (offsets, arena) = match planner {
                 Planner::GreedyBySize => offline::greedy_by_size(&intervals),
                 _ => {
-                    // at the lower bound, or within NEGLIGIBLE of it (chain-shaped transformer
-                    // graphs): nothing worth the offline passes' time to gain
-                    if online - online / NEGLIGIBLE <= plan.live_peak[a] {
+                    // at the lower bound: nothing can be smaller. Anywhere else the offline
+                    // passes run, however close upstream's placement is (a chain-shaped
+                    // transformer graph placed 1 KiB above the bound is 1 KiB above
+                    // greedy-by-size, which its first pass is)
+                    if online <= plan.live_peak[a] {
                         continue;
                     }
                     offline::best_placement(&intervals, plan.live_peak[a])
