@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 
-COLUMNS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K", "other", "-"]
+COLUMNS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q5_1", "q4_K", "q6_K", "other", "-"]
 OWN = set(COLUMNS[:-2])
 
 
