@@ -11,15 +11,7 @@ arguments only; 3000 words are some 4000 tokens of the tiny or medium model.
 import argparse
 import random
 
-WORDS = """
-the of and to in is was for that on as with by he at from his it an were are which this be or
-has had not but first one their its new after who they have her she two been other when there
-all during into school time may years more most only over city some world would where later up
-such used many can state about national out known university united then made being also
-hello once upon a time there lived little girl boy cat dog house tree water day night sun
-moon good bad big small old young man woman people life way back make go see come think look
-want give use find tell ask work seem feel try leave call number part sound word write
-""".split()
+from words import COMMON_WORDS as WORDS
 
 
 def text(n_words: int, seed: int) -> str:
