@@ -30,9 +30,9 @@ pub fn supports(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
 }
 
-/// whether this process runs the tiled kernel (AVX-512 active)
-pub fn available() -> bool {
-    crate::simd::active() >= crate::simd::Level::Avx512
+/// whether a node at `level` runs the tiled kernel (AVX-512 or above; use_ref caps it to scalar)
+pub fn available(level: crate::simd::Level) -> bool {
+    level >= crate::simd::Level::Avx512
 }
 
 /// bytes of one repacked weight element (F16 / BF16 stay 16-bit)

@@ -80,9 +80,9 @@ pub fn offset(ty: GgmlType) -> i32 {
     }
 }
 
-/// whether this process runs the tiled kernel (AVX-512 VNNI active)
-pub fn available() -> bool {
-    crate::simd::active() >= crate::simd::Level::Avx512Vnni
+/// whether a node at `level` runs the tiled kernel (AVX-512 VNNI or above; use_ref caps it to scalar)
+pub fn available(level: crate::simd::Level) -> bool {
+    level >= crate::simd::Level::Avx512Vnni
 }
 
 /// One weight row of `ty` in the common form: unsigned quants (`q`, k of them), and per block of

@@ -11,6 +11,7 @@ use super::copy::elem::{Scalar, block_align, chunk_range, offset, sane, split, t
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
+use crate::simd::Level;
 
 pub const FAMILY: Family = Family { name: "mat", ops: &[Op::MulMat, Op::MulMatId, Op::OutProd], supports, compute };
 
@@ -174,11 +175,11 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, d) = (*node.src(0)?, *node.src(1)?, node.dst);
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
-    if use_qgemm(&a, &b, wt) {
+    if use_qgemm(&a, &b, wt, exec.level()) {
         mul_mat_qgemm(&a, &b, &d, wt, exec);
         return Ok(());
     }
-    if use_fgemm(&a, &b, wt) {
+    if use_fgemm(&a, &b, wt, exec.level()) {
         mul_mat_fgemm(&a, &b, &d, wt, exec);
         return Ok(());
     }
@@ -238,16 +239,16 @@ fn rows_aligned(a: &View, wt: GgmlType) -> bool {
     [a.data as usize, a.nb[1]].iter().all(|x| x.is_multiple_of(block_align(wt)))
 }
 
-/// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights of one slab
-/// (no broadcast), enough activation rows, AVX-512 VNNI active
-fn use_qgemm(a: &View, b: &View, wt: GgmlType) -> bool {
-    crate::qgemm::supports(wt)
-        && crate::qgemm::available()
-        && rows_aligned(a, wt)
-        && a.ne[2] == 1
-        && a.ne[3] == 1
-        && a.ne[1] > 0
-        && b.nrows() as usize >= QGEMM_MIN_COLS
+/// the shape both tiled GEMMs take: weights of one slab (no broadcast) whose rows can be read as
+/// blocks in place, enough activation rows
+fn tile_shape(a: &View, b: &View, wt: GgmlType) -> bool {
+    rows_aligned(a, wt) && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
+}
+
+/// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights
+/// of [`tile_shape`], the node's level (capped to scalar by use_ref) at least AVX-512 VNNI
+fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
+    crate::qgemm::supports(wt) && crate::qgemm::available(level) && tile_shape(a, b, wt)
 }
 
 /// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
@@ -349,16 +350,10 @@ fn gemm_chunks(nrb: usize, rg: usize, nr1: usize, threads: usize) -> (usize, usi
     (n_rg, nr1.div_ceil(n_cg).next_multiple_of(crate::qgemm::MAX_COLS).max(crate::qgemm::MAX_COLS))
 }
 
-/// the tiled float GEMM ([`crate::fgemm`]) takes this MUL_MAT: F32 / F16 / BF16 weights of one
-/// slab (no broadcast), enough activation rows, AVX-512 active
-fn use_fgemm(a: &View, b: &View, wt: GgmlType) -> bool {
-    crate::fgemm::supports(wt)
-        && crate::fgemm::available()
-        && rows_aligned(a, wt)
-        && a.ne[2] == 1
-        && a.ne[3] == 1
-        && a.ne[1] > 0
-        && b.nrows() as usize >= QGEMM_MIN_COLS
+/// the tiled float GEMM ([`crate::fgemm`]) takes this MUL_MAT: F32 / F16 / BF16 weights of
+/// [`tile_shape`], the node's level (capped to scalar by use_ref) at least AVX-512
+fn use_fgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
+    crate::fgemm::supports(wt) && crate::fgemm::available(level) && tile_shape(a, b, wt)
 }
 
 /// MUL_MAT through [`crate::fgemm`]: activations rounded to the vec-dot type (as the row path)
