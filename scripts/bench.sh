@@ -56,8 +56,10 @@ bench_mul_mat() {
     echo "## 5. MUL_MAT, prompt shapes (N = 512), Rust CPU backend vs upstream native, -t 2, $MM_ROUNDS interleaved rounds"
     "$T/bench_peak" > "$T/peak" || return 1
     local shapes="512x512 1536x512 512x1536 2048x2048 5632x2048 2048x5632"
+    local t0=$SECONDS n=0
     for r in $(seq "$MM_ROUNDS"); do
         for ty in q8_0 q4_0 q4_K q6_K f16 bf16; do
+            progress "table 5: round $r, $ty" $((n++)) $((MM_ROUNDS * 6)) $t0
             for s in $shapes; do
                 local m=${s%x*} k=${s#*x} order="CPU RSCPU"
                 [ $((r % 2)) = 0 ] && order="RSCPU CPU"
@@ -116,8 +118,10 @@ if table 1; then
     echo
     echo "## 1. llama-bench on our core vs stock, native build, medium models (60M parameters), -t 2, $LLAMA_ROUNDS interleaved rounds"
     make_models medium || exit 1
+    t0=$SECONDS n=0
     for r in $(seq "$LLAMA_ROUNDS"); do
         for m in f16 q8_0 q4_0; do
+            progress "table 1: round $r, medium $m" $((n++)) $((LLAMA_ROUNDS * 3)) $t0
             # the order alternates round by round: a slow spell hits both sides alike
             order="stock ours"; [ $((r % 2)) = 0 ] && order="ours stock"
             for which in $order; do
@@ -212,7 +216,9 @@ echo
 echo "## 3. Allocator and scheduler time ($ROUNDS interleaved runs of each, each the median of 41 repetitions)"
 # address-space randomization off for both (fewer slow runs, see the note under the table)
 NORAND=$(setarch "$(uname -m)" -R true 2> /dev/null && echo "setarch $(uname -m) -R")
+t0=$SECONDS
 for r in $(seq "$ROUNDS"); do
+    progress "table 3: round $r" $((r - 1)) "$ROUNDS" $t0
     $NORAND "$NATIVE_BENCH" time >> "$T/t-stock" || exit 1
     $NORAND $OURS "$NATIVE_BENCH" time >> "$T/t-ours" || exit 1
 done
@@ -274,6 +280,7 @@ if command -v valgrind > /dev/null; then
                 "sched - 50 ggml_backend_sched_alloc_graph" "reserve-mixed - 5 ggml_gallocr_reserve"; do
         set -- $spec
         op=$1 goal=$2 reps=$3
+        echo "[table 3b: callgrind, $op]" >&2
         shift 3
         row="| $op | $goal |"
         for pre in "" "$OURS"; do

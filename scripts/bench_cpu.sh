@@ -1,59 +1,77 @@
 #!/usr/bin/env bash
-# The Rust CPU backend against upstream's CPU backend built for this machine: llama-bench pp512 and
-# tg128, -t 2, on the medium models (f16, q8_0), build rscpu (our core + our CPU backend, no
-# upstream backend library) against build native (stock with GGML_NATIVE=ON), interleaved: each
-# round runs both builds on a model back to back, in alternating order. Prints a markdown table:
-# medians of each build, the median of the per-round ratios (ours / upstream, paired: runs close
-# in time share the machine's load), and the load average before and after.
+# The Rust CPU backend against upstream's CPU backend built for this machine (issue 15's table):
+# llama-bench pp512 and tg128, -t 2, flash attention off and on (-fa 0,1), build rscpu (our core +
+# our CPU backend, no upstream backend library) against build native (stock with GGML_NATIVE=ON),
+# interleaved: each round runs both builds on a model back to back, in alternating order. Models:
+# the medium ones (60M parameters, f16 / q8_0 / q4_0 / q4_K; their weights mostly sit in cache
+# here, so tg on them is not memory-bound) and the large ones (n_embd 2048 like a 1B llama, 8
+# layers, 510M parameters; q8_0 and q4_0: weights of 540 and 290 MB, far beyond any cache).
+# Prints a markdown table: medians of each build, the median of the per-round ratios (ours /
+# upstream, paired: runs close in time share the machine's load), their range, and the load.
 #
-#   scripts/bench_cpu.sh [ROUNDS]        (default 7; bench.sh runs it as its last section)
+#   scripts/bench_cpu.sh [ROUNDS]        (default 7; bench.sh runs it as table 4)
 #
 # GGML_RS_CPU_REF_BIN / GGML_RS_CPU_OURS_BIN override the two program folders (default: the
-# native and rscpu builds' bin/); the models come from make_cpu_models.
+# native and rscpu builds' bin/); GGML_RS_CPU_BENCH_MODELS the models (default "medium-f16
+# medium-q8_0 medium-q4_0 medium-q4_K large-q8_0 large-q4_0"), made by make_cpu_models /
+# make_large_models on first use (the large ones take about a minute each).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 bench_cpu_backend() {
     local rounds=${1:-7} ref=${GGML_RS_CPU_REF_BIN:-$GGML_RS_BUILD_NATIVE/bin} ours=${GGML_RS_CPU_OURS_BIN:-$GGML_RS_BUILD_RSCPU/bin}
-    local dir r m which order
+    local models=${GGML_RS_CPU_BENCH_MODELS:-medium-f16 medium-q8_0 medium-q4_0 medium-q4_K large-q8_0 large-q4_0}
+    local dir r m which order n=0 t0 total
     dir=$(mktemp -d)
     make_cpu_models > /dev/null || return 1
+    case " $models " in *" large-"*) make_large_models > /dev/null || return 1 ;; esac
+    total=$((rounds * $(wc -w <<< "$models")))
     local load_before
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+    t0=$SECONDS
     for r in $(seq "$rounds"); do
-        for m in f16 q8_0; do
+        for m in $models; do
+            progress "CPU backend: round $r, $m" $((n++)) "$total" "$t0"
             order="native rscpu"
             [ $((r % 2)) = 0 ] && order="rscpu native"
             for which in $order; do
                 local bin=$ref
                 [ "$which" = rscpu ] && bin=$ours
-                "$bin/llama-bench" -m "$MODELS/medium-$m.gguf" -p 512 -n 128 -t 2 -r 1 -o csv \
+                "$bin/llama-bench" -m "$MODELS/$m.gguf" -p 512 -n 128 -fa 0,1 -t 2 -r 1 -o csv \
                     > "$dir/$which-$m-$r.csv" 2> "$dir/err" || { tail -n 3 "$dir/err"; rm -rf "$dir"; return 1; }
             done
         done
     done
-    echo "llama-bench -t 2, medium models (60M parameters), $rounds interleaved rounds, $(nproc) cores;" \
+    echo "llama-bench -t 2, $rounds interleaved rounds, $(nproc) cores;" \
         "load average (1, 5, 15 min) before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
-    python3 - "$dir" "$rounds" <<'EOF'
+    python3 - "$dir" "$rounds" $models <<'PY'
 import csv, os, statistics, sys
-d, rounds = sys.argv[1], int(sys.argv[2])
+d, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 ts = {}
 for r in range(1, rounds + 1):
     for which in ("native", "rscpu"):
-        for model in ("f16", "q8_0"):
+        for model in models:
             for row in csv.DictReader(open(os.path.join(d, f"{which}-{model}-{r}.csv"))):
                 test = f"pp{row['n_prompt']}" if row["n_gen"] == "0" else f"tg{row['n_gen']}"
-                ts.setdefault((which, model, test), []).append(float(row["avg_ts"]))
-print("| model | test | upstream CPU, native (t/s) | Rust CPU backend (t/s) | ours/upstream, paired median | range of the paired ratios |")
-print("|---|---|---:|---:|---:|---:|")
-for model in ("f16", "q8_0"):
+                fa = "on" if row["flash_attn"] in ("1", "true", "True") else "off"
+                ts.setdefault((which, model, test, fa), []).append(float(row["avg_ts"]))
+print("| model | test | flash attn | upstream CPU, native (t/s) | Rust CPU backend (t/s) | ours/upstream, paired median | range of the paired ratios |")
+print("|---|---|---|---:|---:|---:|---:|")
+below = []
+for model in models:
     for test in ("pp512", "tg128"):
-        u, o = ts[("native", model, test)], ts[("rscpu", model, test)]
-        ratios = sorted(b / a for a, b in zip(u, o))
-        print(f"| medium {model} | {test} | {statistics.median(u):.1f} | {statistics.median(o):.1f} | "
-              f"{statistics.median(ratios):.3f} | {ratios[0]:.2f}-{ratios[-1]:.2f} |")
-EOF
+        for fa in ("off", "on"):
+            u, o = ts[("native", model, test, fa)], ts[("rscpu", model, test, fa)]
+            ratios = sorted(b / a for a, b in zip(u, o))
+            med = statistics.median(ratios)
+            if med < 1.0:
+                below.append(f"{model} {test} fa {fa} ({med:.2f})")
+            print(f"| {model} | {test} | {fa} | {statistics.median(u):.1f} | {statistics.median(o):.1f} | "
+                  f"{med:.3f} | {ratios[0]:.2f}-{ratios[-1]:.2f} |")
+print()
+print(f"- rows below 1.0 (issue 15's goal: none): {len(below)} of {len(models) * 4}" + (": " + ", ".join(below) if below else ""))
+PY
     rm -rf "$dir"
 }
 

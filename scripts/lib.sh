@@ -31,6 +31,14 @@ check() {
     fi
 }
 
+# progress LABEL DONE TOTAL T0: one line on stderr for a long loop (benchmarks): the count, the
+# percentage and the time left at the pace since T0 (a $SECONDS value taken before the loop)
+progress() {
+    local label=$1 done=$2 total=$3 t0=$4 left
+    left=$(( (SECONDS - t0) * (total - done) / (done > 0 ? done : 1) ))
+    printf '[%s] %d/%d (%d%%), about %d min %d s left\n' "$label" "$done" "$total" $((100 * done / total)) $((left / 60)) $((left % 60)) >&2
+}
+
 # skip NAME WHY: records a check that could not run yet, with the reason, in the summary (it does
 # not fail the suite, and it is not a pass)
 skip() {
@@ -135,6 +143,34 @@ make_cpu_models() {
                 return 1
             fi
         done
+    done
+}
+
+# make_large_models: the ~1B-shaped llama (gen_model.py's "large": n_embd 2048 and n_ff 5632 like
+# a 1B llama, 8 layers, 510M parameters) whose weights do not fit in any cache, for memory-bound
+# token generation: f16 and q8_0 generated, q4_0 and q4_K (Q4_K_M) by the stock build's llama-quantize
+make_large_models() {
+    local py type out
+    py=$("$ROOT/scripts/pyenv.sh" | tail -n1)
+    mkdir -p "$MODELS"
+    for type in f16 q8_0; do
+        out="$MODELS/large-$type.gguf"
+        [ -f "$out" ] && continue
+        echo "[models] generating large-$type (about a minute)" >&2
+        "$py" "$ROOT/scripts/gen_model.py" --size large --type "$type" --seed 1 --out "$out.tmp" >&2 && mv -f "$out.tmp" "$out" || return 1
+    done
+    for type in q4_0 q4_K; do
+        out="$MODELS/large-$type.gguf"
+        local ftype=Q4_0
+        [ "$type" = q4_K ] && ftype=Q4_K_M
+        [ -f "$out" ] && continue
+        echo "[models] quantizing large-$type" >&2
+        if "$BUILD_STOCK/bin/llama-quantize" "$MODELS/large-f16.gguf" "$out.tmp" "$ftype" 2 > "$out.log" 2>&1; then
+            mv -f "$out.tmp" "$out"
+        else
+            tail -n 5 "$out.log"
+            return 1
+        fi
     done
 }
 
