@@ -131,18 +131,26 @@ make_cpu_models() {
             out="$MODELS/$size-$type.gguf"
             [ -f "$out" ] || "$py" "$ROOT/scripts/gen_model.py" --size "$size" --type "$type" --seed 1 --out "$out" >&2 || return 1
         done
-        for type in q4_0 q4_K; do
-            out="$MODELS/$size-$type.gguf"
-            local ftype=Q4_0
-            [ "$type" = q4_K ] && ftype=Q4_K_M
-            [ -f "$out" ] && continue
-            if "$BUILD_STOCK/bin/llama-quantize" "$MODELS/$size-f32.gguf" "$out.tmp" "$ftype" 1 > "$out.log" 2>&1; then
-                mv -f "$out.tmp" "$out"
-            else
-                tail -n 5 "$out.log"
-                return 1
-            fi
-        done
+        quantize_model "$size-f32" "$size" 1 || return 1
+    done
+}
+
+# quantize_model SOURCE SIZE THREADS: $MODELS/SIZE-q4_0 and SIZE-q4_K (Q4_K_M) from
+# $MODELS/SOURCE.gguf by the stock build's llama-quantize, each once
+quantize_model() {
+    local type out ftype
+    for type in q4_0 q4_K; do
+        out="$MODELS/$2-$type.gguf"
+        ftype=Q4_0
+        [ "$type" = q4_K ] && ftype=Q4_K_M
+        [ -f "$out" ] && continue
+        echo "[models] quantizing $2-$type" >&2
+        if "$BUILD_STOCK/bin/llama-quantize" "$MODELS/$1.gguf" "$out.tmp" "$ftype" "$3" > "$out.log" 2>&1; then
+            mv -f "$out.tmp" "$out"
+        else
+            tail -n 5 "$out.log"
+            return 1
+        fi
     done
 }
 
@@ -159,19 +167,7 @@ make_large_models() {
         echo "[models] generating large-$type (about a minute)" >&2
         "$py" "$ROOT/scripts/gen_model.py" --size large --type "$type" --seed 1 --out "$out.tmp" >&2 && mv -f "$out.tmp" "$out" || return 1
     done
-    for type in q4_0 q4_K; do
-        out="$MODELS/large-$type.gguf"
-        local ftype=Q4_0
-        [ "$type" = q4_K ] && ftype=Q4_K_M
-        [ -f "$out" ] && continue
-        echo "[models] quantizing large-$type" >&2
-        if "$BUILD_STOCK/bin/llama-quantize" "$MODELS/large-f16.gguf" "$out.tmp" "$ftype" 2 > "$out.log" 2>&1; then
-            mv -f "$out.tmp" "$out"
-        else
-            tail -n 5 "$out.log"
-            return 1
-        fi
-    done
+    quantize_model large-f16 large 2
 }
 
 # a free TCP port on loopback
