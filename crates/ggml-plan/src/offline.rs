@@ -21,21 +21,25 @@ impl Interval {
     }
 }
 
-/// The best of a few greedy placements: largest first, largest area first, longest first, each
+/// The best of a few greedy placements: longest first, largest first, largest area first, each
 /// into the smallest gap that fits, and largest first into the lowest gap that fits ("first
 /// fit"); no one wins on every graph, and each costs one pass. Stops at the first placement that
 /// reaches `lower_bound` (nothing can be smaller). Returns an offset per interval and the arena
 /// size.
 pub fn best_placement(intervals: &[Interval], lower_bound: usize) -> (Vec<usize>, usize) {
     let mut placer = Placer::new(intervals);
-    let mut best = placer.greedy(largest_first, Fit::Best);
+    // Longest first goes first: on chain-shaped graphs (transformers, where the few long-lived
+    // tensors are what fragments an online placement) it is the order that reaches the bound,
+    // and a placement at the bound ends the search after one pass. The result is the same in
+    // any order: the smallest arena of the four, or one at the bound (nothing is smaller).
+    let mut best = placer.greedy(longest_first, Fit::Best);
     for candidate in 0..3 {
         if best.1 <= lower_bound {
             break;
         }
         let c = match candidate {
-            0 => placer.greedy_below(largest_area_first, Fit::Best, best.1),
-            1 => placer.greedy_below(longest_first, Fit::Best, best.1),
+            0 => placer.greedy_below(largest_first, Fit::Best, best.1),
+            1 => placer.greedy_below(largest_area_first, Fit::Best, best.1),
             _ => placer.greedy_below(largest_first, Fit::First, best.1),
         };
         if let Some(c) = c {
