@@ -142,6 +142,9 @@ pub struct Sched {
     /// they were, to check that the compute's new allocation puts them in the same places
     inputs_before_replan: Option<InputPlaces>,
     prev_buft_ids: (Vec<usize>, Vec<usize>),
+    /// the split (counted by `n_split_graphs`) whose allocator graph `prev_buft_ids` were read
+    /// from: a plan kept since has the same ones
+    prev_buft_ids_of: u64,
     graph_size: (usize, usize),
     dump_dir: Option<String>,
     /// the last allocation, to repeat while nothing changes (see `memo`); None when off
@@ -233,6 +236,7 @@ impl Sched {
             lost_to: None,
             inputs_before_replan: None,
             prev_buft_ids: (Vec::new(), Vec::new()),
+            prev_buft_ids_of: 0,
             graph_size: (0, 0),
             dump_dir,
             memo: None,
@@ -426,8 +430,14 @@ impl Sched {
     fn alloc_splits(&mut self) -> Result<(), AllocError> {
         self.report_context();
         let plan = self.plan.as_ref().expect("split_graph ran");
-        let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
-        let changed = ids != self.prev_buft_ids;
+        // the allocator graph changes only with a new split (a kept plan keeps its buffer ids)
+        let same_split = self.prev_buft_ids_of == self.n_split_graphs && self.n_split_graphs > 0;
+        let ids = if same_split {
+            std::mem::take(&mut self.prev_buft_ids)
+        } else {
+            (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids))
+        };
+        let changed = !same_split && ids != self.prev_buft_ids;
         let mut allocated = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
         if let Err(AllocError::Backend(why)) = &allocated {
             // upstream's scheduler tries a failed allocation a second time (see README); a
@@ -439,6 +449,7 @@ impl Sched {
             allocated = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
         }
         self.prev_buft_ids = ids;
+        self.prev_buft_ids_of = self.n_split_graphs;
         // upstream counts what its allocator cannot place without reserving anew; ggml-rs counts
         // what that is meant to catch: a compute buffer replaced by a larger one (with one backend
         // upstream never counts, its allocator re-plans on its own; a new plan that fits the
