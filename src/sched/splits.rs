@@ -362,3 +362,39 @@ impl SplitBuilder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restore_puts_back_every_taken_tensor_byte_for_byte() {
+        // SAFETY: ggml_tensor is a C struct of integers, pointers and arrays of them; zero is valid.
+        let mut like: Box<ggml_tensor> = Box::new(unsafe { std::mem::zeroed() });
+        like.ne = [8, 2, 1, 1];
+        like.nb = [4, 32, 64, 64];
+        // SAFETY: the box outlives every use of the reference below.
+        let like = unsafe { TensorRef::from_raw(&mut *like) }.expect("not null");
+        let mut pool = TensorPool::default();
+        let a = pool.take(like, "a");
+        a.set_flags(sys::GGML_TENSOR_FLAG_INPUT);
+        let b = pool.take(like, "b (dep)");
+        b.set_view(a, 16);
+        let saved = pool.headers();
+        assert_eq!(saved.len(), 2);
+        // what an allocation and a later split leave in them
+        a.set_data(0x1000 as *mut c_void);
+        a.set_flags(0);
+        b.set_src(0, a.as_ptr());
+        pool.rewind();
+        let c = pool.take(a, "c");
+        c.set_name("another name");
+        assert!(!a.has_header(&saved[0]) && !b.has_header(&saved[1]));
+        pool.restore(&saved);
+        assert!(a.has_header(&saved[0]) && b.has_header(&saved[1]));
+        assert_eq!(pool.in_use().count(), 2);
+        assert_eq!(a.name(), "a");
+        assert!(a.is_input() && a.data().is_null());
+        assert_eq!(b.view_src_ptr(), a.as_ptr());
+    }
+}
