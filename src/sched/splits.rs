@@ -374,7 +374,7 @@ mod tests {
         like.ne = [8, 2, 1, 1];
         like.nb = [4, 32, 64, 64];
         // SAFETY: the box outlives every use of the reference below.
-        let like = unsafe { TensorRef::from_raw(&mut *like) }.expect("not null");
+        let like = unsafe { TensorRef::from_raw(&*like) }.expect("not null");
         let mut pool = TensorPool::default();
         let a = pool.take(like, "a");
         a.set_flags(sys::GGML_TENSOR_FLAG_INPUT);
