@@ -538,8 +538,9 @@ static struct ggml_cgraph * build_xw(struct ggml_context * ctx, struct ggml_tens
 }
 
 // a program whose graphs were all built anew (the memo never held, so memos are taken less and
-// less often) and that then allocates one graph again and again: from its second allocation on,
-// each is repeated (ggml-rs before: up to 32 allocations went the whole way first)
+// less often; each kept the first one's split plan) and that then allocates one graph again and
+// again: from its second allocation on, each is repeated (ggml-rs before: up to 32 allocations
+// went the whole way first)
 static void test_repeat_after_graphs_built_anew(void) {
     ggml_backend_t fake = fake_backend_new(NULL);
     ggml_backend_t cpu = ggml_backend_cpu_init();
@@ -567,10 +568,117 @@ static void test_repeat_after_graphs_built_anew(void) {
         CHECK(ggml_backend_sched_graph_compute(sched, g) == GGML_STATUS_SUCCESS, "compute round %d", round);
         CHECK_FLOAT(get0(out), (6.0 * round) * (6.0 * round));
         if (ggml_rs_sched_counters) {
-            bool repeat = round > 41;
-            CHECK(n_splits - splits0 == (repeat ? 0u : 1u) && n_repeats - repeats0 == (repeat ? 1u : 0u),
-                  "round %d (%s): %s expected, split %llu, repeated %llu", round, anew ? "built anew" : "the same graph", repeat ? "a repeat" : "a new split",
-                  (unsigned long long) (n_splits - splits0), (unsigned long long) (n_repeats - repeats0));
+            // built anew with the structure of the last graph: the split plan is kept (neither
+            // split nor repeated); the graph allocated again as it is: split once, then repeated
+            bool repeat = round > 41, kept = round > 1 && anew;
+            CHECK(n_splits - splits0 == (repeat || kept ? 0u : 1u) && n_repeats - repeats0 == (repeat ? 1u : 0u),
+                  "round %d (%s): %s expected, split %llu, repeated %llu", round, anew ? "built anew" : "the same graph",
+                  repeat ? "a repeat" : kept ? "the plan kept" : "a new split", (unsigned long long) (n_splits - splits0),
+                  (unsigned long long) (n_repeats - repeats0));
+        }
+    }
+    ggml_backend_sched_free(sched);
+    ggml_free(ctx);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+    ggml_backend_free(cpu);
+    ggml_backend_free(fake);
+}
+
+// one variant of a graph built anew in `ctx` emptied first (the same addresses each time):
+// xin (input, 16 floats) -> x = view of n floats at x_off -> scale -> mul(., w on the device)
+// -> sqr or sqrt; `mark` flags the mul an output
+struct anew_shape {
+    int n, x_off;
+    float scale;
+    bool sqrt, mark;
+};
+
+static struct ggml_cgraph * build_anew(struct ggml_context * ctx, struct ggml_tensor * w, struct anew_shape s, struct ggml_tensor ** xin,
+                                       struct ggml_tensor ** n1, struct ggml_tensor ** out) {
+    ggml_reset(ctx);
+    *xin = vec(ctx, "xin", 16);
+    ggml_set_input(*xin);
+    struct ggml_tensor * x = ggml_view_1d(ctx, *xin, s.n, (size_t) s.x_off * sizeof(float));
+    *n1 = ggml_scale(ctx, x, s.scale);
+    struct ggml_tensor * n2 = ggml_mul(ctx, *n1, w);
+    if (s.mark) {
+        ggml_set_output(n2);
+    }
+    *out = s.sqrt ? ggml_sqrt(ctx, n2) : ggml_sqr(ctx, n2);
+    ggml_set_output(*out);
+    struct ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, *out);
+    return g;
+}
+
+// a graph built anew with the structure of the last one split keeps its split plan (ggml-rs:
+// neither split again nor repeated from the memo); one differing in a shape, an op parameter,
+// an op, a view offset, a flag or a user assignment is split again, and every graph computes
+// its own values (a plan kept wrongly would copy the old shape into the device)
+static void test_plan_kept_only_for_the_same_structure(void) {
+    ggml_backend_t fake = fake_backend_new(NULL);
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_t backends[2] = { fake, cpu };
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends, NULL, 2, 64, false, true);
+    struct ggml_context * wctx = new_ctx();
+    struct ggml_tensor * w = vec(wctx, "w", 4);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, fake_backend_buft(fake));
+    ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    set_all(w, 3.0f);
+    struct ggml_context * ctx = new_ctx();
+    struct {
+        struct anew_shape s;
+        bool user; // n1 put on the device by the user
+        bool split; // a new split expected (else the plan is kept)
+        const char * what;
+    } rounds[] = {
+        { { 4, 0, 2.0f, false, false }, false, true, "the first graph" },
+        { { 4, 0, 2.0f, false, false }, false, false, "the same structure" },
+        { { 8, 0, 2.0f, false, false }, false, true, "another shape" },
+        { { 8, 0, 2.0f, false, false }, false, false, "the same structure" },
+        { { 8, 0, 5.0f, false, false }, false, true, "another op parameter" },
+        { { 8, 0, 5.0f, false, false }, false, false, "the same structure" },
+        { { 8, 0, 5.0f, true, false }, false, true, "another op" },
+        { { 8, 4, 5.0f, true, false }, false, true, "another view offset" },
+        { { 8, 4, 5.0f, true, false }, false, false, "the same structure" },
+        { { 8, 4, 5.0f, true, true }, false, true, "another flag" },
+        { { 8, 4, 5.0f, true, true }, true, true, "a user assignment" },
+        { { 8, 4, 5.0f, true, true }, true, false, "the same structure and assignment" },
+        { { 8, 4, 5.0f, true, true }, false, true, "no user assignment" },
+    };
+    for (int round = 0; round < (int) (sizeof(rounds) / sizeof(rounds[0])); round++) {
+        struct anew_shape s = rounds[round].s;
+        struct ggml_tensor * xin, * n1, * out;
+        struct ggml_cgraph * g = build_anew(ctx, w, s, &xin, &n1, &out);
+        uint64_t splits0, repeats0, n_splits, n_repeats;
+        counters(sched, &splits0, &repeats0);
+        ggml_backend_sched_reset(sched);
+        if (rounds[round].user) {
+            ggml_backend_sched_set_tensor_backend(sched, n1, fake);
+        }
+        CHECK(ggml_backend_sched_alloc_graph(sched, g), "alloc round %d", round);
+        counters(sched, &n_splits, &n_repeats);
+        float xv[16], got[16];
+        for (int k = 0; k < 16; k++) {
+            xv[k] = (float) (round + k);
+        }
+        ggml_backend_tensor_set(xin, xv, 0, sizeof(xv));
+        CHECK(ggml_backend_sched_graph_compute(sched, g) == GGML_STATUS_SUCCESS, "compute round %d", round);
+        CHECK(ggml_nelements(out) == s.n, "round %d: %lld outputs", round, (long long) ggml_nelements(out));
+        ggml_backend_tensor_get(out, got, 0, (size_t) s.n * sizeof(float));
+        for (int k = 0; k < s.n; k++) {
+            double v = s.scale * xv[s.x_off + k] * 3.0;
+            CHECK_FLOAT(got[k], s.sqrt ? sqrt(v) : v * v);
+        }
+        if (rounds[round].user) {
+            CHECK(ggml_backend_sched_get_tensor_backend(sched, n1) == fake, "round %d: n1 where the user put it", round);
+        }
+        if (ggml_rs_sched_counters) {
+            bool split = rounds[round].split;
+            CHECK(n_splits - splits0 == (split ? 1u : 0u) && n_repeats == repeats0, "round %d (%s): %s expected, split %llu, repeated %llu", round,
+                  rounds[round].what, split ? "a new split" : "the plan kept", (unsigned long long) (n_splits - splits0),
+                  (unsigned long long) (n_repeats - repeats0));
         }
     }
     ggml_backend_sched_free(sched);
@@ -1185,6 +1293,7 @@ int main(int argc, char ** argv) {
     RUN(test_recompute_allocated_graph);
     RUN(test_repeat_only_what_did_not_change);
     RUN(test_repeat_after_graphs_built_anew);
+    RUN(test_plan_kept_only_for_the_same_structure);
     RUN(test_compute_honours_its_graph_argument);
     RUN(test_result_read_by_the_next_graph);
     RUN(test_op_offload_on);

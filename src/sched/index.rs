@@ -39,6 +39,9 @@ pub struct GraphIndex {
     /// whether some tensor may be in neither list (numbered first as a source or view source);
     /// false for graphs in ggml's order, where every source is listed before it is read
     has_loose: bool,
+    /// whether `locate` cleared the buffer pointer of a tensor placed in a freed compute buffer
+    /// (the caller's tensors were written: their headers are not what the caller built)
+    pub cleared_freed: bool,
 }
 
 impl GraphIndex {
@@ -91,6 +94,7 @@ impl GraphIndex {
             loose: Vec::new(),
             unlisted: None,
             has_loose: false,
+            cleared_freed: false,
         };
         // tensors numbered by the lists themselves (each one new when it is numbered last): all
         // of them unless a source or view source was numbered first
@@ -133,7 +137,8 @@ impl GraphIndex {
         // it by), so that nothing reads the freed struct, backends' supports_op included (they
         // look at their sources' buffer types); the allocator places it anew, or names it as a
         // result that was lost
-        if places.contains(&Residence::Freed) {
+        self.cleared_freed = places.contains(&Residence::Freed);
+        if self.cleared_freed {
             for i in 0..self.tensors.len() {
                 if places[root_of(i)] == Residence::Freed {
                     self.tensors[i].set_buffer(std::ptr::null_mut());

@@ -32,12 +32,15 @@ use crate::ggml::abi_backend::ggml_backend_sched_eval_callback;
 use crate::ggml::abi_impl::ggml_backend_buffer_type;
 use crate::ggml::graph::{GraphRef, next_graph_uid};
 use crate::ggml::handles::{Backend, Buffer, BufferType, Event};
+use crate::ggml::snapshot::HeaderSnapshot;
 use crate::ggml::sys::{self, GGML_STATUS_ALLOC_FAILED, GGML_STATUS_FAILED, ggml_status};
 use crate::ggml::tensor::TensorRef;
 use crate::sched::assign::Backends;
 use crate::sched::compute::{ComputeCtx, Substituted};
 use crate::sched::debug;
+use crate::sched::index::GraphIndex;
 use crate::sched::memo::{AllocMemo, AllocRequest};
+use crate::sched::reuse::{PlanMemo, PlanRequest};
 use crate::sched::splits::{Preset, SplitParams, SplitPlan, TensorPool, split_graph};
 use ggml_plan::addr_map::AddrMap;
 use ggml_plan::report::{Report, SplitReport};
@@ -139,6 +142,9 @@ pub struct Sched {
     /// they were, to check that the compute's new allocation puts them in the same places
     inputs_before_replan: Option<InputPlaces>,
     prev_buft_ids: (Vec<usize>, Vec<usize>),
+    /// the split (counted by `n_split_graphs`) whose allocator graph `prev_buft_ids` were read
+    /// from: a plan kept since has the same ones
+    prev_buft_ids_of: u64,
     graph_size: (usize, usize),
     dump_dir: Option<String>,
     /// the last allocation, to repeat while nothing changes (see `memo`); None when off
@@ -150,9 +156,14 @@ pub struct Sched {
     memo_skip: u32,
     /// the graph of the last allocation that went the whole way (not cleared by reset)
     last_allocated: Option<GraphIdentity>,
-    /// graphs assigned and split, and allocations repeated from the memo (tests, benchmarks)
+    /// what the current split plan was made from, to keep it for a graph built anew with the
+    /// same structure (see `reuse`); None when off, or when the plan was changed since
+    plan_memo: Option<PlanMemo>,
+    /// graphs assigned and split, allocations repeated from the memo, and split plans kept for a
+    /// graph of the same structure (tests, benchmarks)
     pub n_split_graphs: u64,
     pub n_repeats: u64,
+    pub n_plans_kept: u64,
 }
 
 fn env_int(name: &str) -> Option<i32> {
@@ -225,6 +236,7 @@ impl Sched {
             lost_to: None,
             inputs_before_replan: None,
             prev_buft_ids: (Vec::new(), Vec::new()),
+            prev_buft_ids_of: 0,
             graph_size: (0, 0),
             dump_dir,
             memo: None,
@@ -232,8 +244,10 @@ impl Sched {
             memo_misses: 0,
             memo_skip: 0,
             last_allocated: None,
+            plan_memo: None,
             n_split_graphs: 0,
             n_repeats: 0,
+            n_plans_kept: 0,
         }
     }
 
@@ -314,8 +328,17 @@ impl Sched {
 
     pub fn split_graph(&mut self, graph: GraphRef) {
         self.memo = None;
+        let view_ctx = graph.view_context();
+        if self.keep_plan(graph, &view_ctx) {
+            return;
+        }
+        self.plan_memo = None;
         self.n_split_graphs += 1;
         let (nodes, leafs) = (graph.node_slice(), graph.leaf_slice());
+        // a plan made without the previous graph's assignments (after a reset) can be kept for a
+        // graph of the same structure (see `reuse`); the headers are taken before any pass runs
+        let memo_wanted = self.memo_on && !self.plan_assigned;
+        let mut headers = None;
         let (previous, previous_ids) = match self.plan.take() {
             Some(p) => (Some(p.ix), self.plan_assigned.then_some(p.ids)),
             None => (None, None),
@@ -324,7 +347,19 @@ impl Sched {
         let params =
             SplitParams { backends: &self.be, handles: &self.be.backends, op_offload: self.op_offload, n_copies: self.n_copies, cur_copy: self.cur_copy };
         let galloc = &self.galloc;
-        let plan = split_graph(&params, nodes, leafs, preset, |t| galloc.residence(t), &mut self.pool, &graph.view_context());
+        let user = &self.user_ids;
+        let cur_copy = self.cur_copy;
+        let on_index = |ix: &GraphIndex| {
+            if memo_wanted && !ix.cleared_freed && ix.unlisted.is_none() {
+                let req = PlanRequest { nodes, leafs, user, cur_copy, view_ctx: &view_ctx };
+                headers = Some(HeaderSnapshot::take(PlanMemo::listed_first(&req, ix)));
+            }
+        };
+        let plan = split_graph(&params, nodes, leafs, preset, |t| galloc.residence(t), &mut self.pool, &view_ctx, on_index);
+        if let Some(headers) = headers {
+            let req = PlanRequest { nodes, leafs, user: &self.user_ids, cur_copy: self.cur_copy, view_ctx: &view_ctx };
+            self.plan_memo = Some(PlanMemo::take(&req, &plan.ix, headers, |t| galloc.residence(t), self.pool.headers(), &plan.ids));
+        }
         self.is_reset = false;
         self.n_splits = plan.splits.len();
         if self.debug > 0 {
@@ -395,8 +430,14 @@ impl Sched {
     fn alloc_splits(&mut self) -> Result<(), AllocError> {
         self.report_context();
         let plan = self.plan.as_ref().expect("split_graph ran");
-        let ids = (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids));
-        let changed = ids != self.prev_buft_ids;
+        // the allocator graph changes only with a new split (a kept plan keeps its buffer ids)
+        let same_split = self.prev_buft_ids_of == self.n_split_graphs && self.n_split_graphs > 0;
+        let ids = if same_split {
+            std::mem::take(&mut self.prev_buft_ids)
+        } else {
+            (self.buft_ids(&plan.alloc_graph.node_ids), self.buft_ids(&plan.alloc_graph.leaf_ids))
+        };
+        let changed = !same_split && ids != self.prev_buft_ids;
         let mut allocated = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
         if let Err(AllocError::Backend(why)) = &allocated {
             // upstream's scheduler tries a failed allocation a second time (see README); a
@@ -408,6 +449,7 @@ impl Sched {
             allocated = Self::with_copies(plan, |g| self.galloc.alloc_graph(g, true));
         }
         self.prev_buft_ids = ids;
+        self.prev_buft_ids_of = self.n_split_graphs;
         // upstream counts what its allocator cannot place without reserving anew; ggml-rs counts
         // what that is meant to catch: a compute buffer replaced by a larger one (with one backend
         // upstream never counts, its allocator re-plans on its own; a new plan that fits the
@@ -508,6 +550,30 @@ impl Sched {
         for split in &mut self.plan.as_mut().expect("a memo has a plan").splits {
             split.graph.set_uid(next_graph_uid());
         }
+        true
+    }
+
+    /// Keeps the current split plan for `graph` when it is what splitting `graph` would make (see
+    /// `reuse`): the scheduler's tensors go back to what the split made them, the split graphs
+    /// get new ids, as after a split.
+    fn keep_plan(&mut self, graph: GraphRef, view_ctx: &crate::ggml::graph::ViewContext) -> bool {
+        let (Some(memo), Some(plan)) = (&self.plan_memo, &mut self.plan) else { return false };
+        let req = PlanRequest { nodes: graph.node_slice(), leafs: graph.leaf_slice(), user: &self.user_ids, cur_copy: self.cur_copy, view_ctx };
+        let galloc = &self.galloc;
+        // a plan still in force (no reset since) was made from another plan's assignments
+        if self.plan_assigned || !memo.holds_for(&req, &plan.ix, |t| galloc.residence(t)) {
+            return false;
+        }
+        self.pool.restore(memo.pool());
+        // set_tensor_backend writes the plan's assignments too (see there)
+        memo.restore_ids(&mut plan.ids);
+        for split in &mut plan.splits {
+            split.graph.set_uid(next_graph_uid());
+        }
+        self.n_plans_kept += 1;
+        self.is_reset = false;
+        self.graph_size.0 = self.graph_size.1;
+        self.plan_assigned = true;
         true
     }
 

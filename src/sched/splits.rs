@@ -13,7 +13,7 @@ use crate::ggml::abi_impl::ggml_backend_graph_optimize_params;
 use crate::ggml::graph::{GraphView, ViewContext, next_graph_uid};
 use crate::ggml::handles::Backend;
 use crate::ggml::sys::{self, GGML_MAX_SRC, ggml_tensor};
-use crate::ggml::tensor::{OwnedTensor, TensorRef};
+use crate::ggml::tensor::{Header, OwnedTensor, TensorRef};
 use crate::sched::assign::{Backends, assign};
 use crate::sched::index::GraphIndex;
 use ggml_plan::addr_map::AddrMap;
@@ -59,6 +59,21 @@ impl TensorPool {
     /// The tensors taken since the last rewind.
     pub fn in_use(&self) -> impl Iterator<Item = TensorRef> + '_ {
         self.tensors[..self.used].iter().map(|t| t.tensor())
+    }
+
+    /// The headers of the tensors taken since the last rewind, as they are now.
+    pub fn headers(&self) -> Vec<Header> {
+        self.in_use().map(|t| t.header()).collect()
+    }
+
+    /// Back to the moment `headers` were taken (with no tensor dropped since): the same tensors
+    /// taken, each byte for byte as it was then.
+    pub fn restore(&mut self, headers: &[Header]) {
+        crate::ensure!(headers.len() <= self.tensors.len(), "ggml_backend_sched: restoring more scheduler tensors than exist");
+        for (t, h) in self.tensors.iter_mut().zip(headers) {
+            t.restore(h);
+        }
+        self.used = headers.len();
     }
 
     pub fn take(&mut self, like: TensorRef, name: &str) -> TensorRef {
@@ -130,7 +145,9 @@ pub struct Preset<'a> {
     pub previous_ids: Option<Vec<i32>>,
 }
 
-/// Runs the assignment passes and builds the splits for `nodes`/`leafs` (the caller's graph).
+/// Runs the assignment passes and builds the splits for `nodes`/`leafs` (the caller's graph);
+/// `on_index` sees the graph's index before any pass runs.
+#[allow(clippy::too_many_arguments)]
 pub fn split_graph<B: Backends>(
     p: &SplitParams<B>,
     nodes: &[TensorRef],
@@ -139,9 +156,11 @@ pub fn split_graph<B: Backends>(
     residence: impl Fn(TensorRef) -> Residence,
     pool: &mut TensorPool,
     view_ctx: &ViewContext,
+    on_index: impl FnOnce(&GraphIndex),
 ) -> SplitPlan {
     let Preset { user, mut previous, previous_ids } = preset;
     let ix = GraphIndex::of(nodes, leafs, residence, &mut previous);
+    on_index(&ix);
     // user assignments, then (no reset since) the previous graph's assignments
     let mut ids = match (&previous, previous_ids) {
         (None, Some(old)) if old.len() == ix.len() => old, // the same graph: the same ids
@@ -341,5 +360,41 @@ impl SplitBuilder {
             graph: GraphView::new(Vec::new(), &ViewContext::empty(), 0),
             alloc_steps: (0, 0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restore_puts_back_every_taken_tensor_byte_for_byte() {
+        // SAFETY: ggml_tensor is a C struct of integers, pointers and arrays of them; zero is valid.
+        let mut like: Box<ggml_tensor> = Box::new(unsafe { std::mem::zeroed() });
+        like.ne = [8, 2, 1, 1];
+        like.nb = [4, 32, 64, 64];
+        // SAFETY: the box outlives every use of the reference below.
+        let like = unsafe { TensorRef::from_raw(&*like) }.expect("not null");
+        let mut pool = TensorPool::default();
+        let a = pool.take(like, "a");
+        a.set_flags(sys::GGML_TENSOR_FLAG_INPUT);
+        let b = pool.take(like, "b (dep)");
+        b.set_view(a, 16);
+        let saved = pool.headers();
+        assert_eq!(saved.len(), 2);
+        // what an allocation and a later split leave in them
+        a.set_data(0x1000 as *mut c_void);
+        a.set_flags(0);
+        b.set_src(0, a.as_ptr());
+        pool.rewind();
+        let c = pool.take(a, "c");
+        c.set_name("another name");
+        assert!(!a.has_header(&saved[0]) && !b.has_header(&saved[1]));
+        pool.restore(&saved);
+        assert!(a.has_header(&saved[0]) && b.has_header(&saved[1]));
+        assert_eq!(pool.in_use().count(), 2);
+        assert_eq!(a.name(), "a");
+        assert!(a.is_input() && a.data().is_null());
+        assert_eq!(b.view_src_ptr(), a.as_ptr());
     }
 }

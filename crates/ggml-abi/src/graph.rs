@@ -145,6 +145,14 @@ impl ViewContext {
     }
 }
 
+impl PartialEq for ViewContext {
+    /// The same graph memory: views taken with either read the same use counts and hash set.
+    fn eq(&self, o: &Self) -> bool {
+        let (a, b) = (&self.visited_hash_set, &o.visited_hash_set);
+        self.use_counts == o.use_counts && a.size == b.size && a.used == b.used && a.keys == b.keys && self.order == o.order
+    }
+}
+
 impl Clone for ViewContext {
     fn clone(&self) -> Self {
         ViewContext { use_counts: self.use_counts, visited_hash_set: copy_hash_set(&self.visited_hash_set), order: self.order }

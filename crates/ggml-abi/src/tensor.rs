@@ -442,6 +442,17 @@ impl OwnedTensor {
     /// like upstream's freshly made copies, it is placed and initialised by the backend again
     /// after the compute buffer's reset.
     #[inline]
+    /// Puts back a header taken of this tensor earlier ([`TensorRef::header`]): the tensor is
+    /// byte for byte what it was then (the scheduler's copies, reused for a graph of the same
+    /// structure, as a new split would make them).
+    pub fn restore(&mut self, h: &Header) {
+        self.0.type_ = h.type_;
+        // SAFETY: bytes 8..8 + HEADER_WORDS * 8 of the boxed tensor are the fields `header` read
+        // (pointers, sizes, ints, the name: any bit pattern a header held is one they held);
+        // the box is ours and nothing else borrows it now.
+        unsafe { std::ptr::write((&mut *self.0 as *mut ggml_tensor as *mut u8).add(8) as *mut [u64; HEADER_WORDS], h.words) };
+    }
+
     pub fn reinit(&mut self, like: TensorRef, name: &str) {
         // SAFETY: ggml_tensor is plain old data; all-zero is its fresh state.
         *self.0 = unsafe { std::mem::zeroed() };
