@@ -149,7 +149,7 @@ impl VecF {
     /// (cos, sin) of its angle. Every level rounds as the scalar form (a product each, then the
     /// sum or difference: no fused multiply-add), so the results are the same bits.
     pub fn rope_pairs(self, y: &mut [f32], cs: &[f32]) {
-        assert!(y.len() == cs.len() && y.len() % 2 == 0, "vecf::rope_pairs: {} values, {} cos/sin", y.len(), cs.len());
+        assert!(y.len() == cs.len() && y.len().is_multiple_of(2), "vecf::rope_pairs: {} values, {} cos/sin", y.len(), cs.len());
         match self.0 {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as in mad_f32; the lengths are checked above
