@@ -178,6 +178,62 @@ impl VecF {
     }
 }
 
+impl VecF {
+    /// `Σ x²` for RMS_NORM: each square rounded to f32, summed in f64 (upstream's `ggml_float`
+    /// sum) in 8 interleaved partial sums added in a fixed order, so every level gives the same
+    /// bits (the order differs from upstream's one running sum only in f64 rounding).
+    pub fn sum_sq(self, x: &[f32]) -> f64 {
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::sum_sq_512(x) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx2 => unsafe { x86::sum_sq_256(x) },
+            _ => sum_sq_scalar(x),
+        }
+    }
+
+    /// `y[i] = x[i] · s`, or `(x[i] · s) · w[i]` with `w` (RMS_NORM, and RMS_NORM fused with
+    /// the MUL by its weight: the two roundings of the two ops, so the same bits as both)
+    pub fn scale_mul_into(self, y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+        assert!(y.len() == x.len() && w.is_none_or(|w| w.len() == y.len()), "vecf::scale_mul_into: lengths differ");
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::scale_mul_into_512(y, x, s, w) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx2 => unsafe { x86::scale_mul_into_256(y, x, s, w) },
+            _ => scale_mul_into_scalar(y, x, s, w),
+        }
+    }
+}
+
+#[inline(always)]
+fn sum_sq_scalar(x: &[f32]) -> f64 {
+    let mut acc = [0f64; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for j in 0..8 {
+            acc[j] += (c[j] * c[j]) as f64;
+        }
+    }
+    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for v in it.remainder() {
+        sum += (v * v) as f64;
+    }
+    sum
+}
+
+#[inline(always)]
+fn scale_mul_into_scalar(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+    match w {
+        Some(w) => y.iter_mut().zip(x).zip(w).for_each(|((a, b), c)| *a = (b * s) * c),
+        None => y.iter_mut().zip(x).for_each(|(a, b)| *a = b * s),
+    }
+}
+
 /// the scalar ROPE pair rotation (also the vector kernels' tail)
 #[inline(always)]
 fn rope_pairs_scalar(y: &mut [f32], cs: &[f32]) {
@@ -220,9 +276,29 @@ const P: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{LN2_HI, LN2_LO, P, exp_poly, rope_halves_scalar, rope_pairs_scalar};
+    use super::{LN2_HI, LN2_LO, P, exp_poly, rope_halves_scalar, rope_pairs_scalar, scale_mul_into_scalar, sum_sq_scalar};
     use half::f16;
     use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn sum_sq_256(x: &[f32]) -> f64 {
+        sum_sq_scalar(x)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn sum_sq_512(x: &[f32]) -> f64 {
+        sum_sq_scalar(x)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn scale_mul_into_256(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+        scale_mul_into_scalar(y, x, s, w)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn scale_mul_into_512(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+        scale_mul_into_scalar(y, x, s, w)
+    }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn rope_pairs_256(y: &mut [f32], cs: &[f32]) {
@@ -621,6 +697,34 @@ mod tests {
                 k.rope_halves(&mut b, cos, sin);
                 assert_eq!(a, want_p, "rope_pairs h {h} at {:?}", k.0);
                 assert_eq!(b, want_h, "rope_halves h {h} at {:?}", k.0);
+            }
+        }
+    }
+
+    #[test]
+    fn the_rms_norm_kernels_give_the_scalar_bits_at_every_level() {
+        let mut rng = XorShift::new(80);
+        let scalar = VecF(Level::Scalar);
+        for len in [0usize, 1, 5, 8, 15, 16, 17, 64, 100, 512, 1000] {
+            let x: Vec<f32> = (0..len).map(|_| rng.f32_in(-3.0, 3.0)).collect();
+            let w: Vec<f32> = (0..len).map(|_| rng.f32_in(-2.0, 2.0)).collect();
+            let want = scalar.sum_sq(&x);
+            // the definition, in f64 over the f32 squares
+            let exact: f64 = x.iter().map(|v| (v * v) as f64).sum();
+            assert!((want - exact).abs() <= 1e-12 * exact.max(1.0), "sum_sq {want} vs {exact}");
+            let (mut ys, mut yw) = (vec![0f32; len], vec![0f32; len]);
+            scalar.scale_mul_into(&mut ys, &x, 0.7, None);
+            scalar.scale_mul_into(&mut yw, &x, 0.7, Some(&w));
+            for i in 0..len {
+                assert_eq!(ys[i], x[i] * 0.7);
+                assert_eq!(yw[i], ys[i] * w[i], "the fused form rounds as the two ops");
+            }
+            for k in levels() {
+                assert_eq!(k.sum_sq(&x).to_bits(), want.to_bits(), "sum_sq len {len} at {:?}", k.0);
+                let (mut a, mut b) = (vec![0f32; len], vec![0f32; len]);
+                k.scale_mul_into(&mut a, &x, 0.7, None);
+                k.scale_mul_into(&mut b, &x, 0.7, Some(&w));
+                assert_eq!((a == ys, b == yw), (true, true), "scale_mul_into len {len} at {:?}", k.0);
             }
         }
     }
