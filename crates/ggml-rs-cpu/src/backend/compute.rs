@@ -47,8 +47,10 @@ impl Engine {
     /// upstream's flag turns its optimised paths (tiled GEMM, flash-attention tiles, fusion) off.
     pub fn compute(&mut self, graph: GraphRef, abort: AbortCallback, abort_data: *mut c_void, use_ref: bool) -> ggml_status {
         let level = if use_ref { Level::Scalar } else { crate::simd::active() };
-        for (i, t) in graph.node_slice().iter().enumerate() {
-            if !is_computed(*t) {
+        let nodes = graph.node_slice();
+        let mut fused_next = false;
+        for (i, t) in nodes.iter().enumerate() {
+            if std::mem::take(&mut fused_next) || !is_computed(*t) {
                 continue;
             }
             let node = match node_of(t) {
@@ -56,7 +58,19 @@ impl Engine {
                 Err(why) => return fail(i, *t, &why),
             };
             let mut exec = Exec::with_level(&mut self.pool, &mut self.scratch, level);
-            if let Err(e) = ops::compute(&node, &mut exec) {
+            // RMS_NORM + MUL in one pass where upstream's CPU backend fuses them (not under
+            // use_ref, nor with GGML_CPU_DISABLE_FUSION=1, as upstream)
+            if node.op == Op::RmsNorm
+                && !use_ref
+                && let Some(w) = rms_norm_mul_next(graph, i)
+                && let Ok(mul) = node_of(&nodes[i + 1])
+                && ops::rms_norm_mul_fusable(&node, &mul, w)
+            {
+                if let Err(e) = ops::rms_norm_mul(&node, &mul, w, &mut exec) {
+                    return fail(i, *t, &e.0);
+                }
+                fused_next = true;
+            } else if let Err(e) = ops::compute(&node, &mut exec) {
                 return fail(i, *t, &e.0);
             }
             // SAFETY: the callback and its data are the application's (ggml's contract).
@@ -68,6 +82,33 @@ impl Engine {
         }
         GGML_STATUS_SUCCESS
     }
+}
+
+/// upstream's `GGML_CPU_DISABLE_FUSION=1` (read once)
+fn fusion_disabled() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("GGML_CPU_DISABLE_FUSION").is_ok_and(|v| v.trim().parse::<i32>() == Ok(1)))
+}
+
+/// The index of the weight source of the MUL after RMS_NORM node `i`, when the two may run as
+/// one pass: the graph-level conditions of upstream's `ggml_can_fuse` (the MUL next, computed,
+/// reading the norm's output, of its shape; the norm's output used once in the graph, not a
+/// view, not a graph output); the kernel's own (types, strides) are `ops::rms_norm_mul_fusable`'s.
+fn rms_norm_mul_next(graph: GraphRef, i: usize) -> Option<usize> {
+    let nodes = graph.node_slice();
+    let (norm, next) = (nodes[i], *nodes.get(i + 1)?);
+    if fusion_disabled() || next.op() != Op::Mul as i32 || !is_computed(next) || norm.ne() != next.ne() {
+        return None;
+    }
+    if norm.view_src().is_some() || norm.is_output() || graph.use_count(norm) != 1 {
+        return None;
+    }
+    let w = match (next.src(0), next.src(1)) {
+        (Some(a), Some(_)) if a == norm => 1,
+        (Some(_), Some(b)) if b == norm => 0,
+        _ => return None,
+    };
+    Some(w)
 }
 
 fn fail(index: usize, t: TensorRef, why: &str) -> ggml_status {
@@ -193,5 +234,57 @@ mod tests {
         let n = node_of(&gr.node_slice()[3]).unwrap();
         assert_eq!((n.op, n.name, n.dst.ne, n.dst.nb[1]), (Op::Add, "sum", [4, 1, 1, 1], 16));
         assert!(n.src[0].is_some() && n.src[1].is_some() && n.src[2].is_none());
+    }
+
+    /// a graph of RMS_NORM(x) then MUL(norm, w), with the norm's use count in the graph's hash set
+    #[test]
+    fn rms_norm_then_mul_is_fused_only_where_upstream_fuses() {
+        use ggml_abi::sys::GGML_TENSOR_FLAG_OUTPUT;
+        const NE: [i64; 4] = [64, 3, 1, 1];
+        let x0: Vec<f32> = (0..192).map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0).collect();
+        let w0: Vec<f32> = (0..64).map(|i| 0.5 + (i % 7) as f32 / 3.0).collect();
+        // (the norm's output after the run, the MUL's)
+        let run = |uses: i32, norm_flags: i32, use_ref: bool| -> (Vec<f32>, Vec<f32>) {
+            let (mut x, mut w, mut normed, mut out) = (x0.clone(), w0.clone(), vec![-7.0f32; 192], vec![0f32; 192]);
+            let mut tx = f32_tensor("x", Op::None, &mut x, NE, 0);
+            let mut tw = f32_tensor("w", Op::None, &mut w, [64, 1, 1, 1], 0);
+            let mut tn = f32_tensor("norm", Op::RmsNorm, &mut normed, NE, GGML_TENSOR_FLAG_COMPUTE | norm_flags);
+            tn.src[0] = &mut *tx;
+            tn.op_params[0] = 1e-5f32.to_bits() as i32;
+            let mut tm = f32_tensor("mul", Op::Mul, &mut out, NE, GGML_TENSOR_FLAG_COMPUTE);
+            (tm.src[0], tm.src[1]) = (&mut *tn, &mut *tw);
+            let mut nodes: Vec<*mut ggml_tensor> = vec![&mut *tn, &mut *tm];
+            let mut g = graph(&mut nodes);
+            // ggml's visited set: the key at (address >> 4) % size, probing on
+            const SIZE: usize = 61;
+            let (mut keys, mut used, mut counts) = ([std::ptr::null_mut::<ggml_tensor>(); SIZE], [0u32; 2], [0i32; SIZE]);
+            let key: *mut ggml_tensor = &mut *tn;
+            let mut at = (key as usize >> 4) % SIZE;
+            while used[at / 32] & (1 << (at % 32)) != 0 {
+                at = (at + 1) % SIZE;
+            }
+            (keys[at], counts[at]) = (key, uses);
+            used[at / 32] |= 1 << (at % 32);
+            g.visited_hash_set = ggml_hash_set { size: SIZE, used: used.as_mut_ptr(), keys: keys.as_mut_ptr() };
+            g.use_counts = counts.as_mut_ptr();
+            // SAFETY: the graph, its tensors and its hash set live until the end of the closure.
+            let gr = unsafe { GraphRef::from_raw(&g) }.unwrap();
+            // SAFETY: a live tensor of the graph
+            assert_eq!(gr.use_count(unsafe { TensorRef::from_raw(key) }.unwrap()), uses);
+            assert_eq!(Engine::new(2).compute(gr, None, std::ptr::null_mut(), use_ref), GGML_STATUS_SUCCESS);
+            (normed, out)
+        };
+        let (normed, want) = run(2, 0, false);
+        assert!(normed.iter().all(|v| *v != -7.0), "a norm used twice is computed");
+        // used by the MUL alone: one pass, the norm's output never written, the same bits
+        let (normed, got) = run(1, 0, false);
+        assert!(normed.iter().all(|v| *v == -7.0), "the fused pass wrote the norm's output");
+        assert_eq!(got, want);
+        // a graph output, or use_ref: the two ops
+        for (flags, use_ref) in [(GGML_TENSOR_FLAG_OUTPUT, false), (0, true)] {
+            let (normed, got) = run(1, flags, use_ref);
+            assert!(normed.iter().all(|v| *v != -7.0), "flags {flags} use_ref {use_ref}: not fused");
+            assert_eq!(got, want);
+        }
     }
 }

@@ -30,6 +30,7 @@ mod unary;
 pub(crate) mod vecf;
 
 pub use enums::{GluOp, Op, UnaryOp};
+pub(crate) use norm::{rms_norm_mul, rms_norm_mul_fusable};
 
 use crate::GgmlType;
 use crate::block::AlignedBytes;

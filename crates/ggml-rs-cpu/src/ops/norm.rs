@@ -4,6 +4,8 @@
 //! products rounded to f32, the scale in f32. One row (one group for GROUP_NORM) per task.
 
 use super::copy::elem::{chunk_range, offset, same_shape, sane, split, unravel};
+use super::unary::kit::scratch_f32;
+use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 
 pub const FAMILY: Family = Family { name: "norm", ops: &[Op::Norm, Op::RmsNorm, Op::RmsNormBack, Op::L2Norm, Op::GroupNorm], supports, compute };
@@ -34,10 +36,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             // SAFETY: rows of n elements (rows() contract)
             unsafe { norm_row(x, y, n, eps) }
         }),
-        Op::RmsNorm => rows(&a, &d, exec, move |x, y, n| {
-            // SAFETY: as above
-            unsafe { rms_norm_row(x, y, n, eps) }
-        }),
+        Op::RmsNorm => rms_rows(&a, &d, None, eps, exec),
         Op::L2Norm => rows(&a, &d, exec, move |x, y, n| {
             // SAFETY: as above
             unsafe { l2_norm_row(x, y, n, eps) }
@@ -47,6 +46,87 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         _ => return Err(OpError::new(node, "not an op of the norm family")),
     }
     Ok(())
+}
+
+/// Whether RMS_NORM (`norm`) and the MUL that follows it (`mul`, one of whose sources is the
+/// norm's output) can run as one pass, as upstream's CPU backend fuses them: F32 norm input,
+/// output and weight (the MUL's other source, `ne0` packed floats a row, broadcast over the
+/// rows), the MUL's output of the norm's shape with packed rows. The graph-level conditions (the
+/// norm's output used by the MUL alone, not a view, not a graph output) are the graph loop's.
+pub(crate) fn rms_norm_mul_fusable(norm: &Node, mul: &Node, weight: usize) -> bool {
+    let (Ok(w), m) = (mul.src(weight), &mul.dst) else { return false };
+    norm.op == Op::RmsNorm
+        && mul.op == Op::Mul
+        && supports(norm)
+        && m.ty == raw_type::F32
+        && m.ne == norm.dst.ne
+        && m.nb[0] == 4
+        && w.ty == raw_type::F32
+        && w.nb[0] == 4
+        && w.ne[0] == norm.dst.ne[0]
+        && (1..4).all(|k| w.ne[k] > 0 && m.ne[k] % w.ne[k] == 0)
+}
+
+/// RMS_NORM and the MUL by its weight in one pass: `mul.dst = rms_norm(norm.src0) · weight`,
+/// the same bits as the two ops (see [`VecF::scale_mul_into`]); the norm's own output is not
+/// written. `weight` is the index of the MUL's other source.
+pub(crate) fn rms_norm_mul(norm: &Node, mul: &Node, weight: usize, exec: &mut Exec) -> Result<(), OpError> {
+    if !rms_norm_mul_fusable(norm, mul, weight) {
+        return Err(OpError::new(mul, "RMS_NORM + MUL cannot be fused for these types or shapes"));
+    }
+    rms_rows(norm.src(0)?, &mul.dst, Some(*mul.src(weight)?), norm.param_f32(0), exec);
+    Ok(())
+}
+
+/// RMS_NORM over rows of packed f32 (`supports` checks `nb[0]`), times the broadcast weight `w`
+/// when fused with its MUL: the vector kernels on aligned rows, the element-wise form otherwise
+/// (or when the output row overlaps an input row other than exactly)
+fn rms_rows(a: &View, d: &View, w: Option<View>, eps: f32, exec: &mut Exec) {
+    let (a, d) = (*a, *d);
+    let vf = VecF::at(exec.level());
+    let n = a.nrows() as usize;
+    let ne0 = a.ne[0] as usize;
+    let (n_chunks, per) = split(n, exec.n_threads(), (8192 / ne0.max(1)).max(1));
+    let scratch = exec.scratch(n_chunks * ne0 * 4);
+    exec.parallel(n_chunks, |c| {
+        let tmp = scratch_f32(&scratch, c, ne0);
+        for r in chunk_range(c, per, n) {
+            let (i1, i2, i3) = unravel(r, a.ne[1] as usize, a.ne[2] as usize);
+            let xp = a.data.wrapping_add(offset(&a, 0, i1, i2, i3));
+            let yp = d.data.wrapping_add(offset(&d, 0, i1, i2, i3));
+            let wp = w.map(|w| w.data.wrapping_add(offset(&w, 0, i1 % w.ne[1] as usize, i2 % w.ne[2] as usize, i3 % w.ne[3] as usize)));
+            let bytes = ne0 * 4;
+            let apart = |p: *mut u8, q: *mut u8| (p as usize) + bytes <= q as usize || (q as usize) + bytes <= p as usize;
+            let aligned = [Some(xp), Some(yp), wp].iter().flatten().all(|p| (*p as usize).is_multiple_of(4));
+            let fits = aligned && (xp == yp || apart(xp, yp)) && wp.is_none_or(|wp| apart(wp, yp));
+            if !fits {
+                let x = Row { p: xp, stride: 4 };
+                let y = Row { p: yp, stride: 4 };
+                // SAFETY: rows of ne0 f32 (supports); y[i] written after x[i] is read
+                unsafe { rms_norm_row(x, y, ne0, eps) };
+                if let Some(wp) = wp {
+                    let wr = Row { p: wp, stride: 4 };
+                    // SAFETY: the weight row has ne0 f32 (rms_norm_mul_fusable)
+                    (0..ne0).for_each(|i| unsafe { y.set(i, y.get(i) * wr.get(i)) });
+                }
+                continue;
+            }
+            // SAFETY: ne0 packed aligned f32 (checked); the output row is this chunk's and either
+            // is the input row (then read through a copy) or overlaps no input row (checked)
+            unsafe {
+                let x: &[f32] = if xp == yp {
+                    tmp.copy_from_slice(std::slice::from_raw_parts(xp as *const f32, ne0));
+                    tmp
+                } else {
+                    std::slice::from_raw_parts(xp as *const f32, ne0)
+                };
+                let wr = wp.map(|p| std::slice::from_raw_parts(p as *const f32, ne0));
+                let mean = (vf.sum_sq(x) / ne0 as f64) as f32;
+                let scale = 1.0 / (mean + eps).sqrt();
+                vf.scale_mul_into(std::slice::from_raw_parts_mut(yp as *mut f32, ne0), x, scale, wr);
+            }
+        }
+    });
 }
 
 /// A row as a kernel sees it: base pointer and element stride in bytes.

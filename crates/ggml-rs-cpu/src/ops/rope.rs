@@ -10,7 +10,9 @@
 //! freq_scale, ext_factor, attn_factor, beta_fast, beta_slow (f32), [11..=14] sections, [15] offset.
 
 use super::unary::kit::{f32_row, f32_row_mut, get, get_i32, max_chunks, par_ranges_c, scratch_f32, set, unflatten};
+use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
+use half::slice::HalfFloatSliceExt;
 
 pub const FAMILY: Family = Family { name: "rope", ops: &[Op::Rope, Op::RopeBack], supports, compute };
 
@@ -128,7 +130,8 @@ fn yarn(theta_extrap: f32, p: &Params, corr: [f32; 2], i0: i64) -> (f32, f32) {
 /// fills `cache` (ne0 floats: cos, sin per pair) for the positions of row i2
 fn fill_cache(cache: &mut [f32], p: &Params, corr: [f32; 2], pos: [i32; 4], ff: Option<&View>, sin_sign: f32) {
     let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
-    let ne0 = cache.len() as i64;
+    // the rotated pairs only (all of the row in the vision mode)
+    let ne0 = if p.mode == MODE_VISION { cache.len() as i64 } else { p.n_dims };
     let factor = |i0: i64| ff.map_or(1.0, |v| get(v, i0 / 2, 0, 0, 0));
     let mut put = |i0: i64, theta: f32| {
         let (c, s) = yarn(theta / factor(i0), p, corr, i0);
@@ -206,12 +209,17 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let d = node.dst;
     let p = Params::of(node);
     let ne = d.ne;
-    let ne0 = ne[0];
+    let ne0 = ne[0] as usize;
     let corr = yarn_corr_dims(p.n_dims, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow);
     let sin_sign = if forward { 1.0 } else { -1.0 };
-    let scratch = exec.scratch(max_chunks(exec) * ne0 as usize * 4);
+    let vf = VecF::at(exec.level());
+    // per chunk: the (cos, sin) cache, the NeoX layout's cos and sin apart, one row in f32
+    let per_chunk = 3 * ne0;
+    let scratch = exec.scratch(max_chunks(exec) * per_chunk * 4);
     par_ranges_c(exec, d.nrows(), |c, r0, r1| {
-        let cache = scratch_f32(&scratch, c, ne0 as usize);
+        let area = scratch_f32(&scratch, c, per_chunk);
+        let (cache, rest) = area.split_at_mut(ne0);
+        let (halves, row) = rest.split_at_mut(ne0);
         let mut last_i2 = -1;
         for r in r0..r1 {
             let (i1, i2, i3) = unflatten(r, &ne);
@@ -219,12 +227,74 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                 let at = |k: i64| get_i32(&posv, i2 + k * ne[2], 0, 0, 0);
                 let pos = if p.multi() { [at(0), at(1), at(2), at(3)] } else { [at(0), 0, 0, 0] };
                 fill_cache(cache, &p, corr, pos, ff.as_ref(), sin_sign);
+                if p.mode != MODE_NORMAL && p.mode != MODE_VISION {
+                    // the NeoX layout pairs element k with k + n_dims/2: cos and sin as two rows
+                    let h = p.n_dims as usize / 2;
+                    for k in 0..h {
+                        halves[k] = cache[2 * k];
+                        halves[h + k] = cache[2 * k + 1];
+                    }
+                }
                 last_i2 = i2;
             }
-            rotate_row(&s, &d, cache, &p, i1, i2, i3);
+            if !rotate_row_packed(&s, &d, cache, halves, row, &p, vf, i1, i2, i3) {
+                rotate_row(&s, &d, cache, &p, i1, i2, i3);
+            }
         }
     });
     Ok(())
+}
+
+/// Row (i1, i2, i3) of `s` rotated into `d` (which may be `s` itself) by the vector kernels: the
+/// row copied (F32) or converted (F16) whole, its rotated part turned in f32, stored back; false
+/// (nothing written) for the vision mode and for rows not aligned to their element type, which
+/// [`rotate_row`] does element by element.
+#[allow(clippy::too_many_arguments)]
+fn rotate_row_packed(s: &View, d: &View, cache: &[f32], halves: &[f32], tmp: &mut [f32], p: &Params, vf: VecF, i1: i64, i2: i64, i3: i64) -> bool {
+    if p.mode == MODE_VISION {
+        return false;
+    }
+    let ne0 = d.ne[0] as usize;
+    let (o, n) = (p.n_offs as usize, p.n_dims as usize);
+    let (src, dst) = (s.row(i1, i2, i3), d.row(i1, i2, i3));
+    let turn = |y: &mut [f32]| {
+        let part = &mut y[o..o + n];
+        if p.mode == MODE_NORMAL {
+            vf.rope_pairs(part, &cache[..n]);
+        } else {
+            vf.rope_halves(part, &halves[..n / 2], &halves[n / 2..n]);
+        }
+    };
+    if d.ty == raw_type::F32 {
+        if !(dst as usize).is_multiple_of(4) {
+            return false;
+        }
+        if !std::ptr::eq(src, dst) {
+            // SAFETY: rows of ne0 packed f32 (refusal checks nb[0] and the shapes); ptr::copy
+            // allows the two rows to overlap
+            unsafe { std::ptr::copy(src, dst, ne0 * 4) };
+        }
+        // SAFETY: the destination row, aligned (checked), written by this chunk only; the source
+        // row is not read after the copy
+        turn(unsafe { std::slice::from_raw_parts_mut(dst as *mut f32, ne0) });
+        return true;
+    }
+    // F16 (refusal admits no other type)
+    if !(src as usize).is_multiple_of(2) || !(dst as usize).is_multiple_of(2) {
+        return false;
+    }
+    let row = &mut tmp[..ne0];
+    {
+        // SAFETY: ne0 packed f16 of the source row, aligned (checked); this borrow ends before
+        // the destination (maybe the same row) is written
+        let x = unsafe { std::slice::from_raw_parts(src as *const half::f16, ne0) };
+        x.convert_to_f32_slice(row);
+    }
+    turn(row);
+    // SAFETY: the destination row, aligned (checked), this chunk's only
+    let y = unsafe { std::slice::from_raw_parts_mut(dst as *mut half::f16, ne0) };
+    y.convert_from_f32_slice(row);
+    true
 }
 
 /// rotates row (i1, i2, i3) of `s` into `d` (which may be `s` itself: each pair is read before
@@ -346,6 +416,39 @@ mod tests {
                         let want = reference(&x, &posv, n_dims, mode, base as f64, scale as f64, attn as f64, with_ff.then_some(&ffv[..]), n_offs, sign);
                         let what = format!("mode {mode} {ty} {layout:?} ff {with_ff} back {back} ne {ne:?} n_dims {n_dims} offs {n_offs}");
                         assert_close(&what, &dst.to_f32(), &want, tol);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_simd_level_gives_the_scalar_bits() {
+        // the vector rotations round as the scalar one: the same bits for normal / NeoX / multi-
+        // section, F32 / F16, row lengths off the vector widths, in place and not
+        use crate::simd::Level;
+        let mut rng = XorShift::new(34);
+        for mode in [MODE_NORMAL, MODE_NEOX, MODE_MROPE] {
+            for ty in [raw_type::F32, raw_type::F16] {
+                for (ne0, n_dims, offs) in [(64i64, 64i64, 0i64), (128, 128, 0), (80, 20, 4), (38, 34, 2), (6, 6, 0)] {
+                    let ne = [ne0, 3, 5, 1];
+                    let sections = if mode == MODE_MROPE { [2, 2, 2, 0] } else { [0; 4] };
+                    let np = if mode == MODE_MROPE { 4 * ne[2] } else { ne[2] };
+                    let posv: Vec<f32> = (0..np).map(|_| rng.i32_in(0, 900) as f32).collect();
+                    let pos = Tensor::from_f32(raw_type::I32, [np, 1, 1, 1], Layout::Contig, &posv);
+                    let x = Tensor::random(ty, ne, Layout::Contig, &mut rng, -2.0, 2.0);
+                    let pr = params(n_dims as i32, mode, 4096, 10000.0, 1.0, 0.0, 1.0, sections, offs as i32);
+                    let want = Tensor::new(ty, ne, Layout::Contig);
+                    run_at(&node(Op::Rope, &want, &[Some(&x), Some(&pos)], &pr), 2, Level::Scalar).unwrap();
+                    assert_ne!(want.to_f32(), x.to_f32());
+                    for level in Level::available() {
+                        let got = Tensor::new(ty, ne, Layout::Contig);
+                        run_at(&node(Op::Rope, &got, &[Some(&x), Some(&pos)], &pr), 2, level).unwrap();
+                        let what = format!("mode {mode} {ty} ne0 {ne0} n_dims {n_dims} {level:?}");
+                        assert_eq!(got.to_f32(), want.to_f32(), "{what}");
+                        let inplace = Tensor::from_f32(ty, ne, Layout::Contig, &x.to_f32());
+                        run_at(&node(Op::Rope, &inplace, &[Some(&inplace), Some(&pos)], &pr), 2, level).unwrap();
+                        assert_eq!(inplace.to_f32(), want.to_f32(), "{what} in place");
                     }
                 }
             }

@@ -144,6 +144,117 @@ impl VecF {
     }
 }
 
+impl VecF {
+    /// ROPE's normal mode, in place: pair `(y[2k], y[2k+1])` turned by `(cs[2k], cs[2k+1])` =
+    /// (cos, sin) of its angle. Every level rounds as the scalar form (a product each, then the
+    /// sum or difference: no fused multiply-add), so the results are the same bits.
+    pub fn rope_pairs(self, y: &mut [f32], cs: &[f32]) {
+        assert!(y.len() == cs.len() && y.len().is_multiple_of(2), "vecf::rope_pairs: {} values, {} cos/sin", y.len(), cs.len());
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32; the lengths are checked above
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::rope_pairs_512(y, cs) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx2 => unsafe { x86::rope_pairs_256(y, cs) },
+            _ => rope_pairs_scalar(y, cs),
+        }
+    }
+
+    /// ROPE's NeoX layout, in place: `(y[k], y[h + k])` turned by `(cos[k], sin[k])`, `h` = half of
+    /// `y`. Same bits at every level (as [`VecF::rope_pairs`]).
+    pub fn rope_halves(self, y: &mut [f32], cos: &[f32], sin: &[f32]) {
+        assert!(y.len() == 2 * cos.len() && sin.len() == cos.len(), "vecf::rope_halves: {} values, {} cos, {} sin", y.len(), cos.len(), sin.len());
+        let (a, b) = y.split_at_mut(cos.len());
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::rope_halves_512(a, b, cos, sin) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx2 => unsafe { x86::rope_halves_256(a, b, cos, sin) },
+            _ => rope_halves_scalar(a, b, cos, sin),
+        }
+    }
+}
+
+impl VecF {
+    /// `Σ x²` for RMS_NORM: each square rounded to f32, summed in f64 (upstream's `ggml_float`
+    /// sum) in 8 interleaved partial sums added in a fixed order, so every level gives the same
+    /// bits (the order differs from upstream's one running sum only in f64 rounding).
+    pub fn sum_sq(self, x: &[f32]) -> f64 {
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::sum_sq_512(x) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx2 => unsafe { x86::sum_sq_256(x) },
+            _ => sum_sq_scalar(x),
+        }
+    }
+
+    /// `y[i] = x[i] · s`, or `(x[i] · s) · w[i]` with `w` (RMS_NORM, and RMS_NORM fused with
+    /// the MUL by its weight: the two roundings of the two ops, so the same bits as both)
+    pub fn scale_mul_into(self, y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+        assert!(y.len() == x.len() && w.is_none_or(|w| w.len() == y.len()), "vecf::scale_mul_into: lengths differ");
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::scale_mul_into_512(y, x, s, w) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in mad_f32
+            Level::Avx2 => unsafe { x86::scale_mul_into_256(y, x, s, w) },
+            _ => scale_mul_into_scalar(y, x, s, w),
+        }
+    }
+}
+
+#[inline(always)]
+fn sum_sq_scalar(x: &[f32]) -> f64 {
+    let mut acc = [0f64; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for j in 0..8 {
+            acc[j] += (c[j] * c[j]) as f64;
+        }
+    }
+    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for v in it.remainder() {
+        sum += (v * v) as f64;
+    }
+    sum
+}
+
+#[inline(always)]
+fn scale_mul_into_scalar(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+    match w {
+        Some(w) => y.iter_mut().zip(x).zip(w).for_each(|((a, b), c)| *a = (b * s) * c),
+        None => y.iter_mut().zip(x).for_each(|(a, b)| *a = b * s),
+    }
+}
+
+/// the scalar ROPE pair rotation (also the vector kernels' tail)
+#[inline(always)]
+fn rope_pairs_scalar(y: &mut [f32], cs: &[f32]) {
+    for (p, c) in y.chunks_exact_mut(2).zip(cs.chunks_exact(2)) {
+        let (x0, x1) = (p[0], p[1]);
+        p[0] = x0 * c[0] - x1 * c[1];
+        p[1] = x0 * c[1] + x1 * c[0];
+    }
+}
+
+/// the scalar NeoX rotation; plain element-wise arithmetic the compiler vectorises inside the
+/// `target_feature` wrappers below
+#[inline(always)]
+fn rope_halves_scalar(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
+    for (((x0, x1), c), s) in a.iter_mut().zip(b.iter_mut()).zip(cos).zip(sin) {
+        let (u, v) = (*x0, *x1);
+        *x0 = u * c - v * s;
+        *x1 = u * s + v * c;
+    }
+}
+
 /// the scalar form of the vector exp (the tail lanes of the vector kernels)
 #[inline]
 fn exp_poly(x: f32) -> f32 {
@@ -165,9 +276,77 @@ const P: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{LN2_HI, LN2_LO, P, exp_poly};
+    use super::{LN2_HI, LN2_LO, P, exp_poly, rope_halves_scalar, rope_pairs_scalar, scale_mul_into_scalar, sum_sq_scalar};
     use half::f16;
     use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn sum_sq_256(x: &[f32]) -> f64 {
+        sum_sq_scalar(x)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn sum_sq_512(x: &[f32]) -> f64 {
+        sum_sq_scalar(x)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn scale_mul_into_256(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+        scale_mul_into_scalar(y, x, s, w)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn scale_mul_into_512(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+        scale_mul_into_scalar(y, x, s, w)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn rope_pairs_256(y: &mut [f32], cs: &[f32]) {
+        let n = y.len() - y.len() % 8;
+        for i in (0..n).step_by(8) {
+            // SAFETY: i + 8 <= n <= y.len() == cs.len() (the caller checks)
+            unsafe {
+                let py = y.as_mut_ptr().add(i);
+                let x = _mm256_loadu_ps(py);
+                let c = _mm256_loadu_ps(cs.as_ptr().add(i));
+                // cos in both lanes of a pair, sin in both, the pair's elements swapped
+                let (cos, sin) = (_mm256_moveldup_ps(c), _mm256_movehdup_ps(c));
+                let xs = _mm256_permute_ps::<0b1011_0001>(x);
+                // even lanes x0·cos - x1·sin, odd lanes x1·cos + x0·sin
+                _mm256_storeu_ps(py, _mm256_addsub_ps(_mm256_mul_ps(x, cos), _mm256_mul_ps(xs, sin)));
+            }
+        }
+        rope_pairs_scalar(&mut y[n..], &cs[n..]);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn rope_pairs_512(y: &mut [f32], cs: &[f32]) {
+        let n = y.len() - y.len() % 16;
+        for i in (0..n).step_by(16) {
+            // SAFETY: i + 16 <= n <= y.len() == cs.len() (the caller checks)
+            unsafe {
+                let py = y.as_mut_ptr().add(i);
+                let x = _mm512_loadu_ps(py);
+                let c = _mm512_loadu_ps(cs.as_ptr().add(i));
+                let (cos, sin) = (_mm512_moveldup_ps(c), _mm512_movehdup_ps(c));
+                let xs = _mm512_permute_ps::<0b1011_0001>(x);
+                let (a, b) = (_mm512_mul_ps(x, cos), _mm512_mul_ps(xs, sin));
+                // the sum in the odd lanes, the difference in the even ones
+                _mm512_storeu_ps(py, _mm512_mask_sub_ps(_mm512_add_ps(a, b), 0x5555, a, b));
+            }
+        }
+        rope_pairs_scalar(&mut y[n..], &cs[n..]);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn rope_halves_256(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
+        rope_halves_scalar(a, b, cos, sin)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn rope_halves_512(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
+        rope_halves_scalar(a, b, cos, sin)
+    }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     pub(super) fn mad_f32_512(y: &mut [f32], x: &[f32], s: f32) {
@@ -490,6 +669,62 @@ mod tests {
                 let (sa, sb) = (k.exp_sub_sum(&mut a, -1.0), scalar.exp_sub_sum(&mut b, -1.0));
                 close(&a, &b, 4.0 * f32::EPSILON, 0.0, "exp_sub_sum", k);
                 assert!((sa - sb).abs() <= 1e-6 * sb.abs().max(1e-30), "exp sum {sa} vs {sb} at {:?}", k.0);
+            }
+        }
+    }
+
+    #[test]
+    fn the_rope_rotations_give_the_scalar_bits_at_every_level() {
+        let mut rng = XorShift::new(79);
+        let scalar = VecF(Level::Scalar);
+        for h in [1usize, 3, 4, 8, 9, 16, 32, 40, 64, 67] {
+            let x: Vec<f32> = (0..2 * h).map(|_| rng.f32_in(-3.0, 3.0)).collect();
+            let cs: Vec<f32> = (0..2 * h).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let (cos, sin) = (&cs[..h], &cs[h..]);
+            let (mut want_p, mut want_h) = (x.clone(), x.clone());
+            scalar.rope_pairs(&mut want_p, &cs);
+            scalar.rope_halves(&mut want_h, cos, sin);
+            // the definition: pair k of the normal layout is (2k, 2k+1), of NeoX (k, h+k)
+            for k in 0..h {
+                assert_eq!(want_p[2 * k], x[2 * k] * cs[2 * k] - x[2 * k + 1] * cs[2 * k + 1]);
+                assert_eq!(want_p[2 * k + 1], x[2 * k] * cs[2 * k + 1] + x[2 * k + 1] * cs[2 * k]);
+                assert_eq!(want_h[k], x[k] * cos[k] - x[h + k] * sin[k]);
+                assert_eq!(want_h[h + k], x[k] * sin[k] + x[h + k] * cos[k]);
+            }
+            for k in levels() {
+                let (mut a, mut b) = (x.clone(), x.clone());
+                k.rope_pairs(&mut a, &cs);
+                k.rope_halves(&mut b, cos, sin);
+                assert_eq!(a, want_p, "rope_pairs h {h} at {:?}", k.0);
+                assert_eq!(b, want_h, "rope_halves h {h} at {:?}", k.0);
+            }
+        }
+    }
+
+    #[test]
+    fn the_rms_norm_kernels_give_the_scalar_bits_at_every_level() {
+        let mut rng = XorShift::new(80);
+        let scalar = VecF(Level::Scalar);
+        for len in [0usize, 1, 5, 8, 15, 16, 17, 64, 100, 512, 1000] {
+            let x: Vec<f32> = (0..len).map(|_| rng.f32_in(-3.0, 3.0)).collect();
+            let w: Vec<f32> = (0..len).map(|_| rng.f32_in(-2.0, 2.0)).collect();
+            let want = scalar.sum_sq(&x);
+            // the definition, in f64 over the f32 squares
+            let exact: f64 = x.iter().map(|v| (v * v) as f64).sum();
+            assert!((want - exact).abs() <= 1e-12 * exact.max(1.0), "sum_sq {want} vs {exact}");
+            let (mut ys, mut yw) = (vec![0f32; len], vec![0f32; len]);
+            scalar.scale_mul_into(&mut ys, &x, 0.7, None);
+            scalar.scale_mul_into(&mut yw, &x, 0.7, Some(&w));
+            for i in 0..len {
+                assert_eq!(ys[i], x[i] * 0.7);
+                assert_eq!(yw[i], ys[i] * w[i], "the fused form rounds as the two ops");
+            }
+            for k in levels() {
+                assert_eq!(k.sum_sq(&x).to_bits(), want.to_bits(), "sum_sq len {len} at {:?}", k.0);
+                let (mut a, mut b) = (vec![0f32; len], vec![0f32; len]);
+                k.scale_mul_into(&mut a, &x, 0.7, None);
+                k.scale_mul_into(&mut b, &x, 0.7, Some(&w));
+                assert_eq!((a == ys, b == yw), (true, true), "scale_mul_into len {len} at {:?}", k.0);
             }
         }
     }

@@ -120,3 +120,81 @@ fn norms_claim_f32_only() {
     let a = T::new(F32, [8, 2, 1, 1]);
     assert!(!supports(&node(Op::RmsNorm, &a, &[&a], &[f(-1.0)])), "a negative eps aborts upstream");
 }
+
+/// the fused pass on `norm` and `mul` (the weight at source `w`), on a pool of 3
+fn run_fused(norm: &Node, mul: &Node, w: usize, level: crate::simd::Level) {
+    let mut pool = crate::pool::ThreadPool::new(3);
+    let mut scratch = crate::block::AlignedBytes::default();
+    let mut exec = Exec::with_level(&mut pool, &mut scratch, level.min(crate::simd::detected()));
+    rms_norm_mul(norm, mul, w, &mut exec).unwrap();
+}
+
+#[test]
+fn fused_rms_norm_mul_gives_the_bits_of_the_two_ops() {
+    let mut r = XorShift::new(25);
+    for ne in [[512, 3, 2, 1], [64, 4, 1, 2], [7, 5, 1, 1], [1000, 2, 1, 1]] {
+        for wne in [[ne[0], 1, 1, 1], [ne[0], ne[1], 1, 1], ne] {
+            for pad in [0, 12] {
+                let x = if pad == 0 { T::new(F32, ne) } else { T::padded(F32, ne, pad) }.random(&mut r);
+                let w = T::new(F32, wne).random(&mut r);
+                let eps = 1e-5f32;
+                // the two ops
+                let normed = T::new(F32, ne);
+                run(&node(Op::RmsNorm, &normed, &[&x], &[f(eps)]), 2);
+                let want = T::new(F32, ne);
+                run(&node(Op::Mul, &want, &[&normed, &w], &[]), 2);
+                // fused, the weight second and (same shape only: MUL broadcasts its second source) first
+                let mut sides = vec![1usize];
+                if wne == ne {
+                    sides.push(0);
+                }
+                for side in sides {
+                    for level in crate::simd::Level::available() {
+                        let (unwritten, got) = (T::new(F32, ne), T::padded(F32, ne, 4));
+                        let n = node(Op::RmsNorm, &unwritten, &[&x], &[f(eps)]);
+                        let srcs = if side == 1 { [&unwritten, &w] } else { [&w, &unwritten] };
+                        let m = node(Op::Mul, &got, &srcs, &[]);
+                        assert!(rms_norm_mul_fusable(&n, &m, side));
+                        run_fused(&n, &m, side, level);
+                        let what = format!("ne {ne:?} w {wne:?} pad {pad} side {side} {level:?}");
+                        assert_eq!(got.values(), want.values(), "{what}");
+                        assert!(unwritten.values().iter().all(|v| *v == 0.0), "{what}: the norm's output was written");
+                    }
+                }
+                // in place: the MUL's output is the norm's input
+                let mut xi = T::new(F32, ne);
+                for i in x.indices() {
+                    xi.set(i, x.get(i));
+                }
+                let unwritten = T::new(F32, ne);
+                let n = node(Op::RmsNorm, &unwritten, &[&xi], &[f(eps)]);
+                let m = node(Op::Mul, &xi, &[&unwritten, &w], &[]);
+                run_fused(&n, &m, 1, crate::simd::active());
+                assert_eq!(xi.values(), want.values(), "in place ne {ne:?} w {wne:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn fusion_is_refused_for_other_types_and_shapes() {
+    let x = T::new(F32, [8, 2, 1, 1]);
+    let n = node(Op::RmsNorm, &x, &[&x], &[f(1e-5)]);
+    let (out, w) = (T::new(F32, [8, 2, 1, 1]), T::new(F32, [8, 1, 1, 1]));
+    assert!(rms_norm_mul_fusable(&n, &node(Op::Mul, &out, &[&x, &w], &[]), 1));
+    let wh = T::new(raw_type::F16, [8, 1, 1, 1]);
+    assert!(!rms_norm_mul_fusable(&n, &node(Op::Mul, &out, &[&x, &wh], &[]), 1), "F16 weight");
+    let w4 = T::new(F32, [4, 1, 1, 1]);
+    assert!(!rms_norm_mul_fusable(&n, &node(Op::Mul, &out, &[&x, &w4], &[]), 1), "weight row shorter");
+    // every other float of a 16-float row
+    let w16 = T::new(F32, [16, 1, 1, 1]);
+    let mut m = node(Op::Mul, &out, &[&x, &w16], &[]);
+    let v = m.src[1].as_mut().unwrap();
+    (v.ne[0], v.nb[0]) = (8, 8);
+    assert!(!rms_norm_mul_fusable(&n, &m, 1), "weight not packed");
+    assert!(!rms_norm_mul_fusable(&n, &node(Op::Add, &out, &[&x, &w], &[]), 1), "not a MUL");
+    let mut pool = crate::pool::ThreadPool::new(1);
+    let mut scratch = crate::block::AlignedBytes::default();
+    let mut exec = Exec::new(&mut pool, &mut scratch);
+    assert!(rms_norm_mul(&n, &node(Op::Mul, &out, &[&x, &wh], &[]), 1, &mut exec).unwrap_err().0.contains("fused"));
+}

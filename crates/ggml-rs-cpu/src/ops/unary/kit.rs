@@ -274,6 +274,15 @@ pub mod testkit {
         crate::ops::compute(node, &mut exec)
     }
 
+    /// computes `node` on a pool of `threads` with the kernels of `level` (the scalar reference
+    /// or a SIMD form, at most the detected level)
+    pub fn run_at(node: &Node, threads: usize, level: crate::simd::Level) -> Result<(), crate::ops::OpError> {
+        let mut pool = ThreadPool::new(threads);
+        let mut scratch = AlignedBytes::default();
+        let mut exec = Exec::with_level(&mut pool, &mut scratch, level.min(crate::simd::detected()));
+        crate::ops::compute(node, &mut exec)
+    }
+
     /// asserts |a - b| <= tol · max(1, |b|) element-wise
     pub fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
         assert_eq!(a.len(), b.len(), "{what}: lengths");
