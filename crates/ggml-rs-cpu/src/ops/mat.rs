@@ -176,7 +176,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     if use_qgemm(&a, &b, wt, exec.level()) {
-        mul_mat_qgemm(&a, &b, &d, wt, exec);
+        mul_mat_qgemm(&a, &b, &d, wt, node.packed, exec);
         return Ok(());
     }
     if use_fgemm(&a, &b, wt, exec.level()) {
@@ -252,9 +252,10 @@ fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 }
 
 /// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
-/// their quants and per-block sums, weights repacked 16 rows at a time, all in the scratch; then
-/// tiles of 16 rows × 8 columns, in chunks of 4 row blocks × the columns ([`gemm_chunks`]).
-fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+/// their quants and per-block sums, weights repacked 16 rows at a time (unless `packed`: repacked
+/// at load time, the repack buffer type), all in the scratch; then tiles of 16 rows × 8 columns,
+/// in chunks of 4 row blocks × the columns ([`gemm_chunks`]).
+fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<super::Packed>, exec: &mut Exec) {
     use crate::qgemm::{Aux, MAX_COLS, ROWS};
     let kd = crate::qgemm::kind(wt).expect("use_qgemm checked the type");
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
@@ -268,17 +269,20 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     let qs_bytes = (nr1 * k).next_multiple_of(64);
     let aux_bytes = (nr1 * nb * size_of::<Aux>()).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
-    let total = acts_bytes + qs_bytes + aux_bytes + nrb * nb * bb;
+    let w_bytes = if packed.is_some() { 0 } else { nrb * nb * bb };
+    let total = acts_bytes + qs_bytes + aux_bytes + w_bytes;
     // the whole area first: the activations' conversion below then finds it big enough and
     // does not move it
     exec.scratch(total);
     let acts = prepare_activations(b, vdt, exec);
     let base = exec.scratch(total).ptr as usize;
-    let (qs_at, aux_at, w_at) = (base + acts_bytes, base + acts_bytes + qs_bytes, base + acts_bytes + qs_bytes + aux_bytes);
+    let (qs_at, aux_at) = (base + acts_bytes, base + acts_bytes + qs_bytes);
+    let w_at = packed.map_or(base + acts_bytes + qs_bytes + aux_bytes, |p| p.0 as usize);
     let a = *a;
     // phase 1: activation quants and sums (one chunk per column), weights repacked (one chunk
-    // per 16 rows)
-    exec.parallel(nr1 + nrb, |ch| {
+    // per 16 rows) unless they were at load time
+    let n_repack = if packed.is_some() { 0 } else { nrb };
+    exec.parallel(nr1 + n_repack, |ch| {
         let a = &a;
         if ch < nr1 {
             let (i11, i12, i13) = unravel(ch, ne11, ne12);
