@@ -138,7 +138,9 @@ pub fn node_of(t: &TensorRef) -> Result<Node<'_>, String> {
     }
     // SAFETY: a TensorRef points to a live tensor; op_params is a plain array of it, copied out.
     let params: [i32; OP_PARAMS] = unsafe { (*t.as_ptr()).op_params };
-    Ok(Node { op, dst: view_of(*t), src, params, name })
+    // src0 as weights repacked at load time (the repack buffer type)
+    let packed = t.src(0).and_then(super::repack::packed_of).map(ops::Packed);
+    Ok(Node { op, dst: view_of(*t), src, params, name, packed })
 }
 
 #[cfg(test)]

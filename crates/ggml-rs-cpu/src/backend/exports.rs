@@ -169,14 +169,22 @@ pub extern "C" fn ggml_cpu_init() {
     })
 }
 
-/// `ggml_backend_dev_get_extra_bufts`: no extra buffer types (repacked weights) here: the list is
-/// empty, NULL-terminated
+/// `ggml_backend_dev_get_extra_bufts`: the NULL-terminated list of extra buffer types, our
+/// CPU_REPACK ([`super::repack`]) where this CPU runs the tiled int8 GEMM, else none
 unsafe extern "C" fn dev_get_extra_bufts(_dev: ggml_backend_dev_t) -> *mut ggml_backend_buffer_type_t {
-    struct Empty([ggml_backend_buffer_type_t; 1]);
-    // SAFETY: one NULL pointer, never written.
-    unsafe impl Sync for Empty {}
-    static EMPTY: Empty = Empty([std::ptr::null_mut()]);
-    EMPTY.0.as_ptr() as *mut ggml_backend_buffer_type_t
+    struct List([ggml_backend_buffer_type_t; 2]);
+    // SAFETY: pointers to the static buffer type (or NULL), never written after creation.
+    unsafe impl Sync for List {}
+    // SAFETY: as above.
+    unsafe impl Send for List {}
+    static LIST: std::sync::OnceLock<List> = std::sync::OnceLock::new();
+    guard("ggml_backend_dev_get_extra_bufts", std::ptr::null_mut(), || {
+        let l = LIST.get_or_init(|| {
+            let first = if super::repack::offered() { super::repack::buffer_type() } else { std::ptr::null_mut() };
+            List([first, std::ptr::null_mut()])
+        });
+        l.0.as_ptr() as *mut ggml_backend_buffer_type_t
+    })
 }
 
 unsafe extern "C" fn get_features(_reg: ggml_backend_reg_t) -> *const ggml_backend_feature {

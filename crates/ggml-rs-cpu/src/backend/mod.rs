@@ -24,6 +24,7 @@ pub mod abi;
 pub mod compute;
 pub mod exports;
 pub mod features;
+pub mod repack;
 
 use std::ffi::{CStr, CString, c_void};
 use std::sync::OnceLock;
@@ -168,7 +169,8 @@ impl Device for CpuDevice {
         supports_op(op)
     }
     fn supports_buft(&self, buft: ggml_backend_buffer_type_t) -> bool {
-        buft_is_host(buft)
+        // host memory, or our repacked weights (upstream's CPU: host or one of its extra types)
+        buft_is_host(buft) || repack::is_repack(buft)
     }
 }
 
@@ -183,7 +185,7 @@ pub fn cpu_buffer_type() -> ggml_backend_buffer_type_t {
 }
 
 /// `ggml_backend_buft_is_host`, read from the type's own table
-fn buft_is_host(buft: ggml_backend_buffer_type_t) -> bool {
+pub(crate) fn buft_is_host(buft: ggml_backend_buffer_type_t) -> bool {
     // SAFETY: a live buffer type (ggml's contract); its table is read, is_host called if present.
     !buft.is_null() && unsafe { (*buft).iface.is_host.is_some_and(|f| f(buft)) }
 }
@@ -193,6 +195,11 @@ fn buft_is_host(buft: ggml_backend_buffer_type_t) -> bool {
 pub fn supports_op(t: TensorRef) -> bool {
     if ggml_abi::sys::op::is_empty(t.op()) {
         return true;
+    }
+    // a source in the repack buffer type: only what that type allows (MUL_MAT on repacked
+    // weights), as upstream asks its extra buffer types first
+    if t.srcs().iter().flatten().any(|s| repack::in_buffer(*s)) {
+        return repack::supports_op(t) && compute::node_of(&t).is_ok_and(|n| ops::supports(&n));
     }
     let hosted = t.srcs().iter().flatten().all(|s| {
         let b = s.buffer_ptr();

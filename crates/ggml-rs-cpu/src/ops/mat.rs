@@ -176,7 +176,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     if use_qgemm(&a, &b, wt, exec.level()) {
-        mul_mat_qgemm(&a, &b, &d, wt, exec);
+        mul_mat_qgemm(&a, &b, &d, wt, node.packed, exec);
         return Ok(());
     }
     if use_fgemm(&a, &b, wt, exec.level()) {
@@ -252,9 +252,10 @@ fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 }
 
 /// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
-/// their quants and per-block sums, weights repacked 16 rows at a time, all in the scratch; then
-/// tiles of 16 rows × 8 columns, in chunks of 4 row blocks × the columns ([`gemm_chunks`]).
-fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+/// their quants and per-block sums, weights repacked 16 rows at a time (unless `packed`: repacked
+/// at load time, the repack buffer type), all in the scratch; then tiles of 16 rows × 8 columns,
+/// in chunks of 4 row blocks × the columns ([`gemm_chunks`]).
+fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<super::Packed>, exec: &mut Exec) {
     use crate::qgemm::{Aux, MAX_COLS, ROWS};
     let kd = crate::qgemm::kind(wt).expect("use_qgemm checked the type");
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
@@ -264,35 +265,63 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let (x_len, w_len) = (vdt.row_size(k), wt.row_size(k));
-    let acts_bytes = (nr1 * x_len).next_multiple_of(64);
     let qs_bytes = (nr1 * k).next_multiple_of(64);
     let aux_bytes = (nr1 * nb * size_of::<Aux>()).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
-    let total = acts_bytes + qs_bytes + aux_bytes + nrb * nb * bb;
-    // the whole area first: the activations' conversion below then finds it big enough and
-    // does not move it
-    exec.scratch(total);
-    let acts = prepare_activations(b, vdt, exec);
-    let base = exec.scratch(total).ptr as usize;
-    let (qs_at, aux_at, w_at) = (base + acts_bytes, base + acts_bytes + qs_bytes, base + acts_bytes + qs_bytes + aux_bytes);
-    let a = *a;
-    // phase 1: activation quants and sums (one chunk per column), weights repacked (one chunk
-    // per 16 rows)
-    exec.parallel(nr1 + nrb, |ch| {
-        let a = &a;
-        if ch < nr1 {
-            let (i11, i12, i13) = unravel(ch, ne11, ne12);
-            // SAFETY: column ch in the vec-dot type (converted or aligned src1,
-            // prepare_activations), its k quants and nb aux entries in the scratch, this
-            // chunk's alone
-            unsafe {
-                let x = std::slice::from_raw_parts(acts.row(i11, i12, i13, ne11, ne12), x_len);
-                let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(ch * k), k);
-                let aux = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(ch * nb), nb);
-                crate::qgemm::prepare_column(wt, x, qs, aux);
+    let w_bytes = if packed.is_some() { 0 } else { nrb * nb * bb };
+    let base = exec.scratch(qs_bytes + aux_bytes + w_bytes).ptr as usize;
+    let (qs_at, aux_at) = (base, base + qs_bytes);
+    let w_at = packed.map_or(base + qs_bytes + aux_bytes, |p| p.0 as usize);
+    let (a, b) = (*a, *b);
+    let src = Scalar::of(b.ty);
+    // activations already in the vec-dot type are read in place where their rows suit the block view
+    let direct = b.ty == vdt as i32 && [b.data as usize, b.nb[1], b.nb[2], b.nb[3]].iter().all(|x| x.is_multiple_of(block_align(vdt)));
+    // phase 1: each activation row converted to the vec-dot type in a row buffer (in cache), then
+    // its quants and sums into the scratch (chunks of COLS_PER columns); weights repacked (one
+    // chunk per 16 rows) unless they were at load time. The conversion is the row path's
+    // (prepare_activations: the same quantize_from on the same floats), without the pass through
+    // a scratch of every converted row.
+    const COLS_PER: usize = 8;
+    let n_cc = nr1.div_ceil(COLS_PER);
+    let n_repack = if packed.is_some() { 0 } else { nrb };
+    exec.parallel(n_cc + n_repack, |ch| {
+        let (a, b) = (&a, &b);
+        if ch < n_cc {
+            let mut xq = crate::block::AlignedBytes::zeroed(if direct { 0 } else { x_len });
+            let mut xf = vec![0f32; if src.is_some() && b.ty != vdt as i32 { k } else { 0 }];
+            for j in chunk_range(ch, COLS_PER, nr1) {
+                let (i11, i12, i13) = unravel(j, ne11, ne12);
+                let p = b.data.wrapping_add(offset(b, 0, i11, i12, i13)).cast_const();
+                // SAFETY: row j of src1 (dense elements, supports: x_len bytes in the vec-dot type,
+                // k elements of a scalar type); its k quants and nb aux entries in the scratch,
+                // this chunk's alone
+                unsafe {
+                    let x: &[u8] = if direct {
+                        std::slice::from_raw_parts(p, x_len)
+                    } else {
+                        match src {
+                            Some(s) if b.ty != vdt as i32 => {
+                                if s == Scalar::F32 && (p as usize).is_multiple_of(4) {
+                                    super::copy::elem::quantize_from(vdt, std::slice::from_raw_parts(p.cast::<f32>(), k), xq.as_mut_ptr());
+                                } else {
+                                    for (i, v) in xf.iter_mut().enumerate() {
+                                        *v = s.load(p.add(i * s.size()));
+                                    }
+                                    super::copy::elem::quantize_from(vdt, &xf, xq.as_mut_ptr());
+                                }
+                            }
+                            // already the vec-dot type, only not aligned: the bytes
+                            _ => std::ptr::copy_nonoverlapping(p, xq.as_mut_ptr(), x_len),
+                        }
+                        &xq
+                    };
+                    let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(j * k), k);
+                    let aux = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(j * nb), nb);
+                    crate::qgemm::prepare_column(wt, x, qs, aux);
+                }
             }
         } else {
-            let rb = ch - nr1;
+            let rb = ch - n_cc;
             let rows: Vec<&[u8]> = (rb * ROWS..((rb + 1) * ROWS).min(nr0))
                 // SAFETY: whole weight rows of slab 0 (supports: w_len bytes at nb1 apart)
                 .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })

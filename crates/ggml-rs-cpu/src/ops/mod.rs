@@ -104,7 +104,20 @@ pub struct Node<'a> {
     pub params: [i32; OP_PARAMS],
     /// the tensor's name, for messages
     pub name: &'a str,
+    /// src0 repacked for the tiled int8 GEMM at load time (a weight in the CPU_REPACK buffer
+    /// type, `backend::repack`): MUL_MAT reads these tiles instead of repacking per call
+    pub packed: Option<Packed>,
 }
+
+/// The address of a weight matrix's repacked row blocks ([`crate::qgemm::repack`]'s layout, one
+/// block of 16 rows after the other).
+#[derive(Clone, Copy, Debug)]
+pub struct Packed(pub *const u8);
+
+// SAFETY: read-only weights, alive while the graph computes (as a View's data).
+unsafe impl Send for Packed {}
+// SAFETY: as above.
+unsafe impl Sync for Packed {}
 
 impl Node<'_> {
     /// source `i`, or an error naming the node

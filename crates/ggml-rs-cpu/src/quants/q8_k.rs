@@ -8,30 +8,105 @@ use crate::block::{BlockQ8K, QK_K};
 
 pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
     check_blocks("quantize_row_q8_k", x.len(), QK_K, y.len());
-    for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-        let mut max = 0.0f32;
-        let mut amax = 0.0f32;
-        for &v in xb {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::active() >= crate::simd::Level::Avx512 {
+        for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+            // SAFETY: AVX-512 F/BW is active; a block of 256 floats and one output block
+            if !unsafe { avx512::block(xb, yb) } {
+                quantize_block(xb, yb);
             }
         }
-        if amax == 0.0 {
-            yb.d = 0.0;
-            yb.qs = [0; QK_K];
-            // upstream leaves bsums as they were; a fresh block has them zero
-            yb.bsums = [0; QK_K / 16];
-            continue;
+        return;
+    }
+    for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+        quantize_block(xb, yb);
+    }
+}
+
+/// one block of [`quantize_row_q8_k`], the scalar definition
+fn quantize_block(xb: &[f32], yb: &mut BlockQ8K) {
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &v in xb {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
         }
-        let iscale = -127.0 / max;
-        for (q, &v) in yb.qs.iter_mut().zip(xb) {
-            *q = nearest_int(iscale * v).min(127) as i8;
+    }
+    if amax == 0.0 {
+        yb.d = 0.0;
+        yb.qs = [0; QK_K];
+        // upstream leaves bsums as they were; a fresh block has them zero
+        yb.bsums = [0; QK_K / 16];
+        return;
+    }
+    let iscale = -127.0 / max;
+    for (q, &v) in yb.qs.iter_mut().zip(xb) {
+        *q = nearest_int(iscale * v).min(127) as i8;
+    }
+    for (j, s) in yb.bsums.iter_mut().enumerate() {
+        *s = yb.qs[j * 16..j * 16 + 16].iter().map(|&q| q as i16).sum();
+    }
+    yb.d = 1.0 / iscale;
+}
+
+/// The AVX-512 form of [`quantize_block`], bit for bit: amax is exact in any order and `max` the
+/// first value of that magnitude (as the strict `>` of the scalar scan); `cvtps_epi32` rounds to
+/// nearest even as `nearest_int` does for these magnitudes (|iscale · v| ≤ 127); the 16-quant
+/// sums are exact in i32. Blocks with a NaN or an infinity are left to the scalar code.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use crate::block::{BlockQ8K, QK_K};
+
+    /// false (nothing written) when the block holds a NaN or an infinity
+    ///
+    /// # Safety
+    /// AVX-512 F/BW are available; `xb` has 256 floats.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn block(xb: &[f32], yb: &mut BlockQ8K) -> bool {
+        assert_eq!(xb.len(), QK_K, "q8_K block of {} floats", xb.len());
+        // SAFETY: 256 floats at xb (asserted), 256 quants at yb.qs
+        unsafe {
+            let p = xb.as_ptr();
+            let inf = _mm512_set1_ps(f32::INFINITY);
+            let mut vmax = _mm512_setzero_ps();
+            for i in 0..16 {
+                let a = _mm512_abs_ps(_mm512_loadu_ps(p.add(16 * i)));
+                if _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(a, inf) != 0 {
+                    return false;
+                }
+                vmax = _mm512_max_ps(vmax, a);
+            }
+            let amax = _mm512_reduce_max_ps(vmax);
+            if amax == 0.0 {
+                yb.d = 0.0;
+                yb.qs = [0; QK_K];
+                yb.bsums = [0; QK_K / 16];
+                return true;
+            }
+            // the first value of magnitude amax, its sign kept
+            let va = _mm512_set1_ps(amax);
+            let mut max = 0.0f32;
+            for i in 0..16 {
+                let m = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_abs_ps(_mm512_loadu_ps(p.add(16 * i))), va);
+                if m != 0 {
+                    max = *p.add(16 * i + m.trailing_zeros() as usize);
+                    break;
+                }
+            }
+            let iscale = -127.0 / max;
+            let vs = _mm512_set1_ps(iscale);
+            let top = _mm512_set1_epi32(127);
+            for i in 0..16 {
+                let q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(p.add(16 * i)))), top);
+                yb.bsums[i] = _mm512_reduce_add_epi32(q) as i16;
+                _mm_storeu_si128(yb.qs.as_mut_ptr().add(16 * i).cast(), _mm512_cvtsepi32_epi8(q));
+            }
+            yb.d = 1.0 / iscale;
         }
-        for (j, s) in yb.bsums.iter_mut().enumerate() {
-            *s = yb.qs[j * 16..j * 16 + 16].iter().map(|&q| q as i16).sum();
-        }
-        yb.d = 1.0 / iscale;
+        true
     }
 }
 
@@ -41,5 +116,41 @@ pub fn dequantize_row_q8_k(x: &[BlockQ8K], y: &mut [f32]) {
         for (o, &q) in yb.iter_mut().zip(&xb.qs) {
             *o = xb.d * q as f32;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::XorShift;
+
+    /// the AVX-512 blocks of quantize_row_q8_k against the scalar definition, bit for bit:
+    /// model-like blocks, a block whose largest magnitude comes twice with both signs (the first
+    /// wins), a zero block, blocks with a NaN, an infinity, a -0.0
+    #[test]
+    fn avx512_blocks_equal_the_scalar_definition() {
+        if crate::simd::active() < crate::simd::Level::Avx512 {
+            eprintln!("no AVX-512: not tested");
+            return;
+        }
+        let mut r = XorShift::new(78);
+        let n = QK_K * 24;
+        let mut x = r.model_like(n);
+        let b = &mut x[QK_K..2 * QK_K];
+        b[40] = -9.0;
+        b[200] = 9.0;
+        x[2 * QK_K..3 * QK_K].fill(0.0);
+        x[3 * QK_K + 5] = f32::NAN;
+        x[4 * QK_K + 17] = f32::INFINITY;
+        x[5 * QK_K + 100] = -0.0;
+        let blank = BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] };
+        let mut got = vec![blank; n / QK_K];
+        quantize_row_q8_k(&x, &mut got);
+        for (i, (xb, g)) in x.chunks_exact(QK_K).zip(&got).enumerate() {
+            let mut want = blank;
+            quantize_block(xb, &mut want);
+            assert_eq!((g.d.to_bits(), g.qs, g.bsums), (want.d.to_bits(), want.qs, want.bsums), "block {i}");
+        }
+        assert!(got[1].d > 0.0, "the first of -9 and 9 sets the sign (d = max / -127 = 9 / 127)");
     }
 }

@@ -395,7 +395,7 @@ pub mod testing {
         }
         let mut p = [0i32; OP_PARAMS];
         p[..params.len()].copy_from_slice(params);
-        Node { op, dst: dst.view(), src: s, params: p, name: "test" }
+        Node { op, dst: dst.view(), src: s, params: p, name: "test", packed: None }
     }
 
     pub fn f(v: f32) -> i32 {

@@ -259,7 +259,7 @@ pub mod testkit {
         }
         let mut p = [0i32; OP_PARAMS];
         p[..params.len()].copy_from_slice(params);
-        Node { op, dst: dst.view, src: s, params: p, name: "test" }
+        Node { op, dst: dst.view, src: s, params: p, name: "test", packed: None }
     }
 
     pub fn f(x: f32) -> i32 {
