@@ -45,26 +45,32 @@ pub fn elem_bytes(ty: GgmlType) -> usize {
 }
 
 /// Repacks up to 32 weight rows of `ty` (`k` elements each) into `out` (`32 · k` elements of
-/// [`elem_bytes`], element k of row r at element `16 k + r`, bits unchanged); missing rows are
+/// [`elem_bytes`], element k of row r at element `32 k + r`, bits unchanged); missing rows are
 /// zero.
 pub fn repack(ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8]) {
     let eb = elem_bytes(ty);
     assert!(rows.len() <= ROWS, "fgemm::repack: {} rows, at most {ROWS}", rows.len());
     assert_eq!(out.len(), ROWS * k * eb, "fgemm::repack: output of {} bytes for {k} elements", out.len());
-    for r in 0..ROWS {
-        match rows.get(r) {
-            Some(row) => {
-                assert_eq!(row.len(), k * eb, "fgemm::repack {}: row {r} of {} bytes is not {k} elements", ty.name(), row.len());
-                for (e, v) in row.chunks_exact(eb).enumerate() {
-                    out[(e * ROWS + r) * eb..(e * ROWS + r + 1) * eb].copy_from_slice(v);
-                }
-            }
-            None => {
-                for e in 0..k {
-                    out[(e * ROWS + r) * eb..(e * ROWS + r + 1) * eb].fill(0);
-                }
-            }
+    for (r, row) in rows.iter().enumerate() {
+        assert_eq!(row.len(), k * eb, "fgemm::repack {}: row {r} of {} bytes is not {k} elements", ty.name(), row.len());
+    }
+    match eb {
+        2 => repack_n::<2>(rows, out),
+        _ => repack_n::<4>(rows, out),
+    }
+}
+
+/// [`repack`] for elements of `EB` bytes: the output written in order, one element of each of
+/// the 32 rows at a time (the rows are read as 32 streams; writing in order rather than one
+/// row at a time, 32 elements apart, keeps the writes sequential)
+fn repack_n<const EB: usize>(rows: &[&[u8]], out: &mut [u8]) {
+    for (e, dst) in out.chunks_exact_mut(ROWS * EB).enumerate() {
+        let (have, missing) = dst.split_at_mut(rows.len() * EB);
+        for (d, row) in have.chunks_exact_mut(EB).zip(rows) {
+            let v: [u8; EB] = row[e * EB..(e + 1) * EB].try_into().expect("EB bytes");
+            d.copy_from_slice(&v);
         }
+        missing.fill(0);
     }
 }
 
