@@ -385,7 +385,10 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
     let n_bs = nr1 / ne11.max(1);
     let w_len = wt.row_size(k);
-    let acts_bytes = (nr1 * vdt.row_size(k)).next_multiple_of(64);
+    // F32 activations whose rows are f32-aligned are rounded to the vec-dot type and widened
+    // in one pass per column (phase 1); any other src1 is converted to the vec-dot type first
+    let direct = b.ty == raw_type::F32 && [b.data as usize, b.nb[1], b.nb[2], b.nb[3]].iter().all(|x| x.is_multiple_of(4));
+    let acts_bytes = if direct { 0 } else { (nr1 * vdt.row_size(k)).next_multiple_of(64) };
     let cols_bytes = (nr1 * k * 4).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
     let eb = crate::fgemm::elem_bytes(wt);
@@ -394,7 +397,7 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     // the whole area first: the activations' conversion below then finds it big enough and
     // does not move it
     exec.scratch(total);
-    let acts = prepare_activations(b, vdt, exec);
+    let acts = if direct { Acts::Direct(*b) } else { prepare_activations(b, vdt, exec) };
     let base = exec.scratch(total).ptr as usize;
     let (cols_at, w_at) = (base + acts_bytes, base + acts_bytes + cols_bytes);
     let a = *a;
@@ -404,9 +407,16 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
         let a = &a;
         if ch < nr1 {
             let (i11, i12, i13) = unravel(ch, ne11, ne12);
-            // SAFETY: column ch in the vec-dot type (converted or aligned src1), k elements,
-            // into its k floats of the scratch, this chunk's alone
-            unsafe { super::copy::elem::dequantize_to(vdt, acts.row(i11, i12, i13, ne11, ne12), k, (cols_at as *mut f32).add(ch * k).cast()) };
+            let x = acts.row(i11, i12, i13, ne11, ne12);
+            // SAFETY: the column's k floats of the scratch, this chunk's alone
+            let col = unsafe { std::slice::from_raw_parts_mut((cols_at as *mut f32).add(ch * k), k) };
+            if direct {
+                // SAFETY: src1 row (i11, i12, i13): k dense f32 (supports: nb10 = 4), aligned (direct)
+                round_to_vec_dot(vdt, unsafe { std::slice::from_raw_parts(x.cast::<f32>(), k) }, col);
+            } else {
+                // SAFETY: column ch in the vec-dot type (converted or aligned src1), k elements
+                unsafe { super::copy::elem::dequantize_to(vdt, x, k, col.as_mut_ptr().cast()) };
+            }
         } else {
             let (ws, rb) = ((ch - nr1) / nrb, (ch - nr1) % nrb);
             let (i02, i03) = (ws % ne02, ws / ne02);
@@ -458,6 +468,29 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
             }
         }
     });
+}
+
+/// `out` = `x` rounded to `vdt` (F32, F16 or BF16: what the row kernels' activations hold) and
+/// widened back, through a piece on the stack at a time
+fn round_to_vec_dot(vdt: GgmlType, x: &[f32], out: &mut [f32]) {
+    const PIECE: usize = 256;
+    match vdt {
+        GgmlType::F16 => {
+            let mut h = [half::f16::ZERO; PIECE];
+            for (xs, os) in x.chunks(PIECE).zip(out.chunks_mut(PIECE)) {
+                crate::fp::f32_to_f16_row(xs, &mut h[..xs.len()]);
+                crate::fp::f16_to_f32_row(&h[..xs.len()], os);
+            }
+        }
+        GgmlType::BF16 => {
+            let mut h = [half::bf16::ZERO; PIECE];
+            for (xs, os) in x.chunks(PIECE).zip(out.chunks_mut(PIECE)) {
+                crate::fp::f32_to_bf16_row(xs, &mut h[..xs.len()]);
+                crate::fp::bf16_to_f32_row(&h[..xs.len()], os);
+            }
+        }
+        _ => out.copy_from_slice(x),
+    }
 }
 
 /// MUL_MAT_ID: for token t and slot s, `dst[:, s, t] = src0[expert ids[s, t]] · src1[:, s % ne11, t]`
