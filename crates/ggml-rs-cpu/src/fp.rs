@@ -43,7 +43,7 @@ mod tests {
     fn f16_rows_equal_the_software_conversion() {
         let mut r = XorShift::new(7);
         let special =
-            [0.0f32, -0.0, 1.0, 65504.0, 65520.0, 1e-8, -6e-8, 2.9802322e-8, 1.0009765625 + 0.00048828125, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+            [0.0f32, -0.0, 1.0, 65504.0, 65520.0, 1e-8, -6e-8, 2f32.powi(-25), 1.0 + 3.0 * 2f32.powi(-11), f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
         for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 33, 1000] {
             let x: Vec<f32> =
                 (0..n).map(|i| if i % 5 == 0 { special[(i / 5) % special.len()] } else { r.f32_in(-1.0, 1.0) * 2f32.powi((i % 40) as i32 - 25) }).collect();
