@@ -239,7 +239,7 @@ fn rows_aligned(a: &View, wt: GgmlType) -> bool {
     [a.data as usize, a.nb[1]].iter().all(|x| x.is_multiple_of(block_align(wt)))
 }
 
-/// the shape both tiled GEMMs take: weights of one slab (no broadcast) whose rows can be read as
+/// the shape the tiled int8 GEMM takes: weights of one slab (no broadcast) whose rows can be read as
 /// blocks in place, enough activation rows
 fn tile_shape(a: &View, b: &View, wt: GgmlType) -> bool {
     rows_aligned(a, wt) && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
@@ -379,75 +379,107 @@ fn gemm_chunks(nrb: usize, rg: usize, nr1: usize, threads: usize) -> (usize, usi
     (n_rg, nr1.div_ceil(n_cg).next_multiple_of(crate::qgemm::MAX_COLS).max(crate::qgemm::MAX_COLS))
 }
 
-/// the tiled float GEMM ([`crate::fgemm`]) takes this MUL_MAT: F32 / F16 / BF16 weights of
-/// [`tile_shape`], the node's level (capped to scalar by use_ref) at least AVX-512
+/// the tiled float GEMM ([`crate::fgemm`]) takes this MUL_MAT: F32 / F16 / BF16 weights whose
+/// rows can be read in place, any number of weight slabs (attention's KQ and KQV: one per head,
+/// broadcast to the activations' dims 2 and 3), at least [`QGEMM_MIN_COLS`] activation rows
+/// per weight slab (fewer, and repacking the slab costs more than its tiles save: the
+/// token-generation KQ of one row per head stays on the row kernels), the node's level (capped
+/// to scalar by use_ref) at least AVX-512
 fn use_fgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
-    crate::fgemm::supports(wt) && crate::fgemm::available(level) && tile_shape(a, b, wt)
+    let slabs = (a.ne[2] * a.ne[3]).max(1) as usize;
+    crate::fgemm::supports(wt)
+        && crate::fgemm::available(level)
+        && rows_aligned(a, wt)
+        && a.ne[0] > 0
+        && a.ne[1] > 0
+        && b.nrows() as usize / slabs >= QGEMM_MIN_COLS
 }
 
 /// MUL_MAT through [`crate::fgemm`]: activations rounded to the vec-dot type (as the row path)
-/// and widened to f32, weights repacked 32 rows at a time (16-bit types as they are), all in the
-/// scratch; then tiles of 32 rows × 8 columns over k in pieces of `KC` (a piece of a column tile
-/// and of the chunk's row blocks stay in cache), in chunks of 4 row blocks × the columns
-/// ([`gemm_chunks`]).
+/// and widened to f32, every weight slab repacked 32 rows at a time (16-bit types as they
+/// are), all in the scratch; then, per activation slab (i12, i13) against its weight slab
+/// (i12 / r2, i13 / r3), tiles of 32 rows × 8 columns over k in pieces of `KC` (a piece of a
+/// column tile and of the chunk's row blocks stay in cache), in chunks of 4 row blocks × the
+/// slab's columns, split further when there are too few chunks for the pool (as
+/// [`gemm_chunks`]).
 fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     use crate::fgemm::{MAX_COLS, ROWS};
     const KC: usize = 256;
+    const RG: usize = 4;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     let k = a.ne[0] as usize;
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
+    let (ne02, n_ws) = (a.ne[2] as usize, (a.ne[2] * a.ne[3]) as usize);
+    let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
+    let n_bs = nr1 / ne11.max(1);
     let w_len = wt.row_size(k);
-    let acts_bytes = (nr1 * vdt.row_size(k)).next_multiple_of(64);
+    // F32 activations whose rows are f32-aligned are rounded to the vec-dot type and widened
+    // in one pass per column (phase 1); any other src1 is converted to the vec-dot type first
+    let direct = b.ty == raw_type::F32 && [b.data as usize, b.nb[1], b.nb[2], b.nb[3]].iter().all(|x| x.is_multiple_of(4));
+    let acts_bytes = if direct { 0 } else { (nr1 * vdt.row_size(k)).next_multiple_of(64) };
     let cols_bytes = (nr1 * k * 4).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
     let eb = crate::fgemm::elem_bytes(wt);
-    let total = acts_bytes + cols_bytes + nrb * ROWS * k * eb;
+    let slab_bytes = nrb * ROWS * k * eb;
+    let total = acts_bytes + cols_bytes + n_ws * slab_bytes;
     // the whole area first: the activations' conversion below then finds it big enough and
     // does not move it
     exec.scratch(total);
-    let acts = prepare_activations(b, vdt, exec);
+    let acts = if direct { Acts::Direct(*b) } else { prepare_activations(b, vdt, exec) };
     let base = exec.scratch(total).ptr as usize;
     let (cols_at, w_at) = (base + acts_bytes, base + acts_bytes + cols_bytes);
     let a = *a;
     // phase 1: columns widened to f32 (one chunk per column), weights repacked (one chunk per
-    // 16 rows)
-    exec.parallel(nr1 + nrb, |ch| {
+    // 32 rows of a slab)
+    exec.parallel(nr1 + n_ws * nrb, |ch| {
         let a = &a;
         if ch < nr1 {
             let (i11, i12, i13) = unravel(ch, ne11, ne12);
-            // SAFETY: column ch in the vec-dot type (converted or aligned src1), k elements,
-            // into its k floats of the scratch, this chunk's alone
-            unsafe { super::copy::elem::dequantize_to(vdt, acts.row(i11, i12, i13, ne11, ne12), k, (cols_at as *mut f32).add(ch * k).cast()) };
+            let x = acts.row(i11, i12, i13, ne11, ne12);
+            // SAFETY: the column's k floats of the scratch, this chunk's alone
+            let col = unsafe { std::slice::from_raw_parts_mut((cols_at as *mut f32).add(ch * k), k) };
+            if direct {
+                // SAFETY: src1 row (i11, i12, i13): k dense f32 (supports: nb10 = 4), aligned (direct)
+                round_to_vec_dot(vdt, unsafe { std::slice::from_raw_parts(x.cast::<f32>(), k) }, col);
+            } else {
+                // SAFETY: column ch in the vec-dot type (converted or aligned src1), k elements
+                unsafe { super::copy::elem::dequantize_to(vdt, x, k, col.as_mut_ptr().cast()) };
+            }
         } else {
-            let rb = ch - nr1;
+            let (ws, rb) = ((ch - nr1) / nrb, (ch - nr1) % nrb);
+            let (i02, i03) = (ws % ne02, ws / ne02);
             let rows: Vec<&[u8]> = (rb * ROWS..((rb + 1) * ROWS).min(nr0))
-                // SAFETY: whole weight rows of slab 0 (supports: w_len bytes at nb1 apart)
-                .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, 0, 0)).cast_const(), w_len) })
+                // SAFETY: whole weight rows of slab (i02, i03) (supports: w_len bytes at nb1 apart)
+                .map(|i| unsafe { std::slice::from_raw_parts(a.data.add(offset(a, 0, i, i02, i03)).cast_const(), w_len) })
                 .collect();
-            // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
-            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * ROWS * k * eb), ROWS * k * eb) };
+            // SAFETY: row block rb of slab ws's repacked area in the scratch, this chunk's alone
+            let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(ws * slab_bytes + rb * ROWS * k * eb), ROWS * k * eb) };
             crate::fgemm::repack(wt, &rows, k, out);
         }
     });
-    // phase 2: the tiles
-    const RG: usize = 4;
-    let (n_rg, cg_len) = gemm_chunks(nrb, RG, nr1, exec.n_threads());
-    let n_cg = nr1.div_ceil(cg_len);
+    // phase 2: the tiles; chunk = (activation slab, row group, column group)
+    let n_rg = nrb.div_ceil(RG);
+    let want = 4 * exec.n_threads();
+    let n_cg = if n_bs * n_rg >= want { 1 } else { want.div_ceil(n_bs * n_rg) };
+    let cg_len = ne11.div_ceil(n_cg).next_multiple_of(MAX_COLS).max(MAX_COLS);
+    let n_cg = ne11.div_ceil(cg_len);
     let d = *d;
-    exec.parallel(n_rg * n_cg, |ch| {
+    exec.parallel(n_bs * n_rg * n_cg, |ch| {
         let d = &d;
-        let (rg, cg) = (ch % n_rg, ch / n_rg);
+        let (rg, cg, bs) = (ch % n_rg, (ch / n_rg) % n_cg, ch / (n_rg * n_cg));
+        let (i12, i13) = (bs % ne12, bs / ne12);
+        let ws = (i13 / r3) * ne02 + i12 / r2;
+        let w_slab = (w_at as *const u8).wrapping_add(ws * slab_bytes);
         for e0 in (0..k).step_by(KC) {
             let kc = KC.min(k - e0);
-            for j0 in (cg * cg_len..((cg + 1) * cg_len).min(nr1)).step_by(MAX_COLS) {
-                let n = MAX_COLS.min(nr1 - j0);
+            for j0 in (cg * cg_len..((cg + 1) * cg_len).min(ne11)).step_by(MAX_COLS) {
+                let n = MAX_COLS.min(ne11 - j0);
                 let mut xs = [std::ptr::null(); MAX_COLS];
                 let mut dsts = [0usize; MAX_COLS];
                 for t in 0..n {
-                    let j = j0 + t;
-                    let (i11, i12, i13) = unravel(j, ne11, ne12);
-                    xs[t] = (cols_at as *const f32).wrapping_add(j * k + e0);
+                    let i11 = j0 + t;
+                    xs[t] = (cols_at as *const f32).wrapping_add((bs * ne11 + i11) * k + e0);
                     dsts[t] = d.data as usize + offset(d, 0, i11, i12, i13);
                 }
                 for rb in rg * RG..((rg + 1) * RG).min(nrb) {
@@ -457,14 +489,37 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                     }
                     let n_rows = ROWS.min(nr0 - rb * ROWS);
                     // SAFETY: AVX-512 is active (use_fgemm); elements e0 .. e0 + kc of row block
-                    // rb of the repacked weights and of each column (phase 1), and dst elements
-                    // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), read and
-                    // written by this chunk only
-                    unsafe { crate::fgemm::tile_raw(wt, (w_at as *const u8).add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
+                    // rb of weight slab ws repacked and of each column (phase 1), and dst
+                    // elements rb·32 .. rb·32 + n_rows of each column (dense rows, supports),
+                    // read and written by this chunk only
+                    unsafe { crate::fgemm::tile_raw(wt, w_slab.add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
                 }
             }
         }
     });
+}
+
+/// `out` = `x` rounded to `vdt` (F32, F16 or BF16: what the row kernels' activations hold) and
+/// widened back, through a piece on the stack at a time
+fn round_to_vec_dot(vdt: GgmlType, x: &[f32], out: &mut [f32]) {
+    const PIECE: usize = 256;
+    match vdt {
+        GgmlType::F16 => {
+            let mut h = [half::f16::ZERO; PIECE];
+            for (xs, os) in x.chunks(PIECE).zip(out.chunks_mut(PIECE)) {
+                crate::fp::f32_to_f16_row(xs, &mut h[..xs.len()]);
+                crate::fp::f16_to_f32_row(&h[..xs.len()], os);
+            }
+        }
+        GgmlType::BF16 => {
+            let mut h = [half::bf16::ZERO; PIECE];
+            for (xs, os) in x.chunks(PIECE).zip(out.chunks_mut(PIECE)) {
+                crate::fp::f32_to_bf16_row(xs, &mut h[..xs.len()]);
+                crate::fp::bf16_to_f32_row(&h[..xs.len()], os);
+            }
+        }
+        _ => out.copy_from_slice(x),
+    }
 }
 
 /// MUL_MAT_ID: for token t and slot s, `dst[:, s, t] = src0[expert ids[s, t]] · src1[:, s % ne11, t]`

@@ -220,6 +220,29 @@ fn set_rows_converts_rows_into_every_cache_type_with_broadcast_indices() {
     }
 }
 
+/// the transposed V cache's SET_ROWS (flash attention off): rows of one element (and other
+/// short and long rows), F32 into F16, each element where its index puts it, rounded to nearest even
+#[test]
+fn set_rows_f32_to_f16_rows_of_one_element_and_more() {
+    let mut r = XorShift::new(8);
+    for n in [1usize, 3, 8, 37] {
+        let rows = 50;
+        let a = T::new(F32, [n as i64, rows, 1, 1]).random(&mut r);
+        let mut b = T::new(I64, [rows, 1, 1, 1]);
+        for i in 0..rows as usize {
+            b.set_i64([i, 0, 0, 0], ((i * 7) % 64) as i64);
+        }
+        let d = T::new(F16, [n as i64, 64, 1, 1]);
+        run(&node(Op::SetRows, &d, &[&a, &b], &[]), 2);
+        for i in 0..rows as usize {
+            for k in 0..n {
+                let want = half::f16::from_f32_const(a.get([k, i, 0, 0])).to_f32();
+                assert_eq!(d.get([k, (i * 7) % 64, 0, 0]), want, "n={n} row {i} element {k}");
+            }
+        }
+    }
+}
+
 #[test]
 fn get_rows_back_sums_repeated_rows() {
     let mut r = XorShift::new(6);

@@ -228,3 +228,50 @@ fn out_prod_sums_outer_products_over_the_shared_dimension() {
         }
     }
 }
+
+/// attention's products: F16 / BF16 / F32 weights of one slab per KV head (KQ: K permuted out
+/// of the cache, rows of the head dim; KQV: V transposed, rows of n_kv) against activations of
+/// more heads (GQA broadcast over dim 2) and of dim 3: the tiled GEMM takes them, once there are
+/// 16 activation rows per weight slab (before, any weight slab past the first sent the whole
+/// product to the row kernels), and they agree with the f64 reference and with the row kernels
+/// (the scalar level)
+#[test]
+fn mul_mat_attention_shapes_take_the_tiles_and_agree() {
+    let mut r = XorShift::new(35);
+    let avx512 = crate::simd::detected() >= Level::Avx512;
+    for wt in [GgmlType::F16, GgmlType::BF16, GgmlType::F32] {
+        // (k, weight rows, KV heads, tokens, heads per KV head, dim 3): KQ-like, KQV-like, a
+        // token count under a tile's width, rows not a multiple of 32
+        for (k, rows, kv_heads, tokens, g, n3) in [(64, 40, 2, 19, 2, 1), (40, 64, 2, 17, 1, 2), (64, 33, 4, 16, 1, 1)] {
+            // the weights as a KV cache view: [k, rows, kv_heads] with heads inside a row
+            let a = {
+                let x = r.model_like(k * rows * kv_heads * n3);
+                let base = T::quantized(wt, [k as i64, (kv_heads * n3) as i64, rows as i64, 1], &x, 0);
+                // swap dims 1 and 2: element (e, row, head) at head · nb1 + row · nb2 of the base
+                T { ne: [k as i64, rows as i64, kv_heads as i64, n3 as i64], nb: [base.nb[0], base.nb[2], base.nb[1], base.nb[1] * kv_heads], ..base }
+            };
+            let bne = [k as i64, tokens as i64, (kv_heads * g) as i64, n3 as i64];
+            let b = T::permuted(F32, bne, [0, 2, 1, 3]).random(&mut r);
+            let dne = [rows as i64, tokens as i64, (kv_heads * g) as i64, n3 as i64];
+            let what = format!("{} k={k} rows={rows} kv_heads={kv_heads} tokens={tokens} g={g} n3={n3}", wt.name());
+            assert_eq!(use_fgemm(&a.view(), &b.view(), wt, Level::Avx512), tokens * g >= 16, "{what}: takes the tiles");
+            let d = T::new(F32, dne);
+            run(&node(Op::MulMat, &d, &[&a, &b], &[]), 3);
+            check_mul_mat(&a, &b, &d, &what);
+            if avx512 {
+                // the row kernels (scalar level) agree within f32 rounding of the sums
+                let s = T::new(F32, dne);
+                let n = node(Op::MulMat, &s, &[&a, &b], &[]);
+                let mut pool = crate::pool::ThreadPool::new(2);
+                let mut scratch = crate::block::AlignedBytes::default();
+                let mut exec = Exec::with_level(&mut pool, &mut scratch, Level::Scalar);
+                crate::ops::compute(&n, &mut exec).unwrap();
+                assert_close(&d.values(), &s.values(), 1e-5, &what);
+            }
+        }
+    }
+    // token generation (one row per head) stays on the row kernels
+    let a = T::new(F16, [64, 512, 8, 1]);
+    let b = T::new(F32, [64, 1, 8, 1]);
+    assert!(!use_fgemm(&a.view(), &b.view(), GgmlType::F16, Level::Avx512));
+}
