@@ -37,6 +37,23 @@ pub fn q4_0_q8_0_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     sum
 }
 
+/// Q8_0 · Q8_0 summed as upstream's x86 CPU backend sums it (llamafile's tinyBLAS_Q0_AVX, which
+/// ggml-cpu uses for every Q8_0 MUL_MAT on x86 with AVX2 or AVX-512): 8 f32 lanes, lane i adding
+/// `d_x·d_y · Σ products 4i..4i+4` by fused multiply-add for each block in order, then lanes
+/// `i + (i+4)`, then `(t0 + t2) + (t1 + t3)`. The SIMD kernels follow this order exactly.
+pub fn q8_0_q8_0_upstream_order(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    for (a, b) in x.iter().zip(y) {
+        let d = a.d.to_f32() * b.d.to_f32();
+        for (i, lane) in acc.iter_mut().enumerate() {
+            let s: i32 = (4 * i..4 * i + 4).map(|k| a.qs[k] as i32 * b.qs[k] as i32).sum();
+            *lane = d.mul_add(s as f32, *lane);
+        }
+    }
+    let t = [acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]];
+    (t[0] + t[2]) + (t[1] + t[3])
+}
+
 /// the Q8_0 · Q8_0 kernel of `level`
 pub fn select_q8_0(level: Level) -> Q8_0Dot {
     assert!(level <= crate::simd::detected(), "select_q8_0: {} is not supported by this CPU", level.name());
@@ -107,15 +124,31 @@ mod x86 {
         }};
     }
 
+    /// One accumulator, the blocks in order: upstream's x86 CPU backend computes every Q8_0 ·
+    /// Q8_0 product (llamafile's tinyBLAS_Q0_AVX, prompt and generation alike) as 8 f32 lanes,
+    /// lane i += d_x·d_y · (the int sum of products 4i..4i+4) by FMA, block after block, then
+    /// (lo + hi) and the pairwise sum of [`hsum_ps`]. Summing the same terms in this order gives
+    /// upstream's result bit for bit ([`super::q8_0_q8_0_upstream_order`]).
+    macro_rules! one_accumulator {
+        ($x:ident, $y:ident, $block:expr) => {{
+            let mut acc = _mm256_setzero_ps();
+            for (a, b) in $x.iter().zip($y) {
+                let d = _mm256_set1_ps(f16_product(a.d, b.d));
+                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps($block(a, b)), acc);
+            }
+            hsum_ps(acc)
+        }};
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q8_0_q8_0_avx2(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        two_accumulators!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| dot_i8x32(load_i8x32(&a.qs), load_i8x32(&b.qs)))
+        one_accumulator!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| dot_i8x32(load_i8x32(&a.qs), load_i8x32(&b.qs)))
     }
 
     /// vpdpbusd does the 4-product sums in one instruction (unsigned |x| · sign-adjusted y)
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) fn q8_0_q8_0_vnni(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-        two_accumulators!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| {
+        one_accumulator!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| {
             let (qa, qb) = (load_i8x32(&a.qs), load_i8x32(&b.qs));
             _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa))
         })
@@ -136,5 +169,43 @@ mod x86 {
             let sy = _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(8), qb);
             _mm256_sub_epi32(qy, sy)
         })
+    }
+}
+
+#[cfg(test)]
+mod upstream_order_tests {
+    use half::f16;
+
+    use super::*;
+    use crate::rng::XorShift;
+    use crate::simd::Level;
+
+    /// random blocks with scales of every magnitude: the float sums round, so another order of
+    /// the same terms shows in the last bits
+    fn blocks(r: &mut XorShift, n: usize) -> Vec<BlockQ8_0> {
+        (0..n)
+            .map(|_| {
+                let mut b = BlockQ8_0 { d: f16::from_f32(r.f32_in(0.001, 0.05)), qs: [0; 32] };
+                b.qs.iter_mut().for_each(|q| *q = r.i32_in(-127, 127) as i8);
+                b
+            })
+            .collect()
+    }
+
+    /// every SIMD level gives upstream's Q8_0 · Q8_0 bit for bit (before: two accumulators, even
+    /// and odd blocks, differed in the last bits on most rows)
+    #[test]
+    fn simd_q8_0_is_upstreams_sum_bit_for_bit() {
+        let mut r = XorShift::new(14);
+        let levels: Vec<Level> = Level::available().into_iter().filter(|&l| l != Level::Scalar).collect();
+        for nb in [1, 2, 3, 8, 16, 17, 64, 96] {
+            for _ in 0..20 {
+                let (x, y) = (blocks(&mut r, nb), blocks(&mut r, nb));
+                let want = q8_0_q8_0_upstream_order(&x, &y);
+                for &level in &levels {
+                    assert_eq!(select_q8_0(level)(&x, &y).to_bits(), want.to_bits(), "q8_0 {} nb={nb}", level.name());
+                }
+            }
+        }
     }
 }
