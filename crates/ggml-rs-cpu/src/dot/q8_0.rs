@@ -37,8 +37,9 @@ pub fn q4_0_q8_0_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     sum
 }
 
-/// Q8_0 · Q8_0 summed as upstream's x86 CPU backend sums it (llamafile's tinyBLAS_Q0_AVX, which
-/// ggml-cpu uses for every Q8_0 MUL_MAT on x86 with AVX2 or AVX-512): 8 f32 lanes, lane i adding
+/// Q8_0 · Q8_0 summed as upstream's x86 CPU backend sums it (`ggml_vec_dot_q8_0_q8_0` for one
+/// activation row, llamafile's tinyBLAS_Q0_AVX for more, AVX2 and AVX-512 builds alike; the
+/// repacking buffer type takes no Q8_0 on x86): 8 f32 lanes, lane i adding
 /// `d_x·d_y · Σ products 4i..4i+4` by fused multiply-add for each block in order, then lanes
 /// `i + (i+4)`, then `(t0 + t2) + (t1 + t3)`. The SIMD kernels follow this order exactly.
 pub fn q8_0_q8_0_upstream_order(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
@@ -125,7 +126,8 @@ mod x86 {
     }
 
     /// One accumulator, the blocks in order: upstream's x86 CPU backend computes every Q8_0 ·
-    /// Q8_0 product (llamafile's tinyBLAS_Q0_AVX, prompt and generation alike) as 8 f32 lanes,
+    /// Q8_0 product (`ggml_vec_dot_q8_0_q8_0` for one activation row, llamafile's tinyBLAS_Q0_AVX
+    /// for two or more: the same terms in the same order) as 8 f32 lanes,
     /// lane i += d_x·d_y · (the int sum of products 4i..4i+4) by FMA, block after block, then
     /// (lo + hi) and the pairwise sum of [`hsum_ps`]. Summing the same terms in this order gives
     /// upstream's result bit for bit ([`super::q8_0_q8_0_upstream_order`]).
