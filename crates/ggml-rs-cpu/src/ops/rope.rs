@@ -239,11 +239,7 @@ fn fused_rotation() -> bool {
 /// one pair rotated by (cos, sin); `fused`: upstream's contracted form (see [`fused_rotation`])
 #[inline]
 fn rotate(x0: f32, x1: f32, cos: f32, sin: f32, fused: bool) -> (f32, f32) {
-    if fused {
-        (x0.mul_add(cos, -(x1 * sin)), x0.mul_add(sin, x1 * cos))
-    } else {
-        (x0 * cos - x1 * sin, x0 * sin + x1 * cos)
-    }
+    if fused { (x0.mul_add(cos, -(x1 * sin)), x0.mul_add(sin, x1 * cos)) } else { (x0 * cos - x1 * sin, x0 * sin + x1 * cos) }
 }
 
 /// rotates row (i1, i2, i3) of `s` into `d` (which may be `s` itself: each pair is read before
