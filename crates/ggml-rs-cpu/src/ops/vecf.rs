@@ -237,10 +237,11 @@ fn scale_mul_into_scalar(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
 /// the scalar ROPE pair rotation (also the vector kernels' tail)
 #[inline(always)]
 fn rope_pairs_scalar(y: &mut [f32], cs: &[f32]) {
+    // upstream's contracted form (see rope.rs `rotate`): fma(x0, cos, -(x1 sin)), fma(x0, sin, x1 cos)
     for (p, c) in y.chunks_exact_mut(2).zip(cs.chunks_exact(2)) {
         let (x0, x1) = (p[0], p[1]);
-        p[0] = x0 * c[0] - x1 * c[1];
-        p[1] = x0 * c[1] + x1 * c[0];
+        p[0] = x0.mul_add(c[0], -(x1 * c[1]));
+        p[1] = x0.mul_add(c[1], x1 * c[0]);
     }
 }
 
@@ -250,8 +251,8 @@ fn rope_pairs_scalar(y: &mut [f32], cs: &[f32]) {
 fn rope_halves_scalar(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
     for (((x0, x1), c), s) in a.iter_mut().zip(b.iter_mut()).zip(cos).zip(sin) {
         let (u, v) = (*x0, *x1);
-        *x0 = u * c - v * s;
-        *x1 = u * s + v * c;
+        *x0 = u.mul_add(*c, -(v * s));
+        *x1 = u.mul_add(*s, v * c);
     }
 }
 
@@ -310,10 +311,11 @@ mod x86 {
                 let x = _mm256_loadu_ps(py);
                 let c = _mm256_loadu_ps(cs.as_ptr().add(i));
                 // cos in both lanes of a pair, sin in both, the pair's elements swapped
-                let (cos, sin) = (_mm256_moveldup_ps(c), _mm256_movehdup_ps(c));
-                let xs = _mm256_permute_ps::<0b1011_0001>(x);
-                // even lanes x0·cos - x1·sin, odd lanes x1·cos + x0·sin
-                _mm256_storeu_ps(py, _mm256_addsub_ps(_mm256_mul_ps(x, cos), _mm256_mul_ps(xs, sin)));
+                // even lanes fma(x0, cos, -(x1·sin)), odd lanes fma(x0, sin, x1·cos): x0 in both
+                // lanes of a pair times (cos, sin), minus / plus x1 in both times (sin, cos)
+                let (x0, x1) = (_mm256_moveldup_ps(x), _mm256_movehdup_ps(x));
+                let t = _mm256_mul_ps(x1, _mm256_permute_ps::<0b1011_0001>(c));
+                _mm256_storeu_ps(py, _mm256_fmaddsub_ps(x0, c, t));
             }
         }
         rope_pairs_scalar(&mut y[n..], &cs[n..]);
@@ -328,11 +330,10 @@ mod x86 {
                 let py = y.as_mut_ptr().add(i);
                 let x = _mm512_loadu_ps(py);
                 let c = _mm512_loadu_ps(cs.as_ptr().add(i));
-                let (cos, sin) = (_mm512_moveldup_ps(c), _mm512_movehdup_ps(c));
-                let xs = _mm512_permute_ps::<0b1011_0001>(x);
-                let (a, b) = (_mm512_mul_ps(x, cos), _mm512_mul_ps(xs, sin));
-                // the sum in the odd lanes, the difference in the even ones
-                _mm512_storeu_ps(py, _mm512_mask_sub_ps(_mm512_add_ps(a, b), 0x5555, a, b));
+                // as in rope_pairs_256
+                let (x0, x1) = (_mm512_moveldup_ps(x), _mm512_movehdup_ps(x));
+                let t = _mm512_mul_ps(x1, _mm512_permute_ps::<0b1011_0001>(c));
+                _mm512_storeu_ps(py, _mm512_fmaddsub_ps(x0, c, t));
             }
         }
         rope_pairs_scalar(&mut y[n..], &cs[n..]);
@@ -684,12 +685,13 @@ mod tests {
             let (mut want_p, mut want_h) = (x.clone(), x.clone());
             scalar.rope_pairs(&mut want_p, &cs);
             scalar.rope_halves(&mut want_h, cos, sin);
-            // the definition: pair k of the normal layout is (2k, 2k+1), of NeoX (k, h+k)
+            // the definition: pair k of the normal layout is (2k, 2k+1), of NeoX (k, h+k), each
+            // turned in upstream's contracted form fma(x0, cos, -(x1 sin)), fma(x0, sin, x1 cos)
             for k in 0..h {
-                assert_eq!(want_p[2 * k], x[2 * k] * cs[2 * k] - x[2 * k + 1] * cs[2 * k + 1]);
-                assert_eq!(want_p[2 * k + 1], x[2 * k] * cs[2 * k + 1] + x[2 * k + 1] * cs[2 * k]);
-                assert_eq!(want_h[k], x[k] * cos[k] - x[h + k] * sin[k]);
-                assert_eq!(want_h[h + k], x[k] * sin[k] + x[h + k] * cos[k]);
+                assert_eq!(want_p[2 * k], x[2 * k].mul_add(cs[2 * k], -(x[2 * k + 1] * cs[2 * k + 1])));
+                assert_eq!(want_p[2 * k + 1], x[2 * k].mul_add(cs[2 * k + 1], x[2 * k + 1] * cs[2 * k]));
+                assert_eq!(want_h[k], x[k].mul_add(cos[k], -(x[h + k] * sin[k])));
+                assert_eq!(want_h[h + k], x[k].mul_add(sin[k], x[h + k] * cos[k]));
             }
             for k in levels() {
                 let (mut a, mut b) = (x.clone(), x.clone());
