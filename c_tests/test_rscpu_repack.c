@@ -11,7 +11,8 @@
 // it but MUL_MAT (GET_ROWS, ADD), a view of it as weights, a tensor of a type that is not
 // repacked, and F16 activations.
 //
-// Usage: test_rscpu_repack <path of libggml_rs_cpu.so> [test name] (or GGML_RS_CPU_LIB=<path>).
+// Usage: GGML_RS_CPU_REPACK=1 test_rscpu_repack <path of libggml_rs_cpu.so> [test name] (or
+// GGML_RS_CPU_LIB=<path>); without GGML_RS_CPU_REPACK=1 it checks that the type is not listed.
 
 #include "check.h"
 #include "ggml-alloc.h"
@@ -257,6 +258,13 @@ int main(int argc, char ** argv) {
     ggml_backend_buffer_type_t * extra = get_extra(g_dev);
     CHECK(extra != NULL, "the list");
     g_repack = extra[0];
+    const char * want = getenv("GGML_RS_CPU_REPACK");
+    if (want == NULL || strcmp(want, "1") != 0) {
+        // opt-in (the tiles come on top of the weights' bytes): not listed unless asked for
+        CHECK(g_repack == NULL, "CPU_REPACK is listed without GGML_RS_CPU_REPACK=1");
+        printf("not listed without GGML_RS_CPU_REPACK=1: 1 test passed\n");
+        return 0;
+    }
     if (g_repack == NULL) {
         // only where the tiled GEMM cannot run: no AVX-512 VNNI, or the SIMD level capped below it
         const char * simd = getenv("GGML_RS_CPU_SIMD");

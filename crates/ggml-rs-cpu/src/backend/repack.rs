@@ -27,9 +27,10 @@
 //! llama.cpp keeps such weights out of this buffer type). Tensors that are not repackable may be
 //! allocated here (their bytes are stored as in a CPU buffer) but no op takes them.
 //!
-//! The buffer type is listed only when the CPU runs the tiled GEMM (AVX-512 VNNI, the process's
-//! SIMD level, so `GGML_RS_CPU_SIMD=scalar` lists none); it is not host memory (`is_host` false,
-//! as upstream's).
+//! The buffer type is listed only when asked for with `GGML_RS_CPU_REPACK=1` (the memory above
+//! makes it opt-in until the tiles replace the original bytes) and the CPU runs the tiled GEMM
+//! (AVX-512 VNNI, the process's SIMD level, so `GGML_RS_CPU_SIMD=scalar` lists none); it is not
+//! host memory (`is_host` false, as upstream's).
 
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::OnceLock;
@@ -128,9 +129,17 @@ pub fn buffer_type() -> ggml_backend_buffer_type_t {
     .0
 }
 
-/// whether the CPU offers the buffer type (the tiled GEMM runs at the process's SIMD level)
+/// whether the CPU offers the buffer type: asked for (`GGML_RS_CPU_REPACK=1`: the tiles come on top
+/// of the original bytes, 2-3x the weights' memory, so it is not the default) and the tiled GEMM
+/// runs at the process's SIMD level
 pub fn offered() -> bool {
-    qgemm::available(crate::simd::active())
+    requested(std::env::var("GGML_RS_CPU_REPACK").ok().as_deref()) && qgemm::available(crate::simd::active())
+}
+
+/// `GGML_RS_CPU_REPACK`'s value asks for the buffer type: 1 / on / true (any case); unset, 0 or
+/// anything else: no
+fn requested(v: Option<&str>) -> bool {
+    v.is_some_and(|v| ["1", "on", "true", "yes"].iter().any(|y| v.trim().eq_ignore_ascii_case(y)))
 }
 
 /// whether `buft` is this buffer type (false while it has not been made: then no buffer is of it)
@@ -292,5 +301,15 @@ mod tests {
         assert!(layout(q4 as i32, [64, 20, 2, 1], [q4.type_size(), rs, rs * 20, rs * 40]).is_none());
         assert!(layout(GgmlType::F16 as i32, [64, 20, 1, 1], [2, 128, 2560, 2560]).is_none());
         assert!(layout(q4 as i32, [64, 20, 1, 1], [q4.type_size(), rs + 4, 0, 0]).is_none());
+    }
+
+    #[test]
+    fn the_buffer_type_is_asked_for_explicitly() {
+        for v in ["1", "on", "TRUE", " yes "] {
+            assert!(requested(Some(v)), "{v:?}");
+        }
+        for v in [None, Some(""), Some("0"), Some("off"), Some("no"), Some("2")] {
+            assert!(!requested(v), "{v:?}");
+        }
     }
 }
