@@ -19,6 +19,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 /// a job as the workers see it: a function of the chunk index, its borrow erased (see `run`)
 type Job = &'static (dyn Fn(usize) + Sync);
@@ -63,6 +64,11 @@ impl Shared {
 pub struct ThreadPool {
     shared: Arc<Shared>,
     workers: Vec<(JoinHandle<()>, Thread)>,
+    /// jobs run (calls of `run` with chunks), for the profiler
+    jobs: u64,
+    /// with `Some`, the time the caller waits for the other threads at the end of each job is
+    /// added up (the profiler's barrier figure); `None` costs one branch per job
+    wait: Option<Duration>,
 }
 
 /// polls before a worker parks: about 50-100 µs on this machine
@@ -100,7 +106,22 @@ impl ThreadPool {
                 (h, t)
             })
             .collect();
-        ThreadPool { shared, workers }
+        ThreadPool { shared, workers, jobs: 0, wait: None }
+    }
+
+    /// starts (or stops) adding up the caller's wait at the end of each job
+    pub fn set_measure_wait(&mut self, on: bool) {
+        self.wait = on.then_some(self.wait.unwrap_or_default());
+    }
+
+    /// jobs run so far
+    pub fn jobs(&self) -> u64 {
+        self.jobs
+    }
+
+    /// the caller's total wait for the other threads at the end of its jobs, while measured
+    pub fn waited(&self) -> Duration {
+        self.wait.unwrap_or_default()
     }
 
     /// threads a job runs on, the caller included
@@ -115,6 +136,7 @@ impl ThreadPool {
         if n_chunks == 0 {
             return;
         }
+        self.jobs += 1;
         if self.workers.is_empty() || n_chunks == 1 {
             (0..n_chunks).for_each(f);
             return;
@@ -138,11 +160,15 @@ impl ThreadPool {
             }
         }
         s.run_chunks(job);
+        let t0 = self.wait.map(|_| Instant::now());
         // chunks the workers took are being computed now: wait for them
         wait_until(|| s.done.load(Acquire) == n_chunks);
         s.state.store(closed, SeqCst);
         // a worker that entered just before the close leaves at once (or finds no chunk)
         wait_until(|| s.inside.load(SeqCst) == 0);
+        if let (Some(w), Some(t0)) = (self.wait.as_mut(), t0) {
+            *w += t0.elapsed();
+        }
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if s.panicked.swap(false, AcqRel) {
             resume_unwind(Box::new("ggml-rs-cpu: a chunk of a thread-pool job panicked"));

@@ -8,6 +8,7 @@ use ggml_abi::graph::GraphRef;
 use ggml_abi::sys::{self, GGML_STATUS_ABORTED, GGML_STATUS_FAILED, GGML_STATUS_SUCCESS, GGML_TENSOR_FLAG_COMPUTE, ggml_status};
 use ggml_abi::tensor::TensorRef;
 
+use super::profile::{self, Profile};
 use crate::block::AlignedBytes;
 use crate::ops::{self, Exec, MAX_SRC, Node, OP_PARAMS, Op, View};
 use crate::pool::ThreadPool;
@@ -21,11 +22,25 @@ pub type AbortCallback = Option<unsafe extern "C" fn(data: *mut c_void) -> bool>
 pub struct Engine {
     pool: ThreadPool,
     scratch: AlignedBytes,
+    /// `GGML_RS_CPU_PROFILE`: per-op times, printed when the engine is dropped
+    profile: Option<Box<Profile>>,
 }
 
 impl Engine {
     pub fn new(n_threads: usize) -> Engine {
-        Engine { pool: ThreadPool::new(n_threads.max(1)), scratch: AlignedBytes::default() }
+        Engine::with_profile(n_threads, profile::enabled())
+    }
+
+    /// an engine that profiles its graphs (or not), whatever the environment says
+    pub fn with_profile(n_threads: usize, on: bool) -> Engine {
+        let mut pool = ThreadPool::new(n_threads.max(1));
+        pool.set_measure_wait(on);
+        Engine { pool, scratch: AlignedBytes::default(), profile: on.then(Box::default) }
+    }
+
+    /// what was profiled so far (None when not profiling)
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profile.as_deref()
     }
 
     pub fn n_threads(&self) -> usize {
@@ -35,7 +50,12 @@ impl Engine {
     /// the pool again with `n_threads` threads (the scratch is kept)
     pub fn set_n_threads(&mut self, n_threads: usize) {
         if n_threads.max(1) != self.pool.n_threads() {
+            let waited = self.pool.waited();
             self.pool = ThreadPool::new(n_threads.max(1));
+            self.pool.set_measure_wait(self.profile.is_some());
+            if let Some(p) = self.profile.as_deref_mut() {
+                p.pool_wait += waited;
+            }
         }
     }
 
@@ -47,6 +67,9 @@ impl Engine {
     /// upstream's flag turns its optimised paths (tiled GEMM, flash-attention tiles, fusion) off.
     pub fn compute(&mut self, graph: GraphRef, abort: AbortCallback, abort_data: *mut c_void, use_ref: bool) -> ggml_status {
         let level = if use_ref { Level::Scalar } else { crate::simd::active() };
+        let profiling = self.profile.is_some();
+        let graph_start = profile::now_if(profiling);
+        let mut status = GGML_STATUS_SUCCESS;
         let nodes = graph.node_slice();
         let mut fused_next = false;
         for (i, t) in nodes.iter().enumerate() {
@@ -55,32 +78,62 @@ impl Engine {
             }
             let node = match node_of(t) {
                 Ok(n) => n,
-                Err(why) => return fail(i, *t, &why),
+                Err(why) => {
+                    status = fail(i, *t, &why);
+                    break;
+                }
             };
+            let (jobs0, start) = (self.pool.jobs(), profile::now_if(profiling));
             let mut exec = Exec::with_level(&mut self.pool, &mut self.scratch, level);
             // RMS_NORM + MUL in one pass where upstream's CPU backend fuses them (not under
             // use_ref, nor with GGML_CPU_DISABLE_FUSION=1, as upstream)
-            if node.op == Op::RmsNorm
+            let r = if node.op == Op::RmsNorm
                 && !use_ref
                 && let Some(w) = rms_norm_mul_next(graph, i)
                 && let Ok(mul) = node_of(&nodes[i + 1])
                 && ops::rms_norm_mul_fusable(&node, &mul, w)
             {
-                if let Err(e) = ops::rms_norm_mul(&node, &mul, w, &mut exec) {
-                    return fail(i, *t, &e.0);
-                }
                 fused_next = true;
-            } else if let Err(e) = ops::compute(&node, &mut exec) {
-                return fail(i, *t, &e.0);
+                ops::rms_norm_mul(&node, &mul, w, &mut exec)
+            } else {
+                ops::compute(&node, &mut exec)
+            };
+            if let (Some(p), Some(start)) = (self.profile.as_deref_mut(), start) {
+                p.record(profile::key_of(&node), self.pool.jobs() - jobs0, start.elapsed());
+                p.nodes += 1;
+            }
+            if let Err(e) = r {
+                status = fail(i, *t, &e.0);
+                break;
             }
             // SAFETY: the callback and its data are the application's (ggml's contract).
             if let Some(cb) = abort
                 && unsafe { cb(abort_data) }
             {
-                return GGML_STATUS_ABORTED;
+                status = GGML_STATUS_ABORTED;
+                break;
             }
         }
-        GGML_STATUS_SUCCESS
+        if let (Some(p), Some(start)) = (self.profile.as_deref_mut(), graph_start) {
+            let wall = start.elapsed();
+            p.graphs += 1;
+            p.graph_time += wall;
+            let in_ops: std::time::Duration = p.ops.values().map(|s| s.time).sum();
+            // between = all graph time not inside a kernel (kept as a running difference)
+            p.between = p.graph_time.saturating_sub(in_ops);
+        }
+        status
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(p) = self.profile.as_deref_mut() {
+            p.pool_wait += self.pool.waited();
+            if p.graphs > 0 {
+                eprint!("{}", p.report(self.pool.n_threads()));
+            }
+        }
     }
 }
 
@@ -146,6 +199,7 @@ pub fn node_of(t: &TensorRef) -> Result<Node<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::GgmlType;
     use ggml_abi::sys::{ggml_cgraph, ggml_hash_set, ggml_tensor};
 
     /// a contiguous f32 tensor over `data` (ggml's layout, built by hand: no ggml-base needed)
@@ -288,5 +342,50 @@ mod tests {
             assert!(normed.iter().all(|v| *v != -7.0), "flags {flags} use_ref {use_ref}: not fused");
             assert_eq!(got, want);
         }
+    }
+
+    /// GGML_RS_CPU_PROFILE's table: per (op, src0 type) the calls and the pool jobs they ran,
+    /// the graphs and nodes; kernel time plus time between nodes is the graph time
+    #[test]
+    fn the_profile_counts_each_computed_node_by_op_and_type() {
+        let (mut a, mut b) = ([1.0f32; 64], [2.0f32; 64]);
+        let (mut s1, mut s2, mut m, mut skipped) = ([0.0f32; 64], [0.0f32; 64], [0.0f32; 64], [0.0f32; 64]);
+        let mut ta = f32_tensor("a", Op::None, &mut a, [64, 1, 1, 1], 0);
+        let mut tb = f32_tensor("b", Op::None, &mut b, [64, 1, 1, 1], 0);
+        let (pa, pb): (*mut ggml_tensor, *mut ggml_tensor) = (&mut *ta, &mut *tb);
+        let with_srcs = |mut t: Box<ggml_tensor>| {
+            t.src[0] = pa;
+            t.src[1] = pb;
+            t
+        };
+        let mut t1 = with_srcs(f32_tensor("s1", Op::Add, &mut s1, [64, 1, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
+        let mut t2 = with_srcs(f32_tensor("s2", Op::Add, &mut s2, [64, 1, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
+        let mut t3 = with_srcs(f32_tensor("m", Op::Mul, &mut m, [64, 1, 1, 1], GGML_TENSOR_FLAG_COMPUTE));
+        let mut t4 = with_srcs(f32_tensor("skipped", Op::Mul, &mut skipped, [64, 1, 1, 1], 0));
+        let mut nodes: Vec<*mut ggml_tensor> = vec![&mut *t1, &mut *t2, &mut *t3, &mut *t4];
+        let g = graph(&mut nodes);
+        // SAFETY: the graph and its tensors live until the end of the test.
+        let gr = unsafe { GraphRef::from_raw(&g) }.unwrap();
+
+        let mut quiet = Engine::with_profile(2, false);
+        assert_eq!(quiet.compute(gr, None, std::ptr::null_mut(), false), GGML_STATUS_SUCCESS);
+        assert!(quiet.profile().is_none());
+
+        let mut engine = Engine::with_profile(2, true);
+        for _ in 0..3 {
+            assert_eq!(engine.compute(gr, None, std::ptr::null_mut(), false), GGML_STATUS_SUCCESS);
+        }
+        assert_eq!(m, [2.0; 64]);
+        let p = engine.profile().unwrap();
+        assert_eq!((p.graphs, p.nodes), (3, 9));
+        let f32_ = GgmlType::F32 as i32;
+        let add = p.ops[&(Op::Add as u32, -1, f32_)];
+        let mul = p.ops[&(Op::Mul as u32, -1, f32_)];
+        assert_eq!((add.calls, mul.calls, p.ops.len()), (6, 3, 2));
+        // every call that used the pool counted its jobs (a kernel runs at least one)
+        assert!(add.jobs >= 6 && mul.jobs >= 3, "{add:?} {mul:?}");
+        assert_eq!(add.time + mul.time + p.between, p.graph_time);
+        let table = p.report(2);
+        assert!(table.contains("3 graphs, 9 nodes") && table.contains("Add") && table.contains("Mul") && table.contains("f32"), "{table}");
     }
 }

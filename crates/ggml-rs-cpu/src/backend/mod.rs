@@ -24,6 +24,7 @@ pub mod abi;
 pub mod compute;
 pub mod exports;
 pub mod features;
+pub mod profile;
 pub mod repack;
 
 use std::ffi::{CStr, CString, c_void};

@@ -14,10 +14,12 @@
 //! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2                        | bit for bit           |
 //! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | bit for bit           |
 //!
-//! [`RowDot`] is the byte-level entry the mat-vec uses: the kernel chosen once for a weight type
-//! and a level, applied to rows given as bytes.
+//! [`RowDot`] is the byte-level entry: the kernel chosen once for a weight type and a level,
+//! applied to rows given as bytes. [`gemv::Gemv`] runs it over many rows, 4 rows per pass where a
+//! multi-row form exists (Q4_0, Q8_0 at AVX-512 VNNI, F16 at AVX-512), bit for bit the same.
 
 pub mod float;
+pub mod gemv;
 pub mod q4_k;
 pub mod q5;
 pub mod q6_k;

@@ -81,18 +81,17 @@ pub fn select_q4_k(level: Level) -> Q4KDot {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::x86::{arr32, f16_pair, hsum_epi32, load_i8x32, load_u8x32};
     use super::{combine, unpack_scales_mins};
     use crate::block::{BlockQ4K, BlockQ8K};
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q4_k_q8_k_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-        let mut sum = 0.0f32;
-        let mask = _mm256_set1_epi8(0x0f);
-        for (a, b) in x.iter().zip(y) {
+    /// one superblock: (Σ scale · nibble · y, Σ min · bsums pair), both exact integers
+    macro_rules! q4k_block {
+        ($a:expr, $b:expr, $mask:expr) => {{
+            let (a, b, mask): (&BlockQ4K, &BlockQ8K, __m256i) = ($a, $b, $mask);
             let sm = unpack_scales_mins(&a.scales);
             // SAFETY: reads the 16 bytes of `sm` and the 32 of `bsums` (unaligned loads)
             let (sm, bsums) = unsafe { (_mm_loadu_si128(sm.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
@@ -118,9 +117,44 @@ mod x86 {
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, s0));
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, s1));
             }
+            (hsum_epi32(acc), summ)
+        }};
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q4_k_q8_k_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        let mut sum = 0.0f32;
+        let mask = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            let (sumi, summ) = q4k_block!(a, b, mask);
             let (d, dmin) = f16_pair(a.d, a.dmin);
-            sum = combine(sum, b, hsum_epi32(acc), summ, d, dmin);
+            sum = combine(sum, b, sumi, summ, d, dmin);
         }
         sum
+    }
+
+    /// `R` rows `stride` bytes apart from `w` · `y`, each summed as [`q4_k_q8_k_avx2`] sums it
+    /// (superblock by superblock, the rows side by side)
+    ///
+    /// # Safety
+    /// rows `w + r · stride` (r < R) readable for `y.len()` blocks and aligned for them; `out`
+    /// writable for R floats
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn q4_k_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+        let mut sum = [0.0f32; R];
+        let mask = _mm256_set1_epi8(0x0f);
+        for (i, b) in y.iter().enumerate() {
+            for r in 0..R {
+                // SAFETY: block i of row r, aligned (caller)
+                let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };
+                let (sumi, summ) = q4k_block!(a, b, mask);
+                let (d, dmin) = f16_pair(a.d, a.dmin);
+                sum[r] = combine(sum[r], b, sumi, summ, d, dmin);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(sum[r]) };
+        }
     }
 }

@@ -38,17 +38,16 @@ pub fn select_q6_k(level: Level) -> Q6KDot {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::x86::{arr32, f16_product, hsum_epi32, load_i8x32, load_u8x32};
     use crate::block::{BlockQ6K, BlockQ8K};
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q6_k_q8_k_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        let mut sum = 0.0f32;
-        let m4 = _mm256_set1_epi8(0x0f);
-        for (a, b) in x.iter().zip(y) {
+    /// one superblock: Σ scale · (q − 32) · y, an exact integer
+    macro_rules! q6k_block {
+        ($a:expr, $b:expr, $m4:expr) => {{
+            let (a, b, m4): (&BlockQ6K, &BlockQ8K, __m256i) = ($a, $b, $m4);
             // SAFETY: reads the 16 scale bytes and the 32 bytes of `bsums` (unaligned loads)
             let (sc8, bsums) = unsafe { (_mm_loadu_si128(a.scales.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
             let sc16 = _mm256_cvtepi8_epi16(sc8);
@@ -80,10 +79,42 @@ mod x86 {
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, pick)));
                 }
             }
-            let sumi = hsum_epi32(acc);
+            hsum_epi32(acc)
+        }};
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q6_k_q8_k_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        let mut sum = 0.0f32;
+        let m4 = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            let sumi = q6k_block!(a, b, m4);
             // d · 1.0 is d exactly: the pair conversion only avoids a false dependency
             sum += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
         }
         sum
+    }
+
+    /// `R` rows `stride` bytes apart from `w` · `y`, each summed as [`q6_k_q8_k_avx2`] sums it
+    ///
+    /// # Safety
+    /// rows `w + r · stride` (r < R) readable for `y.len()` blocks and aligned for them; `out`
+    /// writable for R floats
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn q6_k_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+        let mut sum = [0.0f32; R];
+        let m4 = _mm256_set1_epi8(0x0f);
+        for (i, b) in y.iter().enumerate() {
+            for r in 0..R {
+                // SAFETY: block i of row r, aligned (caller)
+                let a = unsafe { &*w.add(r * stride).cast::<BlockQ6K>().add(i) };
+                let sumi = q6k_block!(a, b, m4);
+                sum[r] += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(sum[r]) };
+        }
     }
 }

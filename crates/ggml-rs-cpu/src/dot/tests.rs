@@ -201,3 +201,49 @@ fn q5_kernels_match_the_reference() {
         }
     }
 }
+
+/// the multi-row mat-vec gives each row's row-kernel result bit for bit, for every weight type
+/// at every level, whatever the row count (the 4-row passes and the rows left), the block count
+/// (odd: the tail block) and the rows' placement (a stride with padding, rows at odd addresses
+/// for the multi-row forms, which read with unaligned loads)
+#[test]
+fn gemv_rows_equal_the_row_kernel_bit_for_bit() {
+    use super::gemv::Gemv;
+    use crate::quants::quantize_row;
+    let mut r = XorShift::new(77);
+    let types = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4K, GgmlType::Q6K];
+    for level in Level::available() {
+        for ty in types {
+            let vt = ty.vec_dot_type().unwrap();
+            for k in [256usize, 512, 768, 64 * 5 + 256] {
+                if k % ty.block_size() != 0 || k % vt.block_size() != 0 {
+                    continue;
+                }
+                let g = Gemv::new(ty, level);
+                let w_len = ty.row_size(k);
+                // a row stride with padding; rows start 1 byte in, 7 bytes apart, when the kernel
+                // takes any alignment
+                let (stride, shift) = if g.row_align() == 1 { (w_len + 7, 1) } else { (w_len + 8, 0) };
+                for rows in [0usize, 1, 3, 4, 5, 9] {
+                    let mut buf = crate::block::AlignedBytes::zeroed(rows * stride + 16);
+                    let mut row = crate::block::AlignedBytes::zeroed(w_len);
+                    for i in 0..rows {
+                        quantize_row(ty, &r.model_like(k), &mut row);
+                        buf[shift + i * stride..shift + i * stride + w_len].copy_from_slice(&row);
+                    }
+                    let mut x = crate::block::AlignedBytes::zeroed(vt.row_size(k));
+                    quantize_row(vt, &r.model_like(k), &mut x);
+                    let mut out = vec![f32::NAN; rows];
+                    // SAFETY: `rows` rows of w_len bytes `stride` apart inside buf; out has `rows` floats
+                    unsafe { g.rows(buf.as_ptr().add(shift), stride, rows, &x, out.as_mut_ptr()) };
+                    for i in 0..rows {
+                        let mut wr = crate::block::AlignedBytes::zeroed(w_len);
+                        wr.copy_from_slice(&buf[shift + i * stride..shift + i * stride + w_len]);
+                        let want = RowDot::new(ty, level).dot(&wr, &x);
+                        assert_eq!(out[i].to_bits(), want.to_bits(), "{} {} k={k} rows={rows} row {i}: {} vs {want}", ty.name(), level.name(), out[i]);
+                    }
+                }
+            }
+        }
+    }
+}

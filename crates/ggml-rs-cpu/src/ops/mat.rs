@@ -11,6 +11,7 @@ use super::copy::elem::{Scalar, block_align, chunk_range, offset, sane, split, t
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
+use crate::dot::gemv::Gemv;
 use crate::simd::Level;
 
 pub const FAMILY: Family = Family { name: "mat", ops: &[Op::MulMat, Op::MulMatId, Op::OutProd], supports, compute };
@@ -130,13 +131,21 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
     exec.parallel(n_chunks, |c| {
         // whole views into the closure (a field of one alone is a bare pointer, not Sync)
         let (b, scratch) = (&b, &scratch);
-        let mut x = vec![0f32; k];
+        // filled only for sources that are not f32 rows already (no allocation per node on the
+        // token-generation path)
+        let mut x = Vec::new();
         for r in chunk_range(c, per, n_rows) {
             let (i11, i12, i13) = unravel(r, b.ne[1] as usize, b.ne[2] as usize);
             let p = b.data.wrapping_add(offset(b, 0, i11, i12, i13));
             let out = scratch.ptr.wrapping_add(r * row_size);
             match src {
+                Some(_) if b.ty == raw_type::F32 && b.ty != vdt as i32 && (p as usize).is_multiple_of(4) => {
+                    // SAFETY: a dense f32 src1 row of k values (supports: nb10 = 4), aligned;
+                    // row r of the scratch as below
+                    unsafe { super::copy::elem::quantize_from(vdt, std::slice::from_raw_parts(p.cast::<f32>(), k), out) };
+                }
                 Some(s) if b.ty != vdt as i32 => {
+                    x.resize(k, 0f32);
                     for (i, v) in x.iter_mut().enumerate() {
                         // SAFETY: element i of a dense src1 row (supports: nb10 is the type size)
                         *v = unsafe { s.load(p.add(i * s.size())) };
@@ -188,6 +197,11 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let k = a.ne[0] as usize;
     let (w_len, x_len) = (wt.row_size(k), vdt.row_size(k));
     let kern = RowDot::new(wt, exec.level());
+    // 4 weight rows per pass where the type has a multi-row kernel at this level (bit for bit
+    // the row kernel's results)
+    let gemv = Gemv::new(wt, exec.level());
+    let ra = gemv.row_align();
+    let multi = gemv.is_multi_row() && w_len > 0 && [a.data as usize, a.nb[1], a.nb[2], a.nb[3]].iter().all(|v| v.is_multiple_of(ra));
     let align = block_align(wt);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
@@ -215,6 +229,14 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                     let x = acts.row(i11, i12, i13, ne11, ne12);
                     let w0 = offset(&a, 0, 0, i12 / r2, i13 / r3);
                     let out = d.data.wrapping_add(offset(&d, 0, i11, i12, i13)).cast::<f32>();
+                    if multi {
+                        let n = (ib + 16).min(ir0.end) - ib;
+                        // SAFETY: weight rows ib..ib + n of the broadcast slab (whole rows, nb01
+                        // apart: supports), the activation row j (x_len bytes), dst elements
+                        // (ib.., j) written by this chunk only
+                        unsafe { gemv.rows(a.data.add(w0 + ib * a.nb[1]), a.nb[1], n, std::slice::from_raw_parts(x, x_len), out.add(ib)) };
+                        continue;
+                    }
                     for i in ib..(ib + 16).min(ir0.end) {
                         // SAFETY: weight row i of the broadcast slab and the activation row j,
                         // whole rows (supports); dst element (i, j) is written by this chunk only

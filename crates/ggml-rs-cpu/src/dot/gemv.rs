@@ -1,0 +1,316 @@
+//! Several weight rows against one activation row at once: the mat-vec of token generation.
+//!
+//! [`Gemv::rows`] takes `rows` weight rows `stride` bytes apart and writes their dot products
+//! with one activation row. The SIMD forms run 4 rows per pass: the activation block is loaded
+//! (and, for Q4_0, its `8·Σy` correction computed, its scale widened) once for the 4 rows, the 4
+//! weight streams are read side by side (more loads in flight), and there is one call per chunk
+//! of rows instead of one per row (the per-row dispatch through [`RowDot`] was ~10% of a token).
+//! Q4_0 / Q8_0 / F16 rows are read through raw pointers with unaligned loads, so they need no
+//! alignment; the K-quant forms view the rows as blocks ([`Gemv::row_align`]).
+//!
+//! Each row is summed exactly as its single-row kernel sums it (same accumulators, same order,
+//! same final reduction), so the result is the row kernel's bit for bit: MUL_MAT gives the same
+//! numbers whichever path a row takes (tests.rs checks it).
+//!
+//! | weight | activation | 4-row form at            |
+//! |--------|------------|--------------------------|
+//! | Q4_0   | Q8_0       | AVX-512 VNNI (vpdpbusd)  |
+//! | Q8_0   | Q8_0       | AVX-512 VNNI (vpdpbusd)  |
+//! | F16    | F16        | AVX-512 (and VNNI level) |
+//! | Q4_K   | Q8_K       | AVX2 and up (aligned rows)|
+//! | Q6_K   | Q8_K       | AVX2 and up (aligned rows)|
+//! | others | ...        | the row kernel per row   |
+
+use super::RowDot;
+use crate::GgmlType;
+use crate::simd::Level;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// the row kernel, row by row
+    Rows,
+    #[cfg(target_arch = "x86_64")]
+    Q4_0Vnni,
+    #[cfg(target_arch = "x86_64")]
+    Q8_0Vnni,
+    #[cfg(target_arch = "x86_64")]
+    F16Avx512,
+    /// rows side by side, superblock by superblock (rows aligned for the blocks)
+    #[cfg(target_arch = "x86_64")]
+    Q4KAvx2,
+    #[cfg(target_arch = "x86_64")]
+    Q6KAvx2,
+}
+
+/// the mat-vec kernel for one weight type and level, chosen once
+#[derive(Clone, Copy)]
+pub struct Gemv {
+    ty: GgmlType,
+    kind: Kind,
+    row: RowDot,
+}
+
+impl Gemv {
+    /// for weights of `ty` at `level` (activations of `ty.vec_dot_type()`)
+    pub fn new(ty: GgmlType, level: Level) -> Gemv {
+        let row = RowDot::new(ty, level);
+        #[cfg(target_arch = "x86_64")]
+        let kind = match (ty, level) {
+            (GgmlType::Q4_0, Level::Avx512Vnni) => Kind::Q4_0Vnni,
+            (GgmlType::Q8_0, Level::Avx512Vnni) => Kind::Q8_0Vnni,
+            (GgmlType::F16, Level::Avx512 | Level::Avx512Vnni) => Kind::F16Avx512,
+            (GgmlType::Q4K, l) if l >= Level::Avx2 => Kind::Q4KAvx2,
+            (GgmlType::Q6K, l) if l >= Level::Avx2 => Kind::Q6KAvx2,
+            _ => Kind::Rows,
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let kind = Kind::Rows;
+        Gemv { ty, kind, row }
+    }
+
+    /// whether rows go through a multi-row kernel (else [`Gemv::rows`] loops the row kernel)
+    pub fn is_multi_row(&self) -> bool {
+        self.kind != Kind::Rows
+    }
+
+    /// the alignment [`Gemv::rows`] needs of the rows' addresses (and strides): 1 for the
+    /// multi-row forms that read with unaligned loads, else the block view's
+    pub fn row_align(&self) -> usize {
+        match self.kind {
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4_0Vnni | Kind::Q8_0Vnni | Kind::F16Avx512 => 1,
+            // the blocks' widest field: f32 (F32 weights) or f16 (every other block type)
+            _ if self.ty == GgmlType::F32 => 4,
+            _ => 2,
+        }
+    }
+
+    /// the row kernel this was built on
+    pub fn row_kernel(&self) -> &RowDot {
+        &self.row
+    }
+
+    /// `out[r] = dot(weight row r, x)` for `r < rows`, weight row r at `w + r · stride`
+    ///
+    /// # Safety
+    /// `w + r · stride` is readable for `ty.row_size(k)` bytes for every `r < rows`, where `k` is
+    /// the element count of `x` (`x` whole blocks of the vec-dot type); `out` writable for `rows`
+    /// floats; `w` and `stride` multiples of [`Gemv::row_align`].
+    pub unsafe fn rows(&self, w: *const u8, stride: usize, rows: usize, x: &[u8], out: *mut f32) {
+        let w_len = self.ty.row_size(self.ty.vec_dot_type().map_or(0, |v| x.len() / v.type_size() * v.block_size()));
+        match self.kind {
+            Kind::Rows => {
+                for r in 0..rows {
+                    // SAFETY: the caller's contract (readable, aligned rows; writable out)
+                    unsafe { out.add(r).write_unaligned(self.row.dot(std::slice::from_raw_parts(w.add(r * stride), w_len), x)) };
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4_0Vnni => {
+                let y = crate::block::as_blocks(x, "gemv q4_0 activations");
+                // SAFETY: selected only at the AVX-512 VNNI level (RowDot::new asserted the CPU has
+                // it); the rows are readable (caller)
+                unsafe {
+                    by_four(rows, stride, w, out, |w, o, four| if four { x86::q4_0_rows::<4>(w, stride, y, o) } else { x86::q4_0_rows::<1>(w, stride, y, o) })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q8_0Vnni => {
+                let y = crate::block::as_blocks(x, "gemv q8_0 activations");
+                // SAFETY: as above
+                unsafe {
+                    by_four(rows, stride, w, out, |w, o, four| if four { x86::q8_0_rows::<4>(w, stride, y, o) } else { x86::q8_0_rows::<1>(w, stride, y, o) })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::F16Avx512 => {
+                let y: &[half::f16] = crate::block::as_blocks(x, "gemv f16 activations");
+                // SAFETY: selected only at an AVX-512 level (asserted by RowDot::new); as above
+                unsafe {
+                    by_four(rows, stride, w, out, |w, o, four| if four { x86::f16_rows::<4>(w, stride, y, o) } else { x86::f16_rows::<1>(w, stride, y, o) })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4KAvx2 => {
+                use super::q4_k::x86::q4_k_rows;
+                let y = crate::block::as_blocks(x, "gemv q4_K activations");
+                // SAFETY: selected only at AVX2 or above (asserted by RowDot::new); rows readable
+                // and aligned (caller)
+                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q4_k_rows::<4>(w, stride, y, o) } else { q4_k_rows::<1>(w, stride, y, o) }) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q6KAvx2 => {
+                use super::q6_k::x86::q6_k_rows;
+                let y = crate::block::as_blocks(x, "gemv q6_K activations");
+                // SAFETY: as above
+                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q6_k_rows::<4>(w, stride, y, o) } else { q6_k_rows::<1>(w, stride, y, o) }) }
+            }
+        }
+    }
+}
+
+/// runs `f(first row, its output, true)` per 4 rows, then `f(row, output, false)` per row left
+#[inline(always)]
+unsafe fn by_four(rows: usize, stride: usize, w: *const u8, out: *mut f32, f: impl Fn(*const u8, *mut f32, bool)) {
+    let mut r = 0;
+    while r + 4 <= rows {
+        f(w.wrapping_add(r * stride), out.wrapping_add(r), true);
+        r += 4;
+    }
+    while r < rows {
+        f(w.wrapping_add(r * stride), out.wrapping_add(r), false);
+        r += 1;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use half::f16;
+
+    use super::super::x86::{f16_pair, hsum_ps, load_i8x32, nibbles_32};
+    use crate::block::BlockQ8_0;
+
+    /// bytes of a Q4_0 / Q8_0 block
+    const Q4_0_BYTES: usize = 18;
+    const Q8_0_BYTES: usize = 34;
+
+    /// the f16 at `p` (any alignment)
+    #[inline(always)]
+    unsafe fn f16_at(p: *const u8) -> f16 {
+        // SAFETY: two readable bytes (caller)
+        f16::from_bits(unsafe { p.cast::<u16>().read_unaligned() })
+    }
+
+    /// `R` Q4_0 rows · Q8_0 `y`, each row as `q8_0::x86::q4_0_q8_0_vnni` sums it (two
+    /// accumulators, even blocks in the first, the scale `f32(dw) · f32(dy)` rounded once)
+    ///
+    /// # Safety
+    /// rows `w + r · stride` (r < R) readable for `y.len()` Q4_0 blocks; `out` writable for R
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+    pub(super) unsafe fn q4_0_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
+        let nb = y.len();
+        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let (zero, eight) = (_mm256_setzero_si256(), _mm256_set1_epi8(8));
+        // SAFETY (for the block reads below): block b of row r is at w + r·stride + 18·b, inside
+        // the row (caller); nibbles at +2 are 16 bytes
+        let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q4_0_BYTES);
+        let mut b = 0;
+        while b + 2 <= nb {
+            let (y0, y1) = (&y[b], &y[b + 1]);
+            let (qy0, qy1) = (load_i8x32(&y0.qs), load_i8x32(&y1.qs));
+            let (sy0, sy1) = (_mm256_dpbusd_epi32(zero, eight, qy0), _mm256_dpbusd_epi32(zero, eight, qy1));
+            let (dy0, dy1) = f16_pair(y0.d, y1.d);
+            for r in 0..R {
+                let (p0, p1) = (block(r, b), block(r, b + 1));
+                let (dw0, dw1) = unsafe { f16_pair(f16_at(p0), f16_at(p1)) };
+                let (n0, n1) = unsafe { (nibbles_32(&*p0.add(2).cast::<[u8; 16]>()), nibbles_32(&*p1.add(2).cast::<[u8; 16]>())) };
+                let i0 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n0, qy0), sy0);
+                let i1 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n1, qy1), sy1);
+                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * dy1), _mm256_cvtepi32_ps(i1), acc1[r]);
+            }
+            b += 2;
+        }
+        if b < nb {
+            let y0 = &y[b];
+            let qy0 = load_i8x32(&y0.qs);
+            let sy0 = _mm256_dpbusd_epi32(zero, eight, qy0);
+            for r in 0..R {
+                let p0 = block(r, b);
+                let (dw0, dy0) = unsafe { f16_pair(f16_at(p0), y0.d) };
+                let n0 = unsafe { nibbles_32(&*p0.add(2).cast::<[u8; 16]>()) };
+                let i0 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n0, qy0), sy0);
+                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), acc0[r]);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(hsum_ps(_mm256_add_ps(acc0[r], acc1[r]))) };
+        }
+    }
+
+    /// `R` Q8_0 rows · Q8_0 `y`, each row as `q8_0::x86::q8_0_q8_0_vnni` sums it
+    ///
+    /// # Safety
+    /// as [`q4_0_rows`], rows of Q8_0 blocks
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+    pub(super) unsafe fn q8_0_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
+        let nb = y.len();
+        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let zero = _mm256_setzero_si256();
+        let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q8_0_BYTES);
+        // the products of signed bytes as vpdpbusd wants them: |a| (unsigned) · b with a's sign
+        let dot = |qa: __m256i, qb: __m256i| _mm256_dpbusd_epi32(zero, _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa));
+        let mut b = 0;
+        while b + 2 <= nb {
+            let (y0, y1) = (&y[b], &y[b + 1]);
+            let (qy0, qy1) = (load_i8x32(&y0.qs), load_i8x32(&y1.qs));
+            let (dy0, dy1) = f16_pair(y0.d, y1.d);
+            for r in 0..R {
+                let (p0, p1) = (block(r, b), block(r, b + 1));
+                // SAFETY: blocks b and b + 1 of row r (caller): 2 scale bytes, then 32 quants
+                let (dw0, dw1) = unsafe { f16_pair(f16_at(p0), f16_at(p1)) };
+                let (q0, q1) = unsafe { (_mm256_loadu_si256(p0.add(2).cast()), _mm256_loadu_si256(p1.add(2).cast())) };
+                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(dot(q0, qy0)), acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * dy1), _mm256_cvtepi32_ps(dot(q1, qy1)), acc1[r]);
+            }
+            b += 2;
+        }
+        if b < nb {
+            let y0 = &y[b];
+            let qy0 = load_i8x32(&y0.qs);
+            for r in 0..R {
+                let p0 = block(r, b);
+                // SAFETY: as above
+                let (dw0, dy0) = unsafe { f16_pair(f16_at(p0), y0.d) };
+                let q0 = unsafe { _mm256_loadu_si256(p0.add(2).cast()) };
+                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(dot(q0, qy0)), acc0[r]);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(hsum_ps(_mm256_add_ps(acc0[r], acc1[r]))) };
+        }
+    }
+
+    /// `R` F16 rows · F16 `y`, each row as `float::x86::f16_avx512` sums it (4 accumulators of
+    /// 16 lanes over 64 elements per step, then the tail in f32 one by one)
+    ///
+    /// # Safety
+    /// rows `w + r · stride` (r < R) readable for `y.len()` f16 values; `out` writable for R
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    pub(super) unsafe fn f16_rows<const R: usize>(w: *const u8, stride: usize, y: &[f16], out: *mut f32) {
+        let n = y.len();
+        let done = n - n % 64;
+        let mut acc = [[_mm512_setzero_ps(); 4]; R];
+        let ld = |p: *const u8| _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p.cast()) });
+        let mut i = 0;
+        while i < done {
+            let yp = y[i..].as_ptr().cast::<u8>();
+            // SAFETY: 64 values of y from i (i + 64 <= done <= n)
+            let yv = [ld(yp), ld(yp.wrapping_add(32)), ld(yp.wrapping_add(64)), ld(yp.wrapping_add(96))];
+            for r in 0..R {
+                // SAFETY: values i..i + 64 of row r (caller)
+                let p = w.wrapping_add(r * stride + 2 * i);
+                for q in 0..4 {
+                    acc[r][q] = _mm512_fmadd_ps(ld(p.wrapping_add(32 * q)), yv[q], acc[r][q]);
+                }
+            }
+            i += 64;
+        }
+        for r in 0..R {
+            let a = &acc[r];
+            let s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+            let mut sum = _mm512_reduce_add_ps(s);
+            for j in done..n {
+                // SAFETY: value j of row r (caller)
+                let wj = unsafe { f16_at(w.wrapping_add(r * stride + 2 * j)) };
+                sum += wj.to_f32() * y[j].to_f32();
+            }
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(sum) };
+        }
+    }
+}
