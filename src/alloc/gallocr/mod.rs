@@ -403,10 +403,9 @@ impl Gallocr {
             }
             let last = self.last.as_ref().expect("just remembered");
             record_application(&mut self.residency, self.seq, &last.record, &last.built.tensors, last.addrs.clone(), true);
-            // the headers are not copied for the fast check yet (`keep_placed`): that happens when
-            // the graph comes again in place (`is_last_graph`). A graph planned once and never
-            // allocated again as it is (a new graph per call: llama.cpp's, a scheduler's) would
-            // pay the copy, 9% of a plan, for nothing
+            // a graph just planned is likely to be allocated again as it is (a plan costs ten
+            // times the copy): its headers are kept for the fast check at once
+            self.keep_placed(g);
             return Ok(Allocated { planned: true, grew: resized.grew });
         }
         self.n_replays += 1;

@@ -142,9 +142,8 @@ impl Gallocr {
             && placed.unchanged(g.nodes, g.leafs)
     }
 
-    /// Reads `g`, the last plan's graph allocated again with every tensor already in place, for
-    /// `placed_unchanged` (unless `may_keep_placed` says no). Not right after planning (a graph
-    /// planned once is often never allocated again as it is), nor after
+    /// Reads `g`, the last plan's graph just planned, or allocated again with every tensor
+    /// already in place, for `placed_unchanged` (unless `may_keep_placed` says no). Not after
     /// the plan was applied again to tensors placed anew: a graph built anew each time
     /// (llama.cpp) or a scheduler's graph (its copies are placed anew) does not come unchanged,
     /// and the copy of its headers would be wasted.
