@@ -10,7 +10,7 @@
 //! freq_scale, ext_factor, attn_factor, beta_fast, beta_slow (f32), [11..=14] sections, [15] offset.
 
 use super::unary::kit::{f32_row, f32_row_mut, get, get_i32, max_chunks, par_ranges_c, scratch_f32, set, unflatten};
-use super::vecf::VecF;
+use super::vecf::{VecF, rotate_pair};
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use half::slice::HalfFloatSliceExt;
 
@@ -297,17 +297,6 @@ fn rotate_row_packed(s: &View, d: &View, cache: &[f32], halves: &[f32], tmp: &mu
     true
 }
 
-/// one pair rotated by (cos, sin) as upstream's x86 builds compute it: GCC contracts
-/// `x0*cos - x1*sin` and `x0*sin + x1*cos` into fused multiply-adds wherever the target has FMA
-/// (its default `-ffp-contract=fast`; every x86 variant from AVX2 up), so a rotated pair is
-/// `fma(x0, cos, -(x1*sin))`, `fma(x0, sin, x1*cos)`: one rounding fewer than the plain form.
-/// Every level of ours (the scalar reference too, through `mul_add`) rotates so, so they agree
-/// bit for bit with each other and with upstream ([`VecF::rope_pairs`] / `rope_halves` likewise).
-#[inline]
-fn rotate(x0: f32, x1: f32, cos: f32, sin: f32) -> (f32, f32) {
-    (x0.mul_add(cos, -(x1 * sin)), x0.mul_add(sin, x1 * cos))
-}
-
 /// rotates row (i1, i2, i3) of `s` into `d` (which may be `s` itself: each pair is read before
 /// it is written)
 fn rotate_row(s: &View, d: &View, cache: &[f32], p: &Params, i1: i64, i2: i64, i3: i64) {
@@ -319,7 +308,7 @@ fn rotate_row(s: &View, d: &View, cache: &[f32], p: &Params, i1: i64, i2: i64, i
         _ => (p.n_dims, p.n_dims / 2, |i0| i0 / 2),
     };
     let base = if p.mode == MODE_VISION { 0 } else { p.n_offs };
-    let pair = |x0: f32, x1: f32, i0: i64| rotate(x0, x1, cache[i0 as usize], cache[i0 as usize + 1]);
+    let pair = |x0: f32, x1: f32, i0: i64| rotate_pair(x0, x1, cache[i0 as usize], cache[i0 as usize + 1]);
     // packed F32 rows: the same arithmetic on slices; in place (the K-shift) only the destination
     // row is borrowed, so no shared and mutable borrows of the same memory exist
     if std::ptr::eq(s.row(i1, i2, i3), d.row(i1, i2, i3)) && s.nb[0] == d.nb[0] {
@@ -349,7 +338,7 @@ fn rotate_row(s: &View, d: &View, cache: &[f32], p: &Params, i1: i64, i2: i64, i
         let a = base + first(i0);
         let x0 = get(s, a, i1, i2, i3);
         let x1 = get(s, a + off, i1, i2, i3);
-        let (y0, y1) = rotate(x0, x1, cos, sin);
+        let (y0, y1) = rotate_pair(x0, x1, cos, sin);
         set(d, a, i1, i2, i3, y0);
         set(d, a + off, i1, i2, i3, y1);
     }

@@ -237,12 +237,20 @@ fn scale_mul_into_scalar(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
 /// the scalar ROPE pair rotation (also the vector kernels' tail)
 #[inline(always)]
 fn rope_pairs_scalar(y: &mut [f32], cs: &[f32]) {
-    // upstream's contracted form (see rope.rs `rotate`): fma(x0, cos, -(x1 sin)), fma(x0, sin, x1 cos)
     for (p, c) in y.chunks_exact_mut(2).zip(cs.chunks_exact(2)) {
-        let (x0, x1) = (p[0], p[1]);
-        p[0] = x0.mul_add(c[0], -(x1 * c[1]));
-        p[1] = x0.mul_add(c[1], x1 * c[0]);
+        (p[0], p[1]) = rotate_pair(p[0], p[1], c[0], c[1]);
     }
+}
+
+/// one ROPE pair turned by (cos, sin) as upstream's x86 builds compute it: GCC contracts
+/// `x0*cos - x1*sin` and `x0*sin + x1*cos` into fused multiply-adds wherever the target has FMA
+/// (its default `-ffp-contract=fast`; every x86 variant from AVX2 up), so a pair is
+/// `fma(x0, cos, -(x1*sin))`, `fma(x0, sin, x1*cos)`: one rounding fewer than the plain form.
+/// The one definition: the scalar forms here, the vector kernels (their lanes round the same) and
+/// ROPE's element-by-element rows (`ops/rope.rs`) all turn pairs so.
+#[inline(always)]
+pub(crate) fn rotate_pair(x0: f32, x1: f32, cos: f32, sin: f32) -> (f32, f32) {
+    (x0.mul_add(cos, -(x1 * sin)), x0.mul_add(sin, x1 * cos))
 }
 
 /// the scalar NeoX rotation; plain element-wise arithmetic the compiler vectorises inside the
@@ -250,9 +258,7 @@ fn rope_pairs_scalar(y: &mut [f32], cs: &[f32]) {
 #[inline(always)]
 fn rope_halves_scalar(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
     for (((x0, x1), c), s) in a.iter_mut().zip(b.iter_mut()).zip(cos).zip(sin) {
-        let (u, v) = (*x0, *x1);
-        *x0 = u.mul_add(*c, -(v * s));
-        *x1 = u.mul_add(*s, v * c);
+        (*x0, *x1) = rotate_pair(*x0, *x1, *c, *s);
     }
 }
 
