@@ -505,6 +505,10 @@ BUILD_RSCPU=$GGML_RS_BUILD_RSCPU
 CPU_LIB=$ROOT/target/release/libggml_rs_cpu.so
 check "cargo build --release -p ggml-rs-cpu; upstream builds native and rscpu" bash -o pipefail -c \
     "cd '$ROOT' && cargo build --release -p ggml-rs-cpu 2>&1 | tail -n 1 && '$ROOT/scripts/upstream.sh' build native && '$ROOT/scripts/upstream.sh' build rscpu"
+# the opponent itself must run: where a CPU advertises AMX that faults, a native build with AMX
+# crashed in every quantized prompt (scripts/amx_probe.c; upstream.sh leaves AMX out there)
+check "the native build runs a quantized model with its extra buffer types (llama-bench, tiny q8_0)" bash -o pipefail -c \
+    "'$BUILD_NATIVE/bin/llama-bench' -m '$MODELS/tiny-q8_0.gguf' -p 64 -n 4 -t 2 -r 1 -o csv 2>&1 | tail -n 1"
 check "ggml-rs-cpu ABI: the 65 functions of ggml-cpu.h, module entries, layouts" "$ROOT/scripts/check_cpu_abi.sh"
 check "test_rscpu_backend: the module beside upstream's CPU, its C API against upstream's" bash -o pipefail -c \
     "'$BUILD_OURS/c_tests/test_rscpu_backend' '$CPU_LIB' 2>&1 | tail -n 2"

@@ -193,6 +193,25 @@ build_profile() {
     log "built ggml-$p-$kind: $build"
 }
 
+# The extra compiler flags of the native build: none, or "-mno-amx-..." where the CPU advertises
+# AMX but its tile instructions fault (some virtual machines: the kernel grants the tile state,
+# the first LDTILECFG traps). GGML_NATIVE=ON compiles ggml-cpu's AMX kernels from the CPU's flags
+# and ggml uses them once the kernel grants the state, so every quantized MUL_MAT of such a build
+# crashes; without AMX it is still -march=native (AVX-512, VNNI, ...). scripts/amx_probe.c
+# decides.
+native_amx_flags() {
+    grep -qw amx_tile /proc/cpuinfo 2>/dev/null || return 0
+    local probe
+    probe=$(mktemp -d)
+    if cc -O1 -mamx-tile "$ROOT/scripts/amx_probe.c" -o "$probe/amx_probe" 2>/dev/null && (cd "$probe" && ./amx_probe) 2>/dev/null; then
+        rm -rf "$probe"
+        return 0
+    fi
+    rm -rf "$probe"
+    log "this CPU advertises AMX but its tile instructions fault here (scripts/amx_probe.c): the native build leaves AMX out"
+    printf '%s' "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+}
+
 # build <variant>: variant is `stock`, `ours`, `native` (stock with GGML_NATIVE=ON), `rscpu`, or
 # `ggml-<profile>-stock|ours` (another ABI profile's plain ggml tree)
 cmd_build() {
@@ -218,11 +237,20 @@ cmd_build() {
     cmd_fetch
     export CCACHE_DIR=${CCACHE_DIR:-$CACHE/ccache}
     export CCACHE_BASEDIR=$CACHE
+    if [ "$variant" = native ]; then
+        local no_amx
+        no_amx=$(native_amx_flags)
+        flags+=(-DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx")
+        # a tree configured with other flags (AMX on a machine where it faults, or the reverse)
+        # is configured again: the flags decide which kernels upstream runs
+        [ "$(cat "$build/ggml-rs-native-flags" 2>/dev/null)" = "$no_amx" ] || rm -f "$build/build.ninja"
+    fi
     # the same objects are compiled for both variants: ccache makes the second one cheap
     if [ ! -f "$build/build.ninja" ]; then
         log "configuring $variant in $build"
         cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >"$CACHE/configure-$variant.log" 2>&1 \
             || { tail -40 "$CACHE/configure-$variant.log"; exit 1; }
+        [ "$variant" = native ] && printf '%s' "$no_amx" > "$build/ggml-rs-native-flags"
     fi
     # rscpu: the programs that run on the CPU backend alone (the RPC ones need upstream's RPC backend)
     local targets=(ggml-rs-programs all)
