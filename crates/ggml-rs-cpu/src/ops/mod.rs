@@ -27,6 +27,7 @@ mod rope;
 mod softmax;
 mod train;
 mod unary;
+pub(crate) mod expf;
 pub(crate) mod vecf;
 
 pub use enums::{GluOp, Op, UnaryOp};

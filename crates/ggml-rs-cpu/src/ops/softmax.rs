@@ -9,6 +9,7 @@
 
 use super::unary::kit::{at, f32_row, f32_row_mut, get, par_ranges, set, unflatten};
 use super::vecf::VecF;
+use crate::simd::Level;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 
 pub const FAMILY: Family = Family { name: "softmax", ops: &[Op::SoftMax, Op::SoftMaxBack], supports, compute };
@@ -138,7 +139,8 @@ fn fast_row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale
     }
     let sink = sinks.map(|s| get(s, i2, 0, 0, 0));
     let max = sink.map_or(vf.max(y), |s| vf.max(y).max(s));
-    let mut sum = vf.exp_sub_sum(y, max);
+    // at AVX-512, upstream's own exponential and summation order (its AVX-512 build's bits)
+    let mut sum = if vf.level() >= Level::Avx512 { super::expf::exp_sub_sum_row(vf.level(), y, max) } else { vf.exp_sub_sum(y, max) };
     if let Some(s) = sink {
         sum += (s - max).exp() as f64;
     }

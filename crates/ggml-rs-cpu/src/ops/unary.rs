@@ -189,6 +189,7 @@ fn unary(node: &Node, exec: &mut Exec, fast: bool) -> Result<(), OpError> {
         Gelu => map_rows(exec, s, d, fast, |x| via_f16(gelu, x)),
         GeluQuick if bf16 => map_rows(exec, s, d, fast, gelu_quick),
         GeluQuick => map_rows(exec, s, d, fast, |x| via_f16(gelu_quick, x)),
+        Silu if f32_in && d.ty == raw_type::F32 => silu_f32_rows(exec, s, None, d, fast),
         Silu => map_rows(exec, s, d, fast, silu),
         Hardswish => map_rows(exec, s, d, fast, |x| x * 1f32.min(0f32.max((x + 3.0) / 6.0))),
         Hardsigmoid => map_rows(exec, s, d, fast, |x| 1f32.min(0f32.max((x + 3.0) / 6.0))),
@@ -209,12 +210,13 @@ fn unary(node: &Node, exec: &mut Exec, fast: bool) -> Result<(), OpError> {
 }
 
 /// dst = f(a, b) row by row, a and b the two halves of src0 (or src0 and src1)
-fn glu_rows<F: Fn(f32, f32) -> f32 + Sync>(node: &Node, exec: &mut Exec, fast: bool, f: F) -> Result<(), OpError> {
+/// the value and gate operands of a GLU node: its two sources, or the halves of its one source
+/// (the second half is the gate unless the node is swapped)
+fn glu_operands(node: &Node) -> Result<(View, View), OpError> {
     let s0 = *node.src(0)?;
-    let d = node.dst;
-    let nc = d.ne[0];
+    let nc = node.dst.ne[0];
     let swapped = node.params[1] != 0;
-    let (a, b) = match node.src[1] {
+    Ok(match node.src[1] {
         Some(s1) => (s0, s1),
         None => {
             let mut a = s0;
@@ -227,7 +229,47 @@ fn glu_rows<F: Fn(f32, f32) -> f32 + Sync>(node: &Node, exec: &mut Exec, fast: b
             }
             (a, b)
         }
-    };
+    })
+}
+
+/// SILU (`g = None`) and SWIGLU of F32 rows, in upstream's bits (its AVX-512 build, `expf.rs`):
+/// the values of a row's whole blocks of 16 through its vector exp, the rest through libm's. The
+/// element form (any layout) takes each value's place in its row the same way, so both forms
+/// give the same bits.
+fn silu_f32_rows(exec: &mut Exec, x: View, g: Option<View>, d: View, fast: bool) {
+    let ne = d.ne;
+    let nc = ne[0];
+    let whole = nc / 16 * 16;
+    let level = exec.level();
+    par_ranges(exec, d.nrows(), |r0, r1| {
+        for r in r0..r1 {
+            let (i1, i2, i3) = unflatten(r, &ne);
+            if fast && let (Some(xs), Some(y)) = (f32_row(&x, nc, i1, i2, i3), f32_row_mut(&d, nc, i1, i2, i3)) {
+                match g.map(|g| f32_row(&g, nc, i1, i2, i3)) {
+                    None => {
+                        super::expf::silu_row(level, y, xs, None);
+                        continue;
+                    }
+                    Some(Some(gs)) => {
+                        super::expf::silu_row(level, y, xs, Some(gs));
+                        continue;
+                    }
+                    Some(None) => {}
+                }
+            }
+            for i0 in 0..nc {
+                let v = get(&x, i0, i1, i2, i3);
+                let s = if i0 < whole { super::expf::silu16(v) } else { silu(v) };
+                set(&d, i0, i1, i2, i3, g.map_or(s, |g| s * get(&g, i0, i1, i2, i3)));
+            }
+        }
+    });
+}
+
+fn glu_rows<F: Fn(f32, f32) -> f32 + Sync>(node: &Node, exec: &mut Exec, fast: bool, f: F) -> Result<(), OpError> {
+    let (a, b) = glu_operands(node)?;
+    let d = node.dst;
+    let nc = d.ne[0];
     let ne = d.ne;
     par_ranges(exec, d.nrows(), |r0, r1| {
         for r in r0..r1 {
@@ -265,6 +307,11 @@ fn glu(node: &Node, exec: &mut Exec, fast: bool) -> Result<(), OpError> {
             }
         }),
         Geglu => glu_rows(node, exec, fast, |x, g| via_f16(gelu, x) * g),
+        Swiglu if f32_in && node.dst.ty == raw_type::F32 => {
+            let (a, b) = glu_operands(node)?;
+            silu_f32_rows(exec, a, Some(b), node.dst, fast);
+            Ok(())
+        }
         Swiglu => glu_rows(node, exec, fast, |x, g| silu(x) * g),
         SwigluOai => {
             let (alpha, limit) = (node.param_f32(2), node.param_f32(3));

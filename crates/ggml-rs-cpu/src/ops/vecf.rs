@@ -20,6 +20,11 @@ impl VecF {
         VecF(active())
     }
 
+    /// the level the kernels run at
+    pub fn level(self) -> Level {
+        self.0
+    }
+
     /// at most `level` (the backend's use_ref asks for the scalar one; a test may force a lower one)
     pub fn at(level: Level) -> VecF {
         VecF(level.min(crate::simd::detected()))

@@ -1,0 +1,282 @@
+//! The exponential, SiLU and SwiGLU of upstream's x86 CPU backend, bit for bit: the rows of SWIGLU,
+//! SILU and SOFT_MAX are computed here as upstream's AVX-512 build computes them, so a model's
+//! activations and attention weights come out in the same bits as on upstream's native CPU.
+//!
+//! Facts taken from upstream's ggml-cpu (`vec.h` / `vec.cpp` at the pin, AVX-512 F/DQ branch):
+//! a row is processed 16 values at a time with a vector exp (a range reduction `x = n·ln2 + b`,
+//! `n` rounded by adding and subtracting 1.5·2²³, ln2 in two parts; a degree-5 polynomial of `b`
+//! evaluated as `(c5·b + c4)·u + (c3·b + c2)`, then `·u + (c1·b + 1)`, `u = b²`; the result scaled
+//! by `2ⁿ` with `vscalefps`; `|n| > 192` gives 0 or +inf), and the last `n mod 16` values with
+//! libm's `expf` (`x / (1 + expf(-x))` for SiLU). SOFT_MAX sums each 16-value block in f32 in
+//! GCC's `_mm512_reduce_add_ps` order (upper 256 + lower 256, upper 128 + lower 128, lanes
+//! {0,1} + {2,3}, then lane 0 + lane 1) and adds the block sums in f64; the tail adds each value
+//! in f64.
+//!
+//! [`exp16`] is the definition, one lane at a time in plain Rust (f32 FMAs and one exact f64
+//! scaling that rounds once, as `vscalefps` does); the AVX-512 form computes the same 16 lanes
+//! at once and the tests hold them equal bit for bit. Below AVX-512 the definition runs lane by
+//! lane, so the results are the same bits at every level (upstream's own AVX2 build uses another
+//! polynomial: it is not what this reproduces).
+
+use crate::simd::Level;
+
+/// 1.5 · 2²³: adding it rounds to an integer
+const SHIFTER: f32 = f32::from_bits(0x4b40_0000);
+/// 1 / ln 2
+const LOG2E: f32 = f32::from_bits(0x3fb8_aa3b);
+/// ln 2 in two parts: the high one, then the rest
+const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
+const LN2_LO: f32 = f32::from_bits(0x35bf_be8e);
+/// the polynomial's coefficients, degree 5 down to 1
+const C5: f32 = f32::from_bits(0x3c07_2010);
+const C4: f32 = f32::from_bits(0x3d2b_9f17);
+const C3: f32 = f32::from_bits(0x3e2a_af33);
+const C2: f32 = f32::from_bits(0x3eff_fedb);
+const C1: f32 = f32::from_bits(0x3f7f_fff6);
+
+/// upstream's vector exp of one lane (the definition the AVX-512 form is tested against)
+pub fn exp16(x: f32) -> f32 {
+    let n = x.mul_add(LOG2E, SHIFTER) - SHIFTER;
+    let b = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
+    if n.abs() > 192.0 {
+        return if n <= 0.0 { 0.0 } else { f32::INFINITY };
+    }
+    let u = b * b;
+    let j = C5.mul_add(b, C4).mul_add(u, C3.mul_add(b, C2)).mul_add(u, C1.mul_add(b, 1.0));
+    // vscalefps: j · 2ⁿ rounded once (n is an integer of magnitude <= 192 here, so the f64
+    // product is exact and the only rounding is the conversion, denormals included)
+    (f64::from(j) * 2f64.powi(n as i32)) as f32
+}
+
+/// upstream's vector SiLU of one lane: `x / (1 + exp(0 - x))`
+pub fn silu16(x: f32) -> f32 {
+    x / (1.0 + exp16(0.0 - x))
+}
+
+/// libm's SiLU, upstream's form for the values after the last whole block of 16
+fn silu_libm(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `y = silu(x) · g` (SWIGLU; `g = None`: SILU) as upstream's AVX-512 build computes a row
+pub fn silu_row(level: Level, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+    assert!(x.len() == y.len() && g.is_none_or(|g| g.len() == y.len()), "expf::silu_row: lengths differ");
+    let whole = y.len() / 16 * 16;
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx512 {
+        // SAFETY: the level says the CPU has AVX-512 F; the slices have `whole` values at least
+        unsafe { x86::silu_blocks(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
+    } else {
+        silu_blocks_scalar(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = level;
+        silu_blocks_scalar(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
+    }
+    for i in whole..y.len() {
+        let s = silu_libm(x[i]);
+        y[i] = match g {
+            Some(g) => s * g[i],
+            None => s,
+        };
+    }
+}
+
+fn silu_blocks_scalar(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+    for i in 0..y.len() {
+        let s = silu16(x[i]);
+        y[i] = match g {
+            Some(g) => s * g[i],
+            None => s,
+        };
+    }
+}
+
+/// GCC's `_mm512_reduce_add_ps` of 16 values
+fn reduce_add16(v: &[f32; 16]) -> f32 {
+    let t3: [f32; 8] = std::array::from_fn(|i| v[i + 8] + v[i]);
+    let t6: [f32; 4] = std::array::from_fn(|i| t3[i + 4] + t3[i]);
+    (t6[0] + t6[2]) + (t6[1] + t6[3])
+}
+
+/// `y = exp(y - max)` in place, and its sum, as upstream's AVX-512 build's SOFT_MAX row computes
+/// them (`ggml_vec_soft_max_f32`)
+pub fn exp_sub_sum_row(level: Level, y: &mut [f32], max: f32) -> f64 {
+    let whole = y.len() / 16 * 16;
+    let mut sum = 0.0f64;
+    for yb in y[..whole].chunks_exact_mut(16) {
+        let yb: &mut [f32; 16] = yb.try_into().expect("a block of 16");
+        #[cfg(target_arch = "x86_64")]
+        if level >= Level::Avx512 {
+            // SAFETY: the level says the CPU has AVX-512 F
+            unsafe { x86::exp_sub_block(yb, max) };
+        } else {
+            yb.iter_mut().for_each(|y| *y = exp16(*y - max));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        yb.iter_mut().for_each(|y| *y = exp16(*y - max));
+        sum += f64::from(reduce_add16(yb));
+    }
+    for v in &mut y[whole..] {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    sum
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::*;
+
+    /// 16 lanes of [`exp16`]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn exp16_512(x: __m512) -> __m512 {
+        let r = _mm512_set1_ps(SHIFTER);
+        let z = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), r);
+        let n = _mm512_sub_ps(z, r);
+        let b = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x));
+        let d = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(n), _mm512_set1_ps(192.0));
+        let u = _mm512_mul_ps(b, b);
+        let j = _mm512_fmadd_ps(
+            _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(C5), b, _mm512_set1_ps(C4)), u, _mm512_fmadd_ps(_mm512_set1_ps(C3), b, _mm512_set1_ps(C2))),
+            u,
+            _mm512_fmadd_ps(_mm512_set1_ps(C1), b, _mm512_set1_ps(1.0)),
+        );
+        let res = _mm512_scalef_ps(j, n);
+        if d == 0 {
+            return res;
+        }
+        let zero = _mm512_setzero_ps();
+        let alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(n, zero), _mm512_set1_ps(f32::INFINITY), zero);
+        _mm512_mask_blend_ps(d, res, alt)
+    }
+
+    /// [`super::silu_row`]'s whole blocks
+    ///
+    /// # Safety
+    /// AVX-512 F available; `x` (and `g`) at least as long as `y`, whose length is a multiple of 16.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn silu_blocks(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+        let one = _mm512_set1_ps(1.0);
+        for i in (0..y.len()).step_by(16) {
+            // SAFETY: i + 16 <= len of every slice (caller)
+            unsafe {
+                let v = _mm512_loadu_ps(x.as_ptr().add(i));
+                let e = exp16_512(_mm512_sub_ps(_mm512_setzero_ps(), v));
+                let mut s = _mm512_div_ps(v, _mm512_add_ps(one, e));
+                if let Some(g) = g {
+                    s = _mm512_mul_ps(s, _mm512_loadu_ps(g.as_ptr().add(i)));
+                }
+                _mm512_storeu_ps(y.as_mut_ptr().add(i), s);
+            }
+        }
+    }
+
+    /// one block of [`super::exp_sub_sum_row`], in place
+    ///
+    /// # Safety
+    /// AVX-512 F available.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn exp_sub_block(y: &mut [f32; 16], max: f32) {
+        // SAFETY: 16 values
+        unsafe {
+            let v = exp16_512(_mm512_sub_ps(_mm512_loadu_ps(y.as_ptr()), _mm512_set1_ps(max)));
+            _mm512_storeu_ps(y.as_mut_ptr(), v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::XorShift;
+
+    /// inputs over the whole range: activations, softmax arguments, the edges where the result
+    /// turns denormal, 0 or +inf, and the special values
+    fn inputs() -> Vec<f32> {
+        let mut r = XorShift::new(11);
+        let mut v: Vec<f32> = (0..4096).map(|_| r.f32_in(-20.0, 20.0)).collect();
+        v.extend((0..2048).map(|_| r.f32_in(-110.0, 0.0)));
+        v.extend((0..512).map(|i| -87.0 - i as f32 * 0.0375));
+        v.extend((0..256).map(|i| 87.0 + i as f32 * 0.0125));
+        v.extend([0.0, -0.0, 1.0, -1.0, 88.72, 88.73, -103.9, -104.0, -150.0, 200.0, -200.0, 1e30, -1e30]);
+        v.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MIN_POSITIVE, -f32::MIN_POSITIVE]);
+        while v.len() % 16 != 0 {
+            v.push(r.f32_in(-1.0, 1.0));
+        }
+        v
+    }
+
+    fn same(a: f32, b: f32) -> bool {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    #[test]
+    fn definition_is_an_exponential() {
+        // within 2 ulp of libm where the result is normal, 0 below the range, +inf above
+        for x in inputs() {
+            let (got, want) = (exp16(x), x.exp());
+            if want.is_normal() && got.is_normal() {
+                let ulps = (got.to_bits() as i64 - want.to_bits() as i64).abs();
+                assert!(ulps <= 2, "exp16({x}) = {got}, libm {want}: {ulps} ulp");
+            } else if x < -104.0 {
+                assert_eq!(got, 0.0, "exp16({x})");
+            } else if x > 89.0 {
+                assert_eq!(got, f32::INFINITY, "exp16({x})");
+            }
+        }
+        assert!(exp16(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn avx512_lanes_equal_the_definition() {
+        if crate::simd::detected() < Level::Avx512 {
+            eprintln!("no AVX-512: not tested");
+            return;
+        }
+        let x = inputs();
+        let g: Vec<f32> = x.iter().rev().map(|v| v * 0.25).collect();
+        for gate in [None, Some(&g[..])] {
+            let mut y = vec![0.0f32; x.len()];
+            silu_row(Level::Avx512, &mut y, &x, gate);
+            for i in 0..x.len() {
+                let want = match gate {
+                    Some(g) => silu16(x[i]) * g[i],
+                    None => silu16(x[i]),
+                };
+                assert!(same(y[i], want), "silu lane {i}: x {} gives {} (bits {:#x}), definition {} ({:#x})", x[i], y[i], y[i].to_bits(), want, want.to_bits());
+            }
+        }
+        let (mut y, mut want) = (x.clone(), x.clone());
+        let (s, s_ref) = (exp_sub_sum_row(Level::Avx512, &mut y, 3.5), exp_sub_sum_row(Level::Scalar, &mut want, 3.5));
+        for i in 0..x.len() {
+            assert!(same(y[i], want[i]), "exp lane {i}: x {} gives {} (bits {:#x}), definition {} ({:#x})", x[i], y[i], y[i].to_bits(), want[i], want[i].to_bits());
+        }
+        assert!(same(s as f32, s_ref as f32) && s.to_bits() == s_ref.to_bits(), "sums {s} and {s_ref}");
+    }
+
+    #[test]
+    fn tails_are_libm_and_blocks_are_summed_in_gccs_order() {
+        // 16 + 5 values: one block through the vector exp, five through libm
+        let x: Vec<f32> = (0..21).map(|i| -(i as f32) * 0.37).collect();
+        let mut y = x.clone();
+        let sum = exp_sub_sum_row(crate::simd::detected(), &mut y, 0.0);
+        for i in 16..21 {
+            assert_eq!(y[i].to_bits(), x[i].exp().to_bits(), "tail value {i}");
+        }
+        let block: [f32; 16] = y[..16].try_into().unwrap();
+        let t3: Vec<f32> = (0..8).map(|i| block[i] + block[i + 8]).collect();
+        let t6: Vec<f32> = (0..4).map(|i| t3[i] + t3[i + 4]).collect();
+        let want = y[16..].iter().fold(f64::from((t6[0] + t6[2]) + (t6[1] + t6[3])), |s, &v| s + f64::from(v));
+        assert_eq!(sum.to_bits(), want.to_bits());
+        let mut s = vec![0.0f32; 21];
+        silu_row(crate::simd::detected(), &mut s, &x, None);
+        for i in 16..21 {
+            assert_eq!(s[i].to_bits(), (x[i] / (1.0 + (-x[i]).exp())).to_bits(), "silu tail value {i}");
+        }
+    }
+}
