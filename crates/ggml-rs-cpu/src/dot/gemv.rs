@@ -231,47 +231,31 @@ mod x86 {
         }
     }
 
-    /// `R` Q8_0 rows · Q8_0 `y`, each row as `q8_0::x86::q8_0_q8_0_vnni` sums it
+    /// `R` Q8_0 rows · Q8_0 `y`, each row as `q8_0::x86::q8_0_q8_0_vnni` sums it (upstream's
+    /// order: one accumulator per row, blocks in order; the 4 rows are 4 independent chains)
     ///
     /// # Safety
     /// as [`q4_0_rows`], rows of Q8_0 blocks
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) unsafe fn q8_0_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
-        let nb = y.len();
-        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let mut acc = [_mm256_setzero_ps(); R];
         let zero = _mm256_setzero_si256();
         let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q8_0_BYTES);
         // the products of signed bytes as vpdpbusd wants them: |a| (unsigned) · b with a's sign
         let dot = |qa: __m256i, qb: __m256i| _mm256_dpbusd_epi32(zero, _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa));
-        let mut b = 0;
-        while b + 2 <= nb {
-            let (y0, y1) = (&y[b], &y[b + 1]);
-            let (qy0, qy1) = (load_i8x32(&y0.qs), load_i8x32(&y1.qs));
-            let (dy0, dy1) = f16_pair(y0.d, y1.d);
-            for r in 0..R {
-                let (p0, p1) = (block(r, b), block(r, b + 1));
-                // SAFETY: blocks b and b + 1 of row r (caller): 2 scale bytes, then 32 quants
-                let (dw0, dw1) = unsafe { f16_pair(f16_at(p0), f16_at(p1)) };
-                let (q0, q1) = unsafe { (_mm256_loadu_si256(p0.add(2).cast()), _mm256_loadu_si256(p1.add(2).cast())) };
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(dot(q0, qy0)), acc0[r]);
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * dy1), _mm256_cvtepi32_ps(dot(q1, qy1)), acc1[r]);
-            }
-            b += 2;
-        }
-        if b < nb {
-            let y0 = &y[b];
-            let qy0 = load_i8x32(&y0.qs);
-            for r in 0..R {
-                let p0 = block(r, b);
-                // SAFETY: as above
-                let (dw0, dy0) = unsafe { f16_pair(f16_at(p0), y0.d) };
-                let q0 = unsafe { _mm256_loadu_si256(p0.add(2).cast()) };
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(dot(q0, qy0)), acc0[r]);
+        for (b, yb) in y.iter().enumerate() {
+            let qy = load_i8x32(&yb.qs);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let p = block(r, b);
+                // SAFETY: block b of row r (caller): 2 scale bytes, then 32 quants
+                let (dw, dy) = unsafe { f16_pair(f16_at(p), yb.d) };
+                let q = unsafe { _mm256_loadu_si256(p.add(2).cast()) };
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * dy), _mm256_cvtepi32_ps(dot(q, qy)), *acc);
             }
         }
-        for r in 0..R {
+        for (r, acc) in acc.iter().enumerate() {
             // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(hsum_ps(_mm256_add_ps(acc0[r], acc1[r]))) };
+            unsafe { out.add(r).write_unaligned(hsum_ps(*acc)) };
         }
     }
 
