@@ -25,10 +25,10 @@ pub mod q5;
 pub mod q6_k;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(crate) mod x86;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use crate::GgmlType;
 use crate::block::as_blocks;
