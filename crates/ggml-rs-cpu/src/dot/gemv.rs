@@ -241,16 +241,35 @@ mod x86 {
         let mut acc = [_mm256_setzero_ps(); R];
         let zero = _mm256_setzero_si256();
         let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q8_0_BYTES);
-        // the products of signed bytes as vpdpbusd wants them: |a| (unsigned) · b with a's sign
-        let dot = |qa: __m256i, qb: __m256i| _mm256_dpbusd_epi32(zero, _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa));
+        // vpdpbusd takes unsigned × signed bytes: the weights + 128 (the sign bit flipped) times
+        // the activations, each lane started at 0x4B40_0000 - 128 · (its 4 activations' sum),
+        // once per block for the R rows: the lane's bits are then those of the float
+        // 1.5 · 2²³ + (its integer sum), exact, and one subtraction gives the sum as a float (one
+        // xor for two vpsignb; the same bits as converting the sum)
+        let (flip, magic) = (_mm256_set1_epi8(-128), _mm256_set1_epi32(0x4B40_0000));
+        let magic_f = _mm256_castsi256_ps(magic);
+        const { assert!(R <= 4, "q8_0_rows: the scales of at most 4 rows go in one conversion") };
+        let lane = |i: i32| _mm256_set1_epi32(i);
         for (b, yb) in y.iter().enumerate() {
             let qy = load_i8x32(&yb.qs);
+            let start = _mm256_sub_epi32(magic, _mm256_dpbusd_epi32(zero, flip, qy));
+            // the R weight scales (f16 lanes 0..R) and the activation's (lane 4) converted by one
+            // vcvtph2ps, the R products f32(dw) · f32(dy) by one multiplication, each row's
+            // broadcast by one permutation (one conversion, product and broadcast per row and
+            // block was ~5 instructions of the ~12 a row's block takes)
+            let mut dws = 0u64;
+            for r in 0..R {
+                // SAFETY: the scale of block b of row r (caller)
+                dws |= (unsafe { f16_at(block(r, b)) }.to_bits() as u64) << (16 * r);
+            }
+            let ds = _mm256_cvtph_ps(_mm_set_epi64x(yb.d.to_bits() as i64, dws as i64));
+            let prods = _mm256_mul_ps(ds, _mm256_permutevar8x32_ps(ds, lane(4)));
             for (r, acc) in acc.iter_mut().enumerate() {
-                let p = block(r, b);
                 // SAFETY: block b of row r (caller): 2 scale bytes, then 32 quants
-                let (dw, dy) = unsafe { f16_pair(f16_at(p), yb.d) };
-                let q = unsafe { _mm256_loadu_si256(p.add(2).cast()) };
-                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * dy), _mm256_cvtepi32_ps(dot(q, qy)), *acc);
+                let q = unsafe { _mm256_loadu_si256(block(r, b).add(2).cast()) };
+                let d = _mm256_permutevar8x32_ps(prods, lane(r as i32));
+                let sum = _mm256_dpbusd_epi32(start, _mm256_xor_si256(q, flip), qy);
+                *acc = _mm256_fmadd_ps(d, _mm256_sub_ps(_mm256_castsi256_ps(sum), magic_f), *acc);
             }
         }
         for (r, acc) in acc.iter().enumerate() {
