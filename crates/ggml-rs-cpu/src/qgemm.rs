@@ -80,10 +80,24 @@ const PAIR_COL_BLOCK: usize = 128;
 /// them gives, read as a float, `1.5 · 2²³ + sum`, exact for |sum| < 2²²
 const PAIR_MAGIC: i32 = 0x4B40_0000;
 
-/// the repacked form of `ty`, for the weight types this GEMM takes
+/// the repacked form of `ty`, for the weight types this GEMM takes (Q8_0: the pairs form unless
+/// [`q8_0_fast`])
 pub fn kind(ty: GgmlType) -> Option<Kind> {
+    kind_of(ty, !q8_0_fast())
+}
+
+/// `GGML_RS_CPU_Q8_0_TILES=fast` (read once): Q8_0's prompt tiles in the one-lane-per-row form,
+/// ~2.4× faster per tile, summed in another order than upstream (last-bit differences in every
+/// prompt MUL_MAT); anything else or unset: the pairs form, upstream's order bit for bit
+pub fn q8_0_fast() -> bool {
+    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAST.get_or_init(|| std::env::var("GGML_RS_CPU_Q8_0_TILES").is_ok_and(|v| v.trim().eq_ignore_ascii_case("fast")))
+}
+
+/// [`kind`] with the choice of Q8_0's form given
+pub fn kind_of(ty: GgmlType, q8_0_pairs: bool) -> Option<Kind> {
     match ty {
-        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: true }),
+        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: q8_0_pairs }),
         GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false, pairs: false }),
         GgmlType::Q4K => Some(Kind { groups: 8, mins: true, pairs: false }),
         GgmlType::Q6K => Some(Kind { groups: 4, mins: false, pairs: false }),
@@ -176,6 +190,11 @@ pub fn unpack_row(ty: GgmlType, row: &[u8], q: &mut [u8], scale: &mut [f32], min
 /// (`k / block_len` repacked blocks); missing rows are zero.
 pub fn repack(ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8]) {
     let kd = kind(ty).unwrap_or_else(|| panic!("qgemm::repack: {} is not a qgemm weight type", ty.name()));
+    repack_as(kd, ty, rows, k, out);
+}
+
+/// [`repack`] into the form `kd` (one of `ty`'s: [`kind_of`])
+pub fn repack_as(kd: Kind, ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8]) {
     let (bl, bb) = (kd.block_len(), kd.block_bytes());
     let nb = k / bl;
     assert!(rows.len() <= ROWS, "qgemm::repack: {} rows, at most {ROWS}", rows.len());
@@ -222,6 +241,11 @@ pub struct Aux {
 /// 128-byte blocks of the module's text), one [`Aux`] per weight block into `aux`.
 pub fn prepare_column(ty: GgmlType, x: &[u8], qs: &mut [i8], aux: &mut [Aux]) {
     let kd = kind(ty).unwrap_or_else(|| panic!("qgemm::prepare_column: {} is not a qgemm weight type", ty.name()));
+    prepare_column_as(kd, ty, x, qs, aux);
+}
+
+/// [`prepare_column`] for the form `kd` (one of `ty`'s: [`kind_of`])
+pub fn prepare_column_as(kd: Kind, ty: GgmlType, x: &[u8], qs: &mut [i8], aux: &mut [Aux]) {
     let bl = kd.block_len();
     let k = aux.len() * bl;
     assert_eq!(qs.len(), kd.col_len(k), "qgemm::prepare_column {}: {} bytes of quants for {} aux entries", ty.name(), qs.len(), aux.len());
@@ -504,15 +528,14 @@ mod tests {
 
     /// weight rows `w` repacked, activation rows `x` prepared, one tile: its 16 outputs per
     /// column (NaN past the rows of `w`)
-    fn run_tile<X: std::ops::Deref<Target = [u8]>>(ty: GgmlType, w: &[&[u8]], x: &[X], k: usize) -> Vec<Vec<f32>> {
-        let kd = kind(ty).unwrap();
+    fn run_tile<X: std::ops::Deref<Target = [u8]>>(kd: Kind, ty: GgmlType, w: &[&[u8]], x: &[X], k: usize) -> Vec<Vec<f32>> {
         let nb = k / kd.block_len();
         let mut packed = vec![0u8; nb * kd.block_bytes()];
-        repack(ty, w, k, &mut packed);
+        repack_as(kd, ty, w, k, &mut packed);
         let mut qs = vec![vec![0i8; kd.col_len(k)]; x.len()];
         let mut aux = vec![vec![Aux::default(); nb]; x.len()];
         for j in 0..x.len() {
-            prepare_column(ty, &x[j], &mut qs[j], &mut aux[j]);
+            prepare_column_as(kd, ty, &x[j], &mut qs[j], &mut aux[j]);
         }
         let qsr: Vec<&[i8]> = qs.iter().map(|a| &a[..]).collect();
         let auxr: Vec<&[Aux]> = aux.iter().map(|a| &a[..]).collect();
@@ -525,15 +548,14 @@ mod tests {
     /// the tile against the scalar row kernel (upstream's generic vec_dot) on the same bytes:
     /// bit for bit where every float operation is exact (`pow2`), else within the rounding of
     /// the two summation orders (bounded by Σ|w·y| of the dequantized operands)
-    fn check(ty: GgmlType, n_rows: usize, n_cols: usize, k: usize, pow2: bool, seed: u64) {
-        let kd = kind(ty).unwrap();
+    fn check(kd: Kind, ty: GgmlType, n_rows: usize, n_cols: usize, k: usize, pow2: bool, seed: u64) {
         let vdt = ty.vec_dot_type().unwrap();
         let mut r = XorShift::new(seed);
         let nb = k / kd.block_len();
         let w = rows(&mut r, ty, n_rows, k, pow2);
         let x = rows(&mut r, vdt, n_cols, k, pow2);
         let wr: Vec<&[u8]> = w.iter().map(|v| &v[..]).collect();
-        let out = run_tile(ty, &wr, &x, k);
+        let out = run_tile(kd, ty, &wr, &x, k);
         let dot = RowDot::new(ty, Level::Scalar);
         let q8 = |w: &[u8], x: &[u8]| crate::dot::q8_0::q8_0_q8_0_x86(as_blocks(w, "w"), as_blocks(x, "x"));
         for j in 0..n_cols {
@@ -541,7 +563,7 @@ mod tests {
             dequantize_row(vdt, &x[j], &mut xd);
             for i in 0..n_rows {
                 let got = out[j][i];
-                if ty == GgmlType::Q8_0 {
+                if kd.pairs {
                     // the pairs form is upstream's x86 order, bit for bit on any values
                     let want = q8(wr[i], &x[j]);
                     assert_eq!(got.to_bits(), want.to_bits(), "q8_0 {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}");
@@ -570,13 +592,15 @@ mod tests {
             eprintln!("no AVX-512 VNNI: qgemm not tested");
             return;
         }
-        for ty in TYPES {
+        // Q8_0 in both forms: the pairs (upstream's order, bit for bit) and the fast one
+        let forms = TYPES.iter().map(|&ty| (ty, kind_of(ty, true).unwrap())).chain([(GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap())]);
+        for (ty, kd) in forms {
             for n_cols in 1..=MAX_COLS {
                 for (n_rows, k) in [(16, 256), (16, 1024), (5, 256), (1, 512)] {
                     if matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) {
-                        check(ty, n_rows, n_cols, k, true, 31 + n_cols as u64);
+                        check(kd, ty, n_rows, n_cols, k, true, 31 + n_cols as u64);
                     }
-                    check(ty, n_rows, n_cols, k, false, 97 + n_cols as u64);
+                    check(kd, ty, n_rows, n_cols, k, false, 97 + n_cols as u64);
                 }
             }
         }
@@ -621,14 +645,10 @@ mod tests {
                 xb[2 + q] = if q % 2 == 0 { 127 } else { (-127i8) as u8 };
             }
         }
-        let kd = kind(GgmlType::Q8_0).unwrap();
-        let mut packed = vec![0u8; nb * kd.block_bytes()];
-        repack(GgmlType::Q8_0, &[&w], k, &mut packed);
-        let (mut qs, mut aux) = (vec![0i8; kd.col_len(k)], vec![Aux::default(); nb]);
-        prepare_column(GgmlType::Q8_0, &x, &mut qs, &mut aux);
-        let mut out = [0f32; ROWS];
-        tile(kd, &packed, &[&qs], &[&aux], &mut [&mut out[..]], 1);
-        assert_eq!(out[0], RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&w, &x));
+        for pairs in [true, false] {
+            let out = run_tile(kind_of(GgmlType::Q8_0, pairs).unwrap(), GgmlType::Q8_0, &[&w], &[&x[..]], k);
+            assert_eq!(out[0][0], RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&w, &x), "pairs: {pairs}");
+        }
     }
 
     /// Q8_0 tiles equal upstream's x86 order bit for bit on rows as MUL_MAT sees them (weights
@@ -652,7 +672,7 @@ mod tests {
                     x.push(crate::block::as_bytes(&b).to_vec());
                 }
                 let wr: Vec<&[u8]> = w[..n_rows].iter().map(|v| &v[..]).collect();
-                let out = run_tile(ty, &wr, &x[..n_cols], k);
+                let out = run_tile(kind_of(ty, true).unwrap(), ty, &wr, &x[..n_cols], k);
                 for j in 0..n_cols {
                     for i in 0..n_rows {
                         let want = crate::dot::q8_0::q8_0_q8_0_x86(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
