@@ -231,47 +231,50 @@ mod x86 {
         }
     }
 
-    /// `R` Q8_0 rows · Q8_0 `y`, each row as `q8_0::x86::q8_0_q8_0_vnni` sums it
+    /// `R` Q8_0 rows · Q8_0 `y`, each row as `q8_0::x86::q8_0_q8_0_vnni` sums it (upstream's
+    /// order: one accumulator per row, blocks in order; the 4 rows are 4 independent chains)
     ///
     /// # Safety
     /// as [`q4_0_rows`], rows of Q8_0 blocks
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) unsafe fn q8_0_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
-        let nb = y.len();
-        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let mut acc = [_mm256_setzero_ps(); R];
         let zero = _mm256_setzero_si256();
         let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q8_0_BYTES);
-        // the products of signed bytes as vpdpbusd wants them: |a| (unsigned) · b with a's sign
-        let dot = |qa: __m256i, qb: __m256i| _mm256_dpbusd_epi32(zero, _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa));
-        let mut b = 0;
-        while b + 2 <= nb {
-            let (y0, y1) = (&y[b], &y[b + 1]);
-            let (qy0, qy1) = (load_i8x32(&y0.qs), load_i8x32(&y1.qs));
-            let (dy0, dy1) = f16_pair(y0.d, y1.d);
+        // vpdpbusd takes unsigned × signed bytes: the weights + 128 (the sign bit flipped) times
+        // the activations, each lane started at 0x4B40_0000 - 128 · (its 4 activations' sum),
+        // once per block for the R rows: the lane's bits are then those of the float
+        // 1.5 · 2²³ + (its integer sum), exact, and one subtraction gives the sum as a float (one
+        // xor for two vpsignb; the same bits as converting the sum)
+        let (flip, magic) = (_mm256_set1_epi8(-128), _mm256_set1_epi32(0x4B40_0000));
+        let magic_f = _mm256_castsi256_ps(magic);
+        const { assert!(R <= 4, "q8_0_rows: the scales of at most 4 rows go in one conversion") };
+        let lane = |i: i32| _mm256_set1_epi32(i);
+        for (b, yb) in y.iter().enumerate() {
+            let qy = load_i8x32(&yb.qs);
+            let start = _mm256_sub_epi32(magic, _mm256_dpbusd_epi32(zero, flip, qy));
+            // the R weight scales (f16 lanes 0..R) and the activation's (lane 4) converted by one
+            // vcvtph2ps, the R products f32(dw) · f32(dy) by one multiplication, each row's
+            // broadcast by one permutation (one conversion, product and broadcast per row and
+            // block was ~5 instructions of the ~12 a row's block takes)
+            let mut dws = 0u64;
             for r in 0..R {
-                let (p0, p1) = (block(r, b), block(r, b + 1));
-                // SAFETY: blocks b and b + 1 of row r (caller): 2 scale bytes, then 32 quants
-                let (dw0, dw1) = unsafe { f16_pair(f16_at(p0), f16_at(p1)) };
-                let (q0, q1) = unsafe { (_mm256_loadu_si256(p0.add(2).cast()), _mm256_loadu_si256(p1.add(2).cast())) };
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(dot(q0, qy0)), acc0[r]);
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * dy1), _mm256_cvtepi32_ps(dot(q1, qy1)), acc1[r]);
+                // SAFETY: the scale of block b of row r (caller)
+                dws |= (unsafe { f16_at(block(r, b)) }.to_bits() as u64) << (16 * r);
             }
-            b += 2;
-        }
-        if b < nb {
-            let y0 = &y[b];
-            let qy0 = load_i8x32(&y0.qs);
-            for r in 0..R {
-                let p0 = block(r, b);
-                // SAFETY: as above
-                let (dw0, dy0) = unsafe { f16_pair(f16_at(p0), y0.d) };
-                let q0 = unsafe { _mm256_loadu_si256(p0.add(2).cast()) };
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(dot(q0, qy0)), acc0[r]);
+            let ds = _mm256_cvtph_ps(_mm_set_epi64x(yb.d.to_bits() as i64, dws as i64));
+            let prods = _mm256_mul_ps(ds, _mm256_permutevar8x32_ps(ds, lane(4)));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: block b of row r (caller): 2 scale bytes, then 32 quants
+                let q = unsafe { _mm256_loadu_si256(block(r, b).add(2).cast()) };
+                let d = _mm256_permutevar8x32_ps(prods, lane(r as i32));
+                let sum = _mm256_dpbusd_epi32(start, _mm256_xor_si256(q, flip), qy);
+                *acc = _mm256_fmadd_ps(d, _mm256_sub_ps(_mm256_castsi256_ps(sum), magic_f), *acc);
             }
         }
-        for r in 0..R {
+        for (r, acc) in acc.iter().enumerate() {
             // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(hsum_ps(_mm256_add_ps(acc0[r], acc1[r]))) };
+            unsafe { out.add(r).write_unaligned(hsum_ps(*acc)) };
         }
     }
 

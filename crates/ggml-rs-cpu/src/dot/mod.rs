@@ -1,13 +1,14 @@
 //! Dot products of a weight row with an activation row, the kernel of MUL_MAT: one file per
 //! family, each with a scalar reference (what upstream's `*_generic` computes) and run-time
-//! selected SIMD versions, tested against the reference (`tests.rs`).
+//! selected SIMD versions, tested against the reference (`tests.rs`). Q8_0's SIMD versions
+//! are tested bit for bit against upstream's x86 order instead ([`q8_0::q8_0_q8_0_x86`]).
 //!
 //! | weight | activation | file       | SIMD levels                 | vs reference          |
 //! |--------|------------|------------|-----------------------------|-----------------------|
 //! | F32    | F32        | `float.rs` | AVX2 (also at AVX-512)      | float tolerance       |
 //! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512        | float tolerance       |
 //! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
-//! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
+//! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |
 //! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
 //! | Q5_0   | Q8_0       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q5_1   | Q8_1       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
@@ -25,10 +26,10 @@ pub mod q5;
 pub mod q6_k;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(crate) mod x86;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use crate::GgmlType;
 use crate::block::as_blocks;

@@ -92,6 +92,9 @@ fn q8_0_and_q4_0_match_the_reference_within_float_rounding() {
                 * 2f64.powi(-23);
             let (got, want) = (select_q8_0(level)(&x, &y), q8_0_q8_0_reference(&x, &y));
             assert!(((got - want) as f64).abs() <= tol8 + 1e-30, "q8_0 {} nb={nb}: {got} vs {want}", level.name());
+            // and upstream's x86 order, the SIMD levels' definition, is as close to the reference
+            let x86 = q8_0_q8_0_x86(&x, &y);
+            assert!(((x86 - want) as f64).abs() <= tol8 + 1e-30, "q8_0 x86 order nb={nb}: {x86} vs {want}");
             let sumi4 = |i: usize| -> i32 {
                 (0..16)
                     .map(|j| ((x4[i].qs[j] & 15) as i32 - 8) * y[i].qs[j] as i32 + ((x4[i].qs[j] >> 4) as i32 - 8) * y[i].qs[j + 16] as i32)
@@ -103,6 +106,56 @@ fn q8_0_and_q4_0_match_the_reference_within_float_rounding() {
             assert!(((got - want) as f64).abs() <= tol4 + 1e-30, "q4_0 {} nb={nb}: {got} vs {want}", level.name());
         }
     }
+}
+
+/// A Q8_0 weight row and an activation row as MUL_MAT sees them: weights quantized by the
+/// reference quantizer from model-like values, activations by the x86 one; block 0 of the
+/// weights zero (scale and quants), block 1 of the weights extreme (quants -128 and 127, the
+/// activations ±127), the last activation block zero.
+pub(crate) fn q8_0_model_rows(r: &mut XorShift, nb: usize) -> (Vec<BlockQ8_0>, Vec<BlockQ8_0>) {
+    let zero = BlockQ8_0 { d: f16::ZERO, qs: [0; 32] };
+    let (mut x, mut y) = (vec![zero; nb], vec![zero; nb]);
+    crate::quants::quantize_row_q8_0(&r.model_like(32 * nb), &mut x);
+    crate::quants::quantize_row_q8_0_x86(&r.model_like(32 * nb), &mut y);
+    if nb >= 3 {
+        x[0] = zero;
+        x[1].qs = std::array::from_fn(|i| if i % 3 == 0 { -128 } else { 127 });
+        y[1].qs = std::array::from_fn(|i| if i % 2 == 0 { 127 } else { -127 });
+        y[nb - 1] = zero;
+    }
+    (x, y)
+}
+
+/// Q8_0 · Q8_0 at every SIMD level equals upstream's x86 order ([`q8_0_q8_0_x86`]) bit for bit,
+/// on rows as MUL_MAT sees them: one block, odd block counts, zero and extreme blocks
+#[test]
+fn q8_0_simd_kernels_equal_upstreams_x86_order_bit_for_bit() {
+    let mut r = XorShift::new(14);
+    for level in Level::available().into_iter().filter(|&l| l > Level::Scalar) {
+        for nb in [0, 1, 2, 3, 5, 17, 64, 127, 128, 130] {
+            for _ in 0..4 {
+                let (x, y) = q8_0_model_rows(&mut r, nb);
+                let (got, want) = (select_q8_0(level)(&x, &y), q8_0_q8_0_x86(&x, &y));
+                assert_eq!(got.to_bits(), want.to_bits(), "q8_0 {} nb={nb}: {got} vs {want}", level.name());
+            }
+        }
+    }
+}
+
+/// the x86 order is 8 lanes summed with one rounding each per block, then the horizontal sum's
+/// shape: a case where the generic order (one running sum) gives other bits
+#[test]
+fn q8_0_x86_order_is_not_the_generic_order() {
+    let mut r = XorShift::new(15);
+    let differ = (0..20).any(|_| {
+        let (x, y) = q8_0_model_rows(&mut r, 16);
+        q8_0_q8_0_x86(&x, &y).to_bits() != q8_0_q8_0_reference(&x, &y).to_bits()
+    });
+    assert!(differ, "20 random row pairs summed to the same bits in both orders");
+    // hsum8's shape: ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)); in lane order the two
+    // halves of an ulp would each round away
+    let v = [1.0, 2f32.powi(-24), 0.0, 0.0, 0.0, 2f32.powi(-24), 0.0, 0.0];
+    assert_eq!(hsum8(v), 1.0 + 2f32.powi(-23));
 }
 
 fn q8_k_row(r: &mut XorShift, nb: usize) -> Vec<BlockQ8K> {
@@ -215,7 +268,7 @@ fn gemv_rows_equal_the_row_kernel_bit_for_bit() {
     for level in Level::available() {
         for ty in types {
             let vt = ty.vec_dot_type().unwrap();
-            for k in [256usize, 512, 768, 64 * 5 + 256] {
+            for k in [32usize, 32 * 7, 256, 512, 768, 64 * 5 + 256] {
                 if k % ty.block_size() != 0 || k % vt.block_size() != 0 {
                     continue;
                 }

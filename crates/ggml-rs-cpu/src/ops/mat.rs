@@ -287,7 +287,9 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let (x_len, w_len) = (vdt.row_size(k), wt.row_size(k));
-    let qs_bytes = (nr1 * k).next_multiple_of(64);
+    // the prepared activation rows (their quants, or Q8_0's 128-byte blocks of the pairs form)
+    let col_len = kd.col_len(k);
+    let qs_bytes = (nr1 * col_len).next_multiple_of(64);
     let aux_bytes = (nr1 * nb * size_of::<Aux>()).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
     let w_bytes = if packed.is_some() { 0 } else { nrb * nb * bb };
@@ -315,7 +317,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                 let (i11, i12, i13) = unravel(j, ne11, ne12);
                 let p = b.data.wrapping_add(offset(b, 0, i11, i12, i13)).cast_const();
                 // SAFETY: row j of src1 (dense elements, supports: x_len bytes in the vec-dot type,
-                // k elements of a scalar type); its k quants and nb aux entries in the scratch,
+                // k elements of a scalar type); its col_len prepared bytes and nb aux entries in the scratch,
                 // this chunk's alone
                 unsafe {
                     let x: &[u8] = if direct {
@@ -337,7 +339,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                         }
                         &xq
                     };
-                    let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(j * k), k);
+                    let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(j * col_len), col_len);
                     let aux = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(j * nb), nb);
                     crate::qgemm::prepare_column(wt, x, qs, aux);
                 }
@@ -369,7 +371,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
             for t in 0..n {
                 let j = j0 + t;
                 let (i11, i12, i13) = unravel(j, ne11, ne12);
-                xs[t] = (qs_at as *const i8).wrapping_add(j * k);
+                xs[t] = (qs_at as *const i8).wrapping_add(j * col_len);
                 auxs[t] = (aux_at as *const Aux).wrapping_add(j * nb);
                 dsts[t] = d.data as usize + offset(d, 0, i11, i12, i13);
             }
@@ -380,7 +382,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                 }
                 let n_rows = ROWS.min(nr0 - rb * ROWS);
                 // SAFETY: AVX-512 VNNI is active (use_qgemm); row block rb of the repacked
-                // weights, k quants and nb aux entries per column (phase 1), and dst elements
+                // weights, col_len prepared bytes and nb aux entries per column (phase 1), and dst elements
                 // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
                 // chunk only
                 unsafe { crate::qgemm::tile_raw(kd, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
