@@ -13,7 +13,13 @@
 // CPU backend picks different matmul paths; the generated tokens should not; flash attention
 // on/off may change both). llama's own log goes to stderr (warnings and errors only, all with -v).
 //
-// Only llama.h is used, so the program builds against any tree with the pinned API.
+// --nodes FILE writes, for the prompt's decodes, every graph node the backends compute, in order:
+// "<i> <name> <op> <type> <ne0>x<ne1>x<ne2>x<ne3> <FNV-1a of its bytes>", so two builds' files
+// show the first node whose bytes differ (scripts/cpu_compare.sh --nodes). The eval callback makes
+// the scheduler compute node by node there, so the run's own output is produced without it.
+//
+// Only llama.h (and the ggml headers it includes) is used, so the program builds against any tree
+// with the pinned API.
 
 #include "llama.h"
 
@@ -39,6 +45,7 @@ struct Options {
     int         n_threads  = 2;
     std::string flash_attn = "off";  // explicit by default: "auto" would probe the device
     std::string logits_path;
+    std::string nodes_path;          // --nodes: the prompt's graph nodes and their hashes
     bool        vary_batch = false;
     bool        verbose    = false;
     std::string rpc;                 // rpc-server endpoints host:port[,host:port]; empty: CPU only
@@ -62,6 +69,8 @@ void usage(FILE * to, const char * argv0) {
         "  -fa MODE        flash attention: on, off or auto (default off)\n"
         "  -t THREADS      threads for generation and batch processing (default 2)\n"
         "  --logits FILE   also write every evaluated position's logits, raw float32, in order\n"
+        "  --nodes FILE    write every node of the prompt's graphs: index, name, op, type, shape,\n"
+        "                  FNV-1a of its bytes (a separate context: the run's output is unchanged)\n"
         "  --vary-batch    feed the prompt in chunks of 1, 3, 7, then the rest (capped at N_BATCH)\n"
         "  -v              pass llama's full log through to stderr\n"
         "  --rpc HOST:PORT offload to the devices of rpc-servers (ggml-rpc-server), comma separated\n"
@@ -113,6 +122,7 @@ int parse_args(int argc, char ** argv, Options & o) {
         else if (a == "-t")                    { ok = parse_int(v, 1, o.n_threads); }
         else if (a == "-fa")                   { o.flash_attn = v; ok = o.flash_attn == "on" || o.flash_attn == "off" || o.flash_attn == "auto"; }
         else if (a == "--logits")              { o.logits_path = v; }
+        else if (a == "--nodes")               { o.nodes_path = v; }
         else if (a == "--rpc")                 { o.rpc = v; }
         else if (a == "--dev")                 { o.dev = v; }
         else if (a == "-ngl")                  { ok = parse_int(v, 0, o.n_gpu_layers); }
@@ -238,6 +248,62 @@ std::string join_ids(const std::vector<llama_token> & ids) {
         s += std::to_string(t);
     }
     return s;
+}
+
+// --nodes: the eval callback's state, one line per computed node
+struct NodeDump {
+    FILE *                     out = nullptr;
+    long                       index = 0;
+    std::vector<unsigned char> bytes;
+};
+
+bool dump_node(struct ggml_tensor * t, bool ask, void * user) {
+    if (ask) {
+        return true;  // every node
+    }
+    NodeDump & d = *static_cast<NodeDump *>(user);
+    const size_t n = ggml_nbytes(t);
+    d.bytes.resize(n);
+    ggml_backend_tensor_get(t, d.bytes.data(), 0, n);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char c : d.bytes) {
+        h = (h ^ c) * 0x100000001b3ull;
+    }
+    std::fprintf(d.out, "%ld %s %s %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " %016" PRIx64 "\n", d.index++, t->name,
+                 ggml_op_desc(t), ggml_type_name(t->type), t->ne[0], t->ne[1], t->ne[2], t->ne[3], h);
+    return true;
+}
+
+// --nodes: the prompt again, in a context of its own whose eval callback writes every node
+bool dump_prompt_nodes(llama_model * model, llama_context_params cparams, const std::vector<llama_token> & prompt,
+                       const std::vector<int> & chunks, const std::string & path) {
+    NodeDump d;
+    d.out = std::fopen(path.c_str(), "w");
+    if (!d.out) {
+        std::fprintf(stderr, "error: cannot open %s: %s\n", path.c_str(), std::strerror(errno));
+        return false;
+    }
+    cparams.cb_eval           = dump_node;
+    cparams.cb_eval_user_data = &d;
+    llama_context * ctx = llama_init_from_model(model, cparams);
+    bool ok = ctx != nullptr;
+    size_t pos = 0;
+    for (const int k : chunks) {
+        if (!ok) {
+            break;
+        }
+        std::vector<llama_token> tokens(prompt.begin() + pos, prompt.begin() + pos + k);
+        ok = llama_decode(ctx, llama_batch_get_one(tokens.data(), k)) == 0;
+        pos += k;
+    }
+    if (ctx) {
+        llama_free(ctx);
+    }
+    ok = std::fclose(d.out) == 0 && ok;
+    if (!ok) {
+        std::fprintf(stderr, "error: --nodes: the prompt's decode in a dumping context failed (%s)\n", path.c_str());
+    }
+    return ok;
 }
 
 // Owns the backend and the llama objects so that every exit path frees them.
@@ -474,6 +540,10 @@ int run(const Options & opt) {
             std::fprintf(stderr, "error: closing %s: %s\n", opt.logits_path.c_str(), std::strerror(errno));
             return 1;
         }
+    }
+
+    if (!opt.nodes_path.empty() && !dump_prompt_nodes(s.model, cparams, prompt, prompt_chunks(n_prompt, opt), opt.nodes_path)) {
+        return 1;
     }
 
     // all of stdout in one go, after everything succeeded

@@ -14,6 +14,10 @@
 #                  random-weight models: their top tokens are near ties, and upstream's own AVX2
 #                  and AVX-512 builds already generate other tokens on them; see README)
 #   --no-ppl       generation only
+#   --no-nodes     skip the per-node comparison: by default both builds also write every node of
+#                  the prompt's graphs with the hash of its bytes (llama-compare --nodes), and the
+#                  line says which node is the first whose bytes differ (where the two backends'
+#                  arithmetic first parts: the op to make exact next) and how many differ
 #   --calibrate    also run upstream's AVX2-only stock build against the native one, and ours
 #                  with the scalar reference kernels (GGML_RS_CPU_SIMD=scalar) against ours: the
 #                  error that the same ops summed in another order make on this model
@@ -26,7 +30,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-N_GEN=64 PPL_CTX=128 CHUNKS=-1 MAX_ERROR="" PPL=1 CALIBRATE=0 GATE_GEN=1
+N_GEN=64 PPL_CTX=128 CHUNKS=-1 MAX_ERROR="" PPL=1 CALIBRATE=0 GATE_GEN=1 NODES=1
 MODEL_LIST=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
         --chunks) CHUNKS=$2; shift 2 ;;
         --max-error) MAX_ERROR=$2; shift 2 ;;
         --no-ppl) PPL=0; shift ;;
+        --no-nodes) NODES=0; shift ;;
         --gen-report-only) GATE_GEN=0; shift ;;
         --calibrate) CALIBRATE=1; shift ;;
         -*) sed -n '2,26p' "$0"; exit 2 ;;
@@ -50,10 +55,30 @@ trap 'rm -rf "$T"' EXIT
 python3 "$ROOT/scripts/gen_text.py" --words 3000 --seed 1 --out "$T/text.txt"
 PROMPT="Once upon a time there was a little model that generated random text"
 
-# gen BIN LABEL MODEL: llama-compare's tokens and logits into $T/LABEL.{txt,bin}
+# gen BIN LABEL MODEL: llama-compare's tokens and logits into $T/LABEL.{txt,bin} (and with
+# --nodes, the prompt's graph nodes into $T/LABEL.nodes)
 gen() {
-    "$1/llama-compare" -m "$3" -n "$N_GEN" -t 2 -p "$PROMPT" --logits "$T/$2.bin" > "$T/$2.txt" 2> "$T/$2.err" \
+    local nodes=()
+    [ "$NODES" = 1 ] && [[ "$2" =~ ^(ref|ours)$ ]] && nodes=(--nodes "$T/$2.nodes")
+    "$1/llama-compare" -m "$3" -n "$N_GEN" -t 2 -p "$PROMPT" --logits "$T/$2.bin" "${nodes[@]}" > "$T/$2.txt" 2> "$T/$2.err" \
         || { echo "llama-compare ($2) failed:"; tail -n 3 "$T/$2.err"; return 1; }
+}
+
+# the first node of the prompt's graphs whose bytes differ between the two builds' dumps
+first_node() {
+    python3 - "$1" "$2" <<'PY'
+import sys
+ref, ours = (open(p).read().splitlines() for p in sys.argv[1:3])
+if len(ref) != len(ours):
+    print(f"the graphs differ: {len(ref)} nodes upstream, {len(ours)} ours")
+    sys.exit()
+diff = [i for i, (a, b) in enumerate(zip(ref, ours)) if a.split()[-1] != b.split()[-1]]
+if not diff:
+    print(f"all {len(ref)} nodes of the prompt's graphs identical, bit for bit")
+else:
+    node = " ".join(ref[diff[0]].split()[1:-1])
+    print(f"first node that differs: #{diff[0]} {node}; {len(diff)} of {len(ref)} nodes differ")
+PY
 }
 
 # ppl BIN MODEL: the final perplexity estimate
@@ -70,6 +95,7 @@ for model in "${MODEL_LIST[@]}"; do
     if gen "$REF" ref "$model" && gen "$OURS" ours "$model"; then
         line=$(python3 "$ROOT/scripts/compare_logits.py" ${MAX_ERROR:+--max-error "$MAX_ERROR"} "$T/ref.txt" "$T/ref.bin" "$T/ours.txt" "$T/ours.bin") || ok=$((1 - GATE_GEN))
         printf '%-14s generation: %s\n' "$name" "$line"
+        [ "$NODES" = 1 ] && printf '%-14s %s\n' "" "$(first_node "$T/ref.nodes" "$T/ours.nodes")"
         if [ "$CALIBRATE" = 1 ] && gen "$CALIB" calib "$model"; then
             printf '%-14s upstream AVX2 vs native: %s\n' "" "$(python3 "$ROOT/scripts/compare_logits.py" "$T/ref.txt" "$T/ref.bin" "$T/calib.txt" "$T/calib.bin")"
         fi
