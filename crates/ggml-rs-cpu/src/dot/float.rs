@@ -2,6 +2,11 @@
 //! SIMD versions widen to f32 and accumulate in f32 lanes (4 accumulators), as upstream's do.
 //! Their error against the reference is bounded in the tests by `2⁻²⁰ · Σ|x·y|` (f32 rounding
 //! over at most a few thousand lane additions, with margin).
+//!
+//! F16 · F16 at the AVX-512 levels is [`f16_avx512_order`] bit for bit: the order of upstream's
+//! AVX-512 build (`ggml_vec_dot_f16`), which its native CPU uses for token generation, so F16
+//! weights give upstream native's bits. The scalar level's reference is upstream's generic order
+//! too (each product of two f16 is exact in f32; the sum in f64).
 
 use half::{bf16, f16};
 
@@ -17,6 +22,31 @@ pub fn f32_reference(x: &[f32], y: &[f32]) -> f32 {
 
 pub fn f16_reference(x: &[f16], y: &[f16]) -> f32 {
     x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum::<f64>() as f32
+}
+
+/// F16 · F16 as upstream's AVX-512 build sums it (`ggml_vec_dot_f16`, 4 accumulators of 16
+/// lanes): per 64 values, accumulator j's lane l is `fma(x[i+16j+l], y[i+16j+l], lane)`; then
+/// `(acc0 + acc2) + (acc1 + acc3)` lane by lane, GCC's `_mm512_reduce_add_ps` of that into f64,
+/// and the `n mod 64` values left each added in f64 as their f32 product. The definition the
+/// AVX-512 row kernel and the multi-row forms are tested against bit for bit.
+pub fn f16_avx512_order(x: &[f16], y: &[f16]) -> f32 {
+    let n = x.len().min(y.len());
+    let done = n - n % 64;
+    let mut acc = [[0f32; 16]; 4];
+    for i in (0..done).step_by(64) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            for (l, lane) in a.iter_mut().enumerate() {
+                let p = i + 16 * j + l;
+                *lane = x[p].to_f32().mul_add(y[p].to_f32(), *lane);
+            }
+        }
+    }
+    let s: [f32; 16] = std::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
+    let mut sum = f64::from(crate::ops::expf::reduce_add16(&s));
+    for p in done..n {
+        sum += f64::from(x[p].to_f32() * y[p].to_f32());
+    }
+    sum as f32
 }
 
 pub fn bf16_reference(x: &[bf16], y: &[bf16]) -> f32 {
@@ -60,7 +90,7 @@ mod x86 {
 
     use half::{bf16, f16};
 
-    use super::super::x86::hsum_ps;
+    use super::super::x86::{hsum_ps, reduce_add_ps_gcc};
 
     /// the 4-accumulator loop shared by the AVX2 kernels: `$load(p)` widens the 8 elements at
     /// `p` to f32. Whole chunks of 32 go through raw-pointer loads (no bounds checks in the hot
@@ -172,9 +202,26 @@ mod x86 {
         avx2_loop!(x, y, ld_bf16, |v: bf16| v.to_f32())
     }
 
+    /// [`super::f16_avx512_order`] with 16-lane registers
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     pub(super) fn f16_avx512(x: &[f16], y: &[f16]) -> f32 {
-        avx512_loop!(x, y, ld16_f16, |v: f16| v.to_f32())
+        let n = x.len().min(y.len());
+        let (x, y) = (&x[..n], &y[..n]);
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let (xc, yc) = (x.chunks_exact(64), y.chunks_exact(64));
+        let done = n - xc.remainder().len();
+        for (a, b) in xc.zip(yc) {
+            for (j, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: `a` and `b` hold 64 elements; the loads read 16 at offset 16·j < 64
+                unsafe { *acc = _mm512_fmadd_ps(ld16_f16(a.as_ptr().add(16 * j)), ld16_f16(b.as_ptr().add(16 * j)), *acc) };
+            }
+        }
+        let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+        let mut sum = f64::from(reduce_add_ps_gcc(s));
+        for j in done..n {
+            sum += f64::from(x[j].to_f32() * y[j].to_f32());
+        }
+        sum as f32
     }
 
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]

@@ -169,7 +169,7 @@ mod x86 {
 
     use half::f16;
 
-    use super::super::x86::{f16_pair, hsum_ps, load_i8x32, nibbles_32};
+    use super::super::x86::{f16_pair, hsum_ps, load_i8x32, nibbles_32, reduce_add_ps_gcc};
     use crate::block::BlockQ8_0;
 
     /// bytes of a Q4_0 / Q8_0 block
@@ -278,8 +278,9 @@ mod x86 {
         }
     }
 
-    /// `R` F16 rows · F16 `y`, each row as `float::x86::f16_avx512` sums it (4 accumulators of
-    /// 16 lanes over 64 elements per step, then the tail in f32 one by one)
+    /// `R` F16 rows · F16 `y`, each row as `float::x86::f16_avx512` sums it (upstream's order,
+    /// `float::f16_avx512_order`: 4 accumulators of 16 lanes over 64 elements per step, reduced
+    /// as `(a0 + a2) + (a1 + a3)` and in GCC's order into f64, then the tail's f32 products in f64)
     ///
     /// # Safety
     /// rows `w + r · stride` (r < R) readable for `y.len()` f16 values; `out` writable for R
@@ -305,15 +306,15 @@ mod x86 {
         }
         for r in 0..R {
             let a = &acc[r];
-            let s = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
-            let mut sum = _mm512_reduce_add_ps(s);
+            let s = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+            let mut sum = f64::from(reduce_add_ps_gcc(s));
             for j in done..n {
                 // SAFETY: value j of row r (caller)
                 let wj = unsafe { f16_at(w.wrapping_add(r * stride + 2 * j)) };
-                sum += wj.to_f32() * y[j].to_f32();
+                sum += f64::from(wj.to_f32() * y[j].to_f32());
             }
             // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(sum) };
+            unsafe { out.add(r).write_unaligned(sum as f32) };
         }
     }
 }

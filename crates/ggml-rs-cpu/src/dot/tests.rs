@@ -300,3 +300,75 @@ fn gemv_rows_equal_the_row_kernel_bit_for_bit() {
         }
     }
 }
+
+/// an F16 row pair as MUL_MAT sees it: weights and activations of a model, rounded to f16
+fn f16_model_rows(r: &mut XorShift, k: usize) -> (Vec<f16>, Vec<f16>) {
+    let h = |v: Vec<f32>| v.into_iter().map(f16::from_f32).collect::<Vec<_>>();
+    (h(r.model_like(k)), h(r.model_like(k).into_iter().map(|v| v * 40.0).collect()))
+}
+
+/// F16 · F16 at the AVX-512 levels, the row kernel and the 4-row and 1-row mat-vec forms, equals
+/// upstream's AVX-512 order ([`f16_avx512_order`]) bit for bit: whole blocks of 64, leftovers
+/// (96, 100), the sizes of models' rows
+#[test]
+fn f16_avx512_kernels_equal_upstreams_order_bit_for_bit() {
+    use super::gemv::Gemv;
+    let mut r = XorShift::new(16);
+    for level in Level::available().into_iter().filter(|&l| l >= Level::Avx512) {
+        let g = Gemv::new(GgmlType::F16, level);
+        assert!(g.is_multi_row());
+        for k in [0usize, 1, 15, 64, 96, 100, 256, 1536, 4096 + 7] {
+            for rows in [1usize, 4, 5] {
+                let pairs: Vec<_> = (0..rows).map(|_| f16_model_rows(&mut r, k)).collect();
+                let y = &pairs[0].1;
+                // rows 2 bytes apart more than their length, 2 bytes in: unaligned loads
+                let stride = 2 * k + 2;
+                let mut w = vec![0u8; 2 + rows * stride];
+                for (i, (x, _)) in pairs.iter().enumerate() {
+                    for (j, v) in x.iter().enumerate() {
+                        w[2 + i * stride + 2 * j..][..2].copy_from_slice(&v.to_bits().to_le_bytes());
+                    }
+                }
+                let mut yb = crate::block::AlignedBytes::zeroed(2 * k);
+                yb.iter_mut().zip(y.iter().flat_map(|v| v.to_bits().to_le_bytes())).for_each(|(b, v)| *b = v);
+                let mut out = vec![f32::NAN; rows];
+                // SAFETY: `rows` rows of 2k bytes `stride` apart inside w; out has `rows` floats
+                unsafe { g.rows(w.as_ptr().add(2), stride, rows, &yb, out.as_mut_ptr()) };
+                for (i, (x, _)) in pairs.iter().enumerate() {
+                    let want = f16_avx512_order(x, y);
+                    let row = select_f16(level)(x, y);
+                    assert_eq!(row.to_bits(), want.to_bits(), "row kernel {} k={k}: {row} vs {want}", level.name());
+                    assert_eq!(out[i].to_bits(), want.to_bits(), "gemv {} k={k} rows={rows} row {i}: {} vs {want}", level.name(), out[i]);
+                }
+            }
+        }
+    }
+}
+
+/// the AVX-512 order is not the f64 reference's, nor 4 accumulators reduced in lane order: cases
+/// where each gives other bits (what the kernel's tests above tell apart)
+#[test]
+fn f16_avx512_order_is_its_own() {
+    let mut r = XorShift::new(17);
+    let (mut vs_reference, mut vs_pairs) = (false, false);
+    for _ in 0..20 {
+        let (x, y) = f16_model_rows(&mut r, 1536 + 36);
+        let want = f16_avx512_order(&x, &y);
+        vs_reference |= want.to_bits() != f16_reference(&x, &y).to_bits();
+        // (acc0 + acc1) + (acc2 + acc3), the lanes in order, the tail in f32
+        let mut acc = [[0f32; 16]; 4];
+        for i in (0..1536).step_by(64) {
+            for j in 0..4 {
+                for l in 0..16 {
+                    acc[j][l] = x[i + 16 * j + l].to_f32().mul_add(y[i + 16 * j + l].to_f32(), acc[j][l]);
+                }
+            }
+        }
+        let mut other: f32 = (0..16).map(|l| (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l])).sum();
+        for p in 1536..x.len() {
+            other += x[p].to_f32() * y[p].to_f32();
+        }
+        vs_pairs |= want.to_bits() != other.to_bits();
+    }
+    assert!(vs_reference && vs_pairs, "20 random rows gave the same bits in the other orders: {vs_reference} {vs_pairs}");
+}

@@ -5,6 +5,19 @@
 
 use std::arch::x86_64::*;
 
+/// sum of the 16 lanes in GCC's `_mm512_reduce_add_ps` order (upstream's native builds): the
+/// 256-bit halves added, then the 128-bit halves, then `(u0 + u2) + (u1 + u3)`; the same bits
+/// as `ops::expf::reduce_add16`
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn reduce_add_ps_gcc(v: __m512) -> f32 {
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    let t = _mm256_add_ps(hi, _mm512_castps512_ps256(v));
+    let u = _mm_add_ps(_mm256_extractf128_ps::<1>(t), _mm256_castps256_ps128(t));
+    let w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)))
+}
+
 /// sum of the 8 lanes
 #[inline]
 #[target_feature(enable = "avx2")]

@@ -94,7 +94,7 @@ fn silu_blocks_scalar(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
 }
 
 /// GCC's `_mm512_reduce_add_ps` of 16 values
-fn reduce_add16(v: &[f32; 16]) -> f32 {
+pub(crate) fn reduce_add16(v: &[f32; 16]) -> f32 {
     let t3: [f32; 8] = std::array::from_fn(|i| v[i + 8] + v[i]);
     let t6: [f32; 4] = std::array::from_fn(|i| t3[i + 4] + t3[i]);
     (t6[0] + t6[2]) + (t6[1] + t6[3])
