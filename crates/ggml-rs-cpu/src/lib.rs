@@ -18,6 +18,7 @@
 pub mod backend;
 pub mod block;
 pub mod dot;
+pub mod f16gemm;
 pub mod fgemm;
 pub mod fp;
 pub mod matmul;

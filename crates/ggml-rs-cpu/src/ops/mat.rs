@@ -188,7 +188,14 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         mul_mat_qgemm(&a, &b, &d, wt, node.packed, exec);
         return Ok(());
     }
-    if use_fgemm(&a, &b, wt, exec.level()) {
+    if wt == GgmlType::F16 && crate::f16gemm::exact(exec.level()) {
+        // upstream native's bits: its tinyBLAS order where it takes the product, else the row
+        // kernels (ggml_vec_dot_f16's order) below
+        if use_f16_sgemm(&a, &b) {
+            mul_mat_f16_sgemm(&a, &b, &d, exec);
+            return Ok(());
+        }
+    } else if use_fgemm(&a, &b, wt, exec.level()) {
         mul_mat_fgemm(&a, &b, &d, wt, exec);
         return Ok(());
     }
@@ -518,6 +525,62 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                     // read and written by this chunk only
                     unsafe { crate::fgemm::tile_raw(wt, w_slab.add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
                 }
+            }
+        }
+    });
+}
+
+/// upstream's native build takes this F16 MUL_MAT into llamafile's tinyBLAS: F32 activations
+/// (converted to F16 first) or contiguous F16 ones, and the shape of [`crate::f16gemm::sgemm_shape`]
+/// per (i12, i13) slice (k > 0 here; an empty product is the row path's zeros)
+fn use_f16_sgemm(a: &View, b: &View) -> bool {
+    let es = if b.ty == raw_type::F16 { 2 } else { 4 };
+    let contiguous = b.nb[0] == es && b.nb[1] == es * b.ne[0] as usize && b.nb[2] == b.nb[1] * b.ne[1] as usize && b.nb[3] == b.nb[2] * b.ne[2] as usize;
+    (b.ty == raw_type::F32 || (b.ty == raw_type::F16 && contiguous))
+        && a.ne[0] > 0
+        && a.ne[1] > 0
+        && crate::f16gemm::sgemm_shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize)
+}
+
+/// MUL_MAT of F16 weights through [`crate::f16gemm`]'s tiles (upstream's tinyBLAS order):
+/// activations converted to F16 (as the row path), weights read in place; per activation slab
+/// (i12, i13) against its weight slab, tiles of 4 rows × 6 columns, in chunks of 64 rows × the
+/// slab's columns, the columns split further when there are too few chunks for the pool
+fn mul_mat_f16_sgemm(a: &View, b: &View, d: &View, exec: &mut Exec) {
+    use crate::f16gemm::{MAX_COLS, ROWS};
+    const RG: usize = 64;
+    let k = a.ne[0] as usize;
+    let acts = prepare_activations(b, GgmlType::F16, exec);
+    let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
+    let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
+    let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
+    let n_bs = nr1 / ne11.max(1);
+    let n_rg = nr0.div_ceil(RG);
+    let want = 4 * exec.n_threads();
+    let n_cg = if n_bs * n_rg >= want { 1 } else { want.div_ceil(n_bs * n_rg) };
+    let cg_len = ne11.div_ceil(n_cg).next_multiple_of(MAX_COLS);
+    let n_cg = ne11.div_ceil(cg_len);
+    let (a, d) = (*a, *d);
+    exec.parallel(n_bs * n_rg * n_cg, |ch| {
+        let (a, d) = (&a, &d);
+        let (rg, cg, bs) = (ch % n_rg, (ch / n_rg) % n_cg, ch / (n_rg * n_cg));
+        let (i12, i13) = (bs % ne12, bs / ne12);
+        let w0 = a.data.wrapping_add(offset(a, 0, 0, i12 / r2, i13 / r3)).cast_const();
+        for j0 in (cg * cg_len..((cg + 1) * cg_len).min(ne11)).step_by(MAX_COLS) {
+            let n = MAX_COLS.min(ne11 - j0);
+            let mut xs = [std::ptr::null(); MAX_COLS];
+            let mut dsts = [std::ptr::null_mut(); MAX_COLS];
+            for t in 0..n {
+                xs[t] = acts.row(j0 + t, i12, i13, ne11, ne12);
+                dsts[t] = d.data.wrapping_add(offset(d, 0, j0 + t, i12, i13)).cast::<f32>();
+            }
+            for i in (rg * RG..((rg + 1) * RG).min(nr0)).step_by(ROWS) {
+                let outs: [*mut f32; MAX_COLS] = std::array::from_fn(|t| dsts[t].wrapping_add(i));
+                // SAFETY: AVX-512 is active (f16gemm::exact); weight rows i .. i + 4 of the
+                // slab (nr0 a multiple of 4: use_f16_sgemm; whole rows nb01 apart: supports),
+                // k f16 values of each activation row (converted or contiguous F16), dst
+                // elements i .. i + 4 of each column (dense rows), written by this chunk only
+                unsafe { crate::f16gemm::tile_raw(w0.add(i * a.nb[1]), a.nb[1], k, &xs[..n], &outs[..n]) };
             }
         }
     });

@@ -275,3 +275,61 @@ fn mul_mat_attention_shapes_take_the_tiles_and_agree() {
     let b = T::new(F32, [64, 1, 8, 1]);
     assert!(!use_fgemm(&a.view(), &b.view(), GgmlType::F16, Level::Avx512));
 }
+
+/// F16 weights at the AVX-512 levels give upstream native's bits: every output is tinyBLAS's
+/// order (`f16gemm::f16_sgemm_order`) where upstream hands the slices to it (≥ 2 activation rows
+/// per slice, k % 16 == 0, rows % 4 == 0), else ggml_vec_dot_f16's (`f16_avx512_order`): on
+/// plain and KV-cache-like weights, contiguous, permuted and F16 activations, 1 and 3 threads
+#[test]
+fn mul_mat_f16_is_upstream_natives_order_bit_for_bit() {
+    use half::f16;
+    if crate::simd::detected() < Level::Avx512 || crate::f16gemm::fast() {
+        eprintln!("no AVX-512 or GGML_RS_CPU_F16_TILES=fast: not tested");
+        return;
+    }
+    let mut r = XorShift::new(36);
+    let h = |v: Vec<f32>| v.into_iter().map(f16::from_f32).collect::<Vec<_>>();
+    // (k, weight rows, heads, tokens, cache view, activations); A: tinyBLAS, else B
+    let cases = [
+        (64, 40, 2, 19, true, "permuted"),
+        (128, 64, 1, 17, false, "contiguous"),
+        (128, 64, 1, 17, false, "f16"),
+        (96, 8, 2, 2, false, "contiguous"),
+        (40, 64, 2, 17, true, "permuted"),
+        (64, 33, 2, 16, false, "contiguous"),
+        (100, 12, 1, 5, false, "contiguous"),
+        (256, 16, 2, 1, true, "permuted"),
+    ];
+    for (k, rows, heads, tokens, cache, acts) in cases {
+        let a = if cache {
+            let base = T::quantized(GgmlType::F16, [k as i64, heads as i64, rows as i64, 1], &r.model_like(k * rows * heads), 0);
+            T { ne: [k as i64, rows as i64, heads as i64, 1], nb: [base.nb[0], base.nb[2], base.nb[1], base.nb[1] * heads], ..base }
+        } else {
+            weights(&mut r, GgmlType::F16, [k as i64, rows as i64, heads as i64, 1])
+        };
+        let bne = [k as i64, tokens as i64, heads as i64, 1];
+        let b = match acts {
+            "permuted" => T::permuted(F32, bne, [0, 2, 1, 3]).random(&mut r),
+            "f16" => T::new(F16, bne).random(&mut r),
+            _ => T::new(F32, bne).random(&mut r),
+        };
+        let sgemm = crate::f16gemm::sgemm_shape(rows, tokens, k);
+        let what = format!("k={k} rows={rows} heads={heads} tokens={tokens} cache={cache} {acts} (tinyBLAS: {sgemm})");
+        let dne = [rows as i64, tokens as i64, heads as i64, 1];
+        for threads in [1, 3] {
+            let d = T::new(F32, dne);
+            run(&node(Op::MulMat, &d, &[&a, &b], &[]), threads);
+            for i12 in 0..heads {
+                for i11 in 0..tokens {
+                    let x = h(as_vec_dot(GgmlType::F16, &row(&b, i11, i12, 0)));
+                    for i01 in 0..rows {
+                        let w = h(row(&a, i01, i12, 0));
+                        let want = if sgemm { crate::f16gemm::f16_sgemm_order(&w, &x) } else { crate::dot::float::f16_avx512_order(&w, &x) };
+                        let got = d.get([i01, i11, i12, 0]);
+                        assert_eq!(got.to_bits(), want.to_bits(), "{what} threads={threads}: ({i01}, {i11}, {i12}) = {got}, want {want}");
+                    }
+                }
+            }
+        }
+    }
+}
