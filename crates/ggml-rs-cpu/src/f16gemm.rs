@@ -11,8 +11,9 @@
 //! the row kernels' order at the AVX-512 levels).
 //!
 //! [`tile_raw`] computes 4 weight rows × up to [`MAX_COLS`] activation rows in that order: 24
-//! accumulators of 16 lanes, each weight and activation piece converted once per tile step. The
-//! weights are read in place (no repacking). It equals the definition bit for bit (tests), and
+//! accumulators of 16 lanes, each weight piece converted once per tile step, the activations
+//! given as f32 (their F16 rounding widened: no conversion in the loop). The weights are read
+//! in place (no repacking). It equals the definition bit for bit (tests), and
 //! its speed is below the one-lane-per-row tiles of [`crate::fgemm`] (another order), which
 //! `GGML_RS_CPU_F16_TILES=fast` ([`fast`], read once) keeps for whoever prefers the speed.
 
@@ -57,12 +58,13 @@ pub fn exact(level: crate::simd::Level) -> bool {
 }
 
 /// `out[t][r] = f16_sgemm_order(weight row r, x[t])` for the 4 weight rows at `w + r · stride`
-/// (bytes) and the `x.len()` (1 ..= [`MAX_COLS`]) activation rows
+/// (bytes) and the `x.len()` (1 ..= [`MAX_COLS`]) activation rows, given as f32 (values of f16:
+/// the definition's activations widened)
 ///
 /// # Safety
 /// AVX-512 F available (the level); `w + r · stride` readable for `k` f16 values (r < 4), each
-/// `x[t]` for `k` f16 values, each `out[t]` writable for 4 floats; `k` a multiple of 16.
-pub unsafe fn tile_raw(w: *const u8, stride: usize, k: usize, x: &[*const u8], out: &[*mut f32]) {
+/// `x[t]` for `k` floats, each `out[t]` writable for 4 floats; `k` a multiple of 16.
+pub unsafe fn tile_raw(w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
     assert!(k.is_multiple_of(16) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "f16gemm::tile_raw: k = {k}, {} columns", x.len());
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract; the arrays hold exactly N pointers
@@ -96,14 +98,14 @@ mod x86 {
     /// # Safety
     /// as [`super::tile_raw`]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-    pub(super) unsafe fn tile<const N: usize>(w: *const u8, stride: usize, k: usize, x: &[*const u8; N], out: &[*mut f32; N]) {
+    pub(super) unsafe fn tile<const N: usize>(w: *const u8, stride: usize, k: usize, x: &[*const f32; N], out: &[*mut f32; N]) {
         let mut acc = [[_mm512_setzero_ps(); super::ROWS]; N];
-        // SAFETY (the loads): 16 f16 values at element p of a weight row or a column, p + 16 <= k
+        // SAFETY (the loads): 16 values at element p of a weight row or a column, p + 16 <= k
         let ld = |p: *const u8| _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p.cast()) });
         for p in (0..k).step_by(16) {
             let wv: [__m512; super::ROWS] = std::array::from_fn(|r| ld(w.wrapping_add(r * stride + 2 * p)));
             for t in 0..N {
-                let xv = ld(x[t].wrapping_add(2 * p));
+                let xv = unsafe { _mm512_loadu_ps(x[t].wrapping_add(p)) };
                 for r in 0..super::ROWS {
                     acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
                 }
@@ -139,6 +141,8 @@ mod tests {
             b[1..1 + 2 * v.len()].iter_mut().zip(v.iter().flat_map(|v| v.to_bits().to_le_bytes())).for_each(|(b, v)| *b = v);
             b
         };
+        // the columns widened, one float past a 64-byte boundary
+        let widen = |v: &[f16]| std::iter::once(0.0).chain(v.iter().map(|v| v.to_f32())).collect::<Vec<f32>>();
         for k in [16usize, 48, 64, 96, 256, 1536, 4096] {
             let rows: Vec<Vec<f16>> = (0..ROWS).map(|_| h(r.model_like(k))).collect();
             let stride = 2 * k + 6;
@@ -148,9 +152,9 @@ mod tests {
             }
             for n in 1..=MAX_COLS {
                 let cols: Vec<Vec<f16>> = (0..n).map(|_| h(r.model_like(k).into_iter().map(|v| v * 40.0).collect())).collect();
-                let cb: Vec<Vec<u8>> = cols.iter().map(|c| bytes(c)).collect();
+                let cb: Vec<Vec<f32>> = cols.iter().map(|c| widen(c)).collect();
                 let mut outs = vec![[f32::NAN; ROWS]; n];
-                let xp: Vec<*const u8> = cb.iter().map(|b| b[1..].as_ptr()).collect();
+                let xp: Vec<*const f32> = cb.iter().map(|b| b[1..].as_ptr()).collect();
                 let op: Vec<*mut f32> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
                 // SAFETY: AVX-512 (checked); 4 rows of k values stride apart in w, n columns of k
                 // values, n outputs of 4 floats
