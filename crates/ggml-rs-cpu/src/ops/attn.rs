@@ -200,7 +200,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let p = Params { scale, max_bias, softcap, vf: VecF::at(exec.level()) };
     let dot = RowDot::new(kt, exec.level());
     let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
-    if tiles::applies(kt, vt, &q, exec.level()) {
+    if tiles::applies(kt, vt, &q, &k, &v, exec.level(), exec.n_threads()) {
         let blocks = tiles::Blocks::of(&q, &k, &v);
         let tw = tiles::Work::new(kt, vt, dk as usize, dv as usize);
         let scratch = exec.scratch(mc * tw.words() * 4);
@@ -753,7 +753,11 @@ mod tests {
             let (max_bias, softcap) = (if case == 3 { 8.0 } else { 0.0 }, if case == 2 || case == 5 { 20.0 } else { 0.0 });
             let scale = 1.0 / (dk as f32).sqrt();
             // the blocks run wherever the CPU has AVX-512 (elsewhere this checks the row paths)
-            assert_eq!(tiles::applies(kt, vt, &q.view, crate::simd::detected()), crate::simd::detected() >= crate::simd::Level::Avx512, "case {case}");
+            assert_eq!(
+                tiles::applies(kt, vt, &q.view, &k.view, &v.view, crate::simd::detected(), threads),
+                crate::simd::detected() >= crate::simd::Level::Avx512,
+                "case {case}"
+            );
             let (got, want) = run_case(
                 &q,
                 &k,
@@ -788,16 +792,40 @@ mod tests {
         let mask = Tensor::from_f32(raw_type::F16, [n_kv, n_q, 1, 1], Layout::Contig, &mvals);
         let dst = Tensor::new(raw_type::F32, [dk, n_head, n_q, 1], Layout::Contig);
         let n = node(Op::FlashAttnExt, &dst, &[Some(&q), Some(&k), Some(&v), Some(&mask)], &[f(0.125)]);
-        let mut pool = crate::pool::ThreadPool::new(1);
+        time_node(&n, 1, 20, &format!("flash_attn_ext F16 {n_q}x{n_kv} {n_head} heads"));
+    }
+
+    /// prints three timings of `reps` runs of `n` on a pool of `threads`, per run
+    fn time_node(n: &Node, threads: usize, reps: u32, what: &str) {
+        let mut pool = crate::pool::ThreadPool::new(threads);
         let mut scratch = crate::block::AlignedBytes::default();
         let mut exec = Exec::new(&mut pool, &mut scratch);
-        let reps = 20;
         for _ in 0..3 {
             let t = std::time::Instant::now();
             for _ in 0..reps {
-                crate::ops::compute(&n, &mut exec).unwrap();
+                crate::ops::compute(n, &mut exec).unwrap();
             }
-            eprintln!("flash_attn_ext F16 {n_q}x{n_kv} {n_head} heads: {:.3} ms", t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+            eprintln!("{what}: {:.2} us", t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+        }
+    }
+
+    /// token generation on the medium model's shape (8 heads of 64, F16 cache of 256 positions
+    /// of which the first 128 are seen), per node: `cargo test --release -p ggml-rs-cpu
+    /// bench_decode_attention -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bench_decode_attention() {
+        let mut rng = XorShift::new(6);
+        for (dk, n_head, n_head_kv, threads) in [(64i64, 8i64, 8i64, 1usize), (64, 8, 8, 2), (128, 16, 8, 1), (128, 16, 8, 2)] {
+            let n_kv = 256i64;
+            let q = Tensor::random(raw_type::F32, [dk, 1, n_head, 1], Layout::Permuted, &mut rng, -1.0, 1.0);
+            let (k, _) = kv_tensor(GgmlType::F16, [dk, n_kv, n_head_kv, 1], &mut rng);
+            let (v, _) = kv_tensor(GgmlType::F16, [dk, n_kv, n_head_kv, 1], &mut rng);
+            let mvals: Vec<f32> = (0..n_kv).map(|i| if i >= 128 { f32::NEG_INFINITY } else { 0.0 }).collect();
+            let mask = Tensor::from_f32(raw_type::F16, [n_kv, 1, 1, 1], Layout::Contig, &mvals);
+            let dst = Tensor::new(raw_type::F32, [dk, n_head, 1, 1], Layout::Contig);
+            let n = node(Op::FlashAttnExt, &dst, &[Some(&q), Some(&k), Some(&v), Some(&mask)], &[f(0.125)]);
+            time_node(&n, threads, 2000, &format!("decode dk {dk} heads {n_head}/{n_head_kv} threads {threads}"));
         }
     }
 

@@ -36,14 +36,23 @@ const SUB: usize = fgemm::MAX_COLS;
 const R: usize = fgemm::ROWS;
 const _: () = assert!(KB == 2 * R && KB <= 64 && QB.is_multiple_of(SUB));
 
-/// fewest query rows for which the blocks compute the node (one row, token generation, stays
-/// with the row-by-row path, which splits the KV positions over the threads)
+/// fewest query rows for which the blocks compute the node whatever the thread count; with
+/// fewer (token generation) only when there are at least as many blocks as threads (otherwise
+/// the row-by-row path, which splits the KV positions over the threads)
 pub(super) const MIN_ROWS: i64 = 8;
 
-/// whether the blocks compute this node: float K and V the GEMM tiles take, AVX-512 (not capped
-/// by use_ref), enough query rows
-pub(super) fn applies(kt: GgmlType, vt: GgmlType, q: &View, level: crate::simd::Level) -> bool {
-    fgemm::supports(kt) && fgemm::supports(vt) && fgemm::available(level) && cfg!(target_arch = "x86_64") && q.ne[1] >= MIN_ROWS
+/// queries of a block below which the scores are dot products row by row rather than the GEMM
+/// on repacked K (repacking a K row costs more than the one or two dots it would serve)
+const DIRECT: usize = 4;
+
+/// whether the blocks compute this node on `threads`: float K and V the GEMM tiles take,
+/// AVX-512 (not capped by use_ref), enough query rows or blocks
+pub(super) fn applies(kt: GgmlType, vt: GgmlType, q: &View, k: &View, v: &View, level: crate::simd::Level, threads: usize) -> bool {
+    fgemm::supports(kt)
+        && fgemm::supports(vt)
+        && fgemm::available(level)
+        && cfg!(target_arch = "x86_64")
+        && (q.ne[1] >= MIN_ROWS || Blocks::of(q, k, v).units(q) >= threads as i64)
 }
 
 /// how the queries are cut into blocks
@@ -170,10 +179,20 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
             ic0 += n as i64;
             continue;
         }
+        let direct = nq < DIRECT;
+        if direct {
+            // few queries: each query dotted with the K rows it sees
+            let k0 = k.row(ic0, ik2, ik3);
+            for i in 0..nq {
+                // SAFETY: the tile's n <= KB packed K rows of dk elements of kt, nb[1] apart
+                // (refusal checks), live positions below n; AVX-512 (applies)
+                unsafe { dot_rows(kt, &a.q[i * dk..(i + 1) * dk], k0, k.nb[1], live[i], &mut a.s[i * KB..(i + 1) * KB]) };
+            }
+        }
         // the K rows of the halves someone sees, repacked
         for h in 0..2 {
             let lo = h * R;
-            if lo >= n || (any >> lo) as u32 == 0 {
+            if direct || lo >= n || (any >> lo) as u32 == 0 {
                 continue;
             }
             let cnt = (n - lo).min(R);
@@ -185,14 +204,11 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
         }
         // the V rows the block sees, as strips of 32 of the head dimension
         let (vlo, vhi) = (any.trailing_zeros() as usize, 64 - any.leading_zeros() as usize);
-        let strips = dv.div_ceil(R);
         for j in vlo..vhi {
             let vrow = super::row_bytes(v.row(ic0 + j as i64, iv2, iv3), vt, dv as i64);
-            for b in 0..strips {
-                let (e0, e1) = (b * R * veb, ((b + 1) * R).min(dv) * veb);
-                let dst = &mut a.vpack[(b * KB + j) * R * veb..(b * KB + j + 1) * R * veb];
-                dst[..e1 - e0].copy_from_slice(&vrow[e0..e1]);
-                dst[e1 - e0..].fill(0);
+            match veb {
+                2 => pack_strips::<{ 2 * R }>(vrow, a.vpack, j),
+                _ => pack_strips::<{ 4 * R }>(vrow, a.vpack, j),
             }
         }
         let mut i0 = 0;
@@ -207,7 +223,7 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
             let mut outs = [std::ptr::null_mut::<f32>(); SUB];
             for h in 0..2 {
                 let lo = h * R;
-                if lo >= n || (sub >> lo) as u32 == 0 {
+                if direct || lo >= n || (sub >> lo) as u32 == 0 {
                     continue;
                 }
                 for t in 0..m {
@@ -223,7 +239,7 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
             }
             // O += P·V over the positions the sub-tile sees (the weights of the rest are 0)
             let (lo, hi) = (sub.trailing_zeros() as usize, 64 - sub.leading_zeros() as usize);
-            for b in 0..strips {
+            for b in 0..dv.div_ceil(R) {
                 for t in 0..m {
                     xs[t] = a.s[(i0 + t) * KB + lo..].as_ptr();
                     outs[t] = a.o[(i0 + t) * dv + b * R..].as_mut_ptr();
@@ -238,6 +254,25 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
         ic0 += n as i64;
     }
     finish_group(c, g, a.o, a.m, a.l);
+}
+
+/// position `j`'s V row (`vrow`) cut into the strips of the packed V tile: strip `b` holds R
+/// elements of every position, `B` bytes each, the last strip zero-padded (fixed-size copies:
+/// a call to memcpy per 64 bytes cost more than the copy)
+fn pack_strips<const B: usize>(vrow: &[u8], vpack: &mut [u8], j: usize) {
+    let mut strips = vrow.chunks_exact(B);
+    for (b, src) in strips.by_ref().enumerate() {
+        let at = (b * KB + j) * B;
+        let dst: &mut [u8; B] = (&mut vpack[at..at + B]).try_into().expect("B bytes");
+        *dst = src.try_into().expect("B bytes");
+    }
+    let tail = strips.remainder();
+    if !tail.is_empty() {
+        let at = ((vrow.len() / B) * KB + j) * B;
+        let dst = &mut vpack[at..at + B];
+        dst[..tail.len()].copy_from_slice(tail);
+        dst[tail.len()..].fill(0);
+    }
 }
 
 /// one query row's step of the online softmax over a tile: the scores scaled, soft-capped and
@@ -289,6 +324,29 @@ unsafe fn live_bits(p: *const u16, n: usize) -> u64 {
     }
 }
 
+/// `out[j] = q · k_j` for each bit j of `live`, k_j the row of `q.len()` elements of `kt` (F32,
+/// F16 or BF16) at `k0 + j·stride`
+///
+/// # Safety
+/// AVX-512 F/BW/VL; every such row readable
+unsafe fn dot_rows(kt: GgmlType, q: &[f32], k0: *const u8, stride: usize, live: u64, out: &mut [f32]) {
+    assert!(out.len() >= KB, "attn tiles: a score row of {} floats", out.len());
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded; q holds the row's length, out KB floats
+    unsafe {
+        match kt {
+            GgmlType::F32 => x86::dot_rows::<0>(q.as_ptr(), q.len(), k0, stride, live, out.as_mut_ptr()),
+            GgmlType::F16 => x86::dot_rows::<1>(q.as_ptr(), q.len(), k0, stride, live, out.as_mut_ptr()),
+            _ => x86::dot_rows::<2>(q.as_ptr(), q.len(), k0, stride, live, out.as_mut_ptr()),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (kt, q, k0, stride, live, out);
+        unreachable!("attn tiles: x86-64 only (applies)")
+    }
+}
+
 /// F16's `-inf`
 const NEG_INF_F16: u16 = 0xfc00;
 
@@ -329,6 +387,44 @@ mod x86 {
     /// the first `r` lanes of 32
     fn lanes32(r: usize) -> __mmask32 {
         if r >= 32 { u32::MAX } else { (1u32 << r) - 1 }
+    }
+
+    /// # Safety
+    /// AVX-512 F/BW/VL; `q` readable for `d` floats, `out` writable for 64, the row of `d`
+    /// elements at `k0 + j·stride` (stored as `W`: 0 f32, 1 f16, 2 bf16) readable for each bit j
+    /// of `live`
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    pub(super) unsafe fn dot_rows<const W: u8>(q: *const f32, d: usize, k0: *const u8, stride: usize, live: u64, out: *mut f32) {
+        let eb = if W == 0 { 4 } else { 2 };
+        let mut bits = live;
+        while bits != 0 {
+            let j = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let k = k0.wrapping_add(j * stride);
+            let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+            let mut i = 0;
+            while i < d {
+                let m = if d - i >= 16 { 0xffff } else { ((1u32 << (d - i)) - 1) as __mmask16 };
+                // SAFETY: lanes past d are masked off
+                unsafe {
+                    let p = k.add(eb * i);
+                    let kv = match W {
+                        0 => _mm512_maskz_loadu_ps(m, p.cast()),
+                        1 => _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast())),
+                        _ => _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p.cast())))),
+                    };
+                    let qv = _mm512_maskz_loadu_ps(m, q.add(i));
+                    if (i / 16) % 2 == 0 {
+                        a0 = _mm512_fmadd_ps(qv, kv, a0);
+                    } else {
+                        a1 = _mm512_fmadd_ps(qv, kv, a1);
+                    }
+                }
+                i += 16;
+            }
+            // SAFETY: j < 64
+            unsafe { *out.add(j) = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) };
+        }
     }
 
     /// # Safety
