@@ -320,7 +320,8 @@ unsafe fn live_bits(p: *const u16, n: usize) -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        (0..n).filter(|&j| unsafe { p.add(j).read_unaligned() } != NEG_INF_F16).fold(0, |b, j| b | 1 << j)
+        let _ = (p, n);
+        unreachable!("attn tiles: x86-64 only (applies)")
     }
 }
 
@@ -347,9 +348,6 @@ unsafe fn dot_rows(kt: GgmlType, q: &[f32], k0: *const u8, stride: usize, live: 
     }
 }
 
-/// F16's `-inf`
-const NEG_INF_F16: u16 = 0xfc00;
-
 /// `s[j] = s[j]·scale + slope·mask[j]` where `live` has bit j, `-inf` elsewhere (KB positions);
 /// returns the row's maximum
 ///
@@ -364,17 +362,8 @@ unsafe fn prep_row(s: &mut [f32], live: u64, mask: *const u16, slope: f32, scale
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let mut mx = f32::NEG_INFINITY;
-        for (j, x) in s[..KB].iter_mut().enumerate() {
-            *x = if live >> j & 1 == 0 {
-                f32::NEG_INFINITY
-            } else {
-                let mv = if mask.is_null() { 0.0 } else { half::f16::from_bits(unsafe { mask.add(j).read_unaligned() }).to_f32() };
-                *x * scale + slope * mv
-            };
-            mx = mx.max(*x);
-        }
-        mx
+        let _ = (live, mask, slope, scale);
+        unreachable!("attn tiles: x86-64 only (applies)")
     }
 }
 
@@ -382,7 +371,10 @@ unsafe fn prep_row(s: &mut [f32], live: u64, mask: *const u16, slope: f32, scale
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{KB, NEG_INF_F16};
+    use super::KB;
+
+    /// F16's `-inf`
+    const NEG_INF_F16: u16 = 0xfc00;
 
     /// the first `r` lanes of 32
     fn lanes32(r: usize) -> __mmask32 {
