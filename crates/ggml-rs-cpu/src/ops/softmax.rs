@@ -9,8 +9,8 @@
 
 use super::unary::kit::{at, f32_row, f32_row_mut, get, par_ranges, set, unflatten};
 use super::vecf::VecF;
-use crate::simd::Level;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
+use crate::simd::Level;
 
 pub const FAMILY: Family = Family { name: "softmax", ops: &[Op::SoftMax, Op::SoftMaxBack], supports, compute };
 

@@ -202,7 +202,18 @@ mod chunking_tests {
     /// 3.6 µs on one)
     #[test]
     fn rows_split_into_chunks_of_the_minimum_size_at_least() {
-        for (n, row_len, max) in [(8i64, 64i64, 8i64), (1, 1536, 8), (64, 64, 8), (65, 64, 8), (512, 1, 8), (4096, 1, 8), (10_000, 1, 8), (512, 512, 8), (7, 4096, 4), (3, 100_000, 8)] {
+        for (n, row_len, max) in [
+            (8i64, 64i64, 8i64),
+            (1, 1536, 8),
+            (64, 64, 8),
+            (65, 64, 8),
+            (512, 1, 8),
+            (4096, 1, 8),
+            (10_000, 1, 8),
+            (512, 512, 8),
+            (7, 4096, 4),
+            (3, 100_000, 8),
+        ] {
             let min_rows = (MIN_CHUNK_ELEMS + row_len - 1) / row_len;
             let (chunks, per) = chunk_split(n, min_rows, max);
             assert!((1..=max).contains(&chunks), "n={n} row_len={row_len}: {chunks} chunks");
