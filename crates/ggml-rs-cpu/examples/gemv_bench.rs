@@ -1,7 +1,10 @@
 //! The mat-vec kernels on the medium model's shapes: the multi-row form ([`Gemv::rows`]) against
 //! the row kernel called per row, in thread CPU time (robust on a shared machine), one thread.
 //!
-//!     cargo run --release -p ggml-rs-cpu --example gemv_bench [-- <repeats>]
+//!     cargo run --release -p ggml-rs-cpu --example gemv_bench [-- <repeats> [mem]]
+//!
+//! `mem`: matrices of 262144 rows of 512 and 65536 rows of 2048 instead (75-270 MB: read from
+//! memory, as token generation reads its weights, not from cache).
 
 use ggml_rs_cpu::GgmlType;
 use ggml_rs_cpu::block::AlignedBytes;
@@ -22,8 +25,10 @@ fn main() {
     let level = ggml_rs_cpu::simd::active();
     let mut r = XorShift::new(5);
     println!("level {}; ns per weight row (min of {reps}), row kernel per row vs gemv", level.name());
+    let shapes: &[(usize, usize)] =
+        if std::env::args().nth(2).as_deref() == Some("mem") { &[(262144, 512), (65536, 2048)] } else { &[(512, 512), (1536, 512), (512, 1536), (32000, 512)] };
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4K, GgmlType::Q6K, GgmlType::F16] {
-        for (rows, k) in [(512usize, 512usize), (1536, 512), (512, 1536), (32000, 512)] {
+        for &(rows, k) in shapes {
             let vt = ty.vec_dot_type().unwrap();
             let wl = ty.row_size(k);
             let mut w = AlignedBytes::zeroed(rows * wl);

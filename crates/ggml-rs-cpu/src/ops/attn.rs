@@ -21,6 +21,8 @@ use crate::GgmlType;
 use crate::dot::RowDot;
 use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86};
 
+mod tiles;
+
 pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supports, compute };
 
 /// KV positions per tile
@@ -189,14 +191,6 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     // room for Q in K's dot type or in f32
     let work = Work { q_words: qt.row_size(dk as usize).div_ceil(4).max(dk as usize), dk: dk as usize, dv: dv as usize };
     let mc = max_chunks(exec);
-    let split = Split::of(&q, &k, &v, mc);
-    let units = split.units(&q);
-    let pw = partial_words(dv as usize);
-    // the partials of every (unit, KV chunk) follow the chunks' work areas
-    let partials = if split.ns > 1 { (units * split.ns) as usize * QT * pw } else { 0 };
-    let scratch = exec.scratch((mc * work.words() + partials) * 4);
-    let part_base = mc * work.words();
-    let dot = RowDot::new(kt, exec.level());
     let mut scale = node.param_f32(0);
     let max_bias = node.param_f32(1);
     let softcap = node.param_f32(2);
@@ -204,7 +198,27 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         scale /= softcap;
     }
     let p = Params { scale, max_bias, softcap, vf: VecF::at(exec.level()) };
+    let dot = RowDot::new(kt, exec.level());
     let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
+    if tiles::applies(kt, vt, &q, &k, &v, exec.level(), exec.n_threads()) {
+        let blocks = tiles::Blocks::of(&q, &k, &v);
+        let tw = tiles::Work::new(kt, vt, dk as usize, dv as usize);
+        let scratch = exec.scratch(mc * tw.words() * 4);
+        par_ranges_c(exec, blocks.units(&q), |c, u0, u1| {
+            let all = super::unary::kit::scratch_f32(&scratch, c, tw.words());
+            for u in u0..u1 {
+                tiles::block(&ctx, &blocks.group(&q, u), all, &tw);
+            }
+        });
+        return Ok(());
+    }
+    let split = Split::of(&q, &k, &v, mc);
+    let units = split.units(&q);
+    let pw = partial_words(dv as usize);
+    // the partials of every (unit, KV chunk) follow the chunks' work areas
+    let partials = if split.ns > 1 { (units * split.ns) as usize * QT * pw } else { 0 };
+    let scratch = exec.scratch((mc * work.words() + partials) * 4);
+    let part_base = mc * work.words();
     par_ranges_c(exec, units * split.ns, |c, i0, i1| {
         let mut w = chunk_work(&scratch, c, &work);
         for item in i0..i1 {
@@ -215,7 +229,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             let kv1 = (kv0 + split.per).min(k.ne[1]);
             one_group(&ctx, &g, kv0, kv1, &mut w);
             if split.ns == 1 {
-                finish_group(&ctx, &g, &mut w);
+                finish_group(&ctx, &g, w.acc, w.m_run, w.s_run);
             } else {
                 let nq = g.nq();
                 // SAFETY: item's own partials (disjoint per item), inside the scratch sized above
@@ -232,7 +246,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     if split.ns > 1 {
         // the KV chunks of each group combined: every partial rescaled to the largest maximum
         par_ranges_c(exec, units, |c, u0, u1| {
-            let mut w = chunk_work(&scratch, c, &work);
+            let w = chunk_work(&scratch, c, &work);
             for u in u0..u1 {
                 let (iq1, nr, h0, iq3) = split.unit(&q, u);
                 let g = Group { iq1, nr, h0, hg: split.hg, iq3 };
@@ -261,7 +275,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                     w.m_run[a] = m;
                     w.s_run[a] = s;
                 }
-                finish_group(&ctx, &g, &mut w);
+                finish_group(&ctx, &g, w.acc, w.m_run, w.s_run);
             }
         });
     }
@@ -491,22 +505,22 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
 }
 
 /// the sinks joined, the accumulators normalised and written to the permuted output
-fn finish_group(c: &Ctx, g: &Group, w: &mut Areas) {
+fn finish_group(c: &Ctx, g: &Group, accs: &mut [f32], m_run: &[f32], s_run: &mut [f32]) {
     let dvu = c.v.ne[0] as usize;
     for a in 0..g.nq() {
         let (iq1, iq2) = g.query(a);
-        let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
+        let acc = &mut accs[a * dvu..(a + 1) * dvu];
         if let Some(sk) = c.sinks {
             let s = super::unary::kit::get(sk, iq2, 0, 0, 0);
-            if s > w.m_run[a] {
-                let ms = (w.m_run[a] - s).exp();
+            if s > m_run[a] {
+                let ms = (m_run[a] - s).exp();
                 c.p.vf.scale(acc, ms);
-                w.s_run[a] = w.s_run[a] * ms + 1.0;
+                s_run[a] = s_run[a] * ms + 1.0;
             } else {
-                w.s_run[a] += (s - w.m_run[a]).exp();
+                s_run[a] += (s - m_run[a]).exp();
             }
         }
-        let inv = if w.s_run[a] == 0.0 { 0.0 } else { 1.0 / w.s_run[a] };
+        let inv = if s_run[a] == 0.0 { 0.0 } else { 1.0 / s_run[a] };
         // permuted output: [DV, n_head, n_q, n_seq]
         match f32_row_mut(c.d, dvu as i64, iq2, iq1, g.iq3) {
             Some(out) => {
@@ -603,6 +617,29 @@ mod tests {
         (Tensor { buf, view: View { ty: t as i32, ne, nb, data } }, back)
     }
 
+    /// the node on `q`, `k`, `v` (holding the values `kv`), the mask and the sinks (the tensor
+    /// and its values), with op params [scale, max_bias, softcap], run on a pool of `threads`:
+    /// its output, then the reference's
+    #[allow(clippy::too_many_arguments)]
+    fn run_case(
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        kv: (&[f32], &[f32]),
+        mask: Option<&Tensor>,
+        sinks: Option<(&Tensor, &[f32])>,
+        params: [f32; 3],
+        threads: usize,
+    ) -> (Vec<f32>, Vec<f32>) {
+        let (qn, dv) = (q.view.ne, v.view.ne[0]);
+        let dst = Tensor::new(raw_type::F32, [dv, qn[2], qn[1], qn[3]], Layout::Contig);
+        let n = node(Op::FlashAttnExt, &dst, &[Some(q), Some(k), Some(v), mask, sinks.map(|s| s.0)], &params.map(f));
+        assert!(supports(&n), "{:?}", refusal(&n));
+        run(&n, threads).unwrap();
+        let [scale, max_bias, softcap] = params;
+        (dst.to_f32(), reference(q, k, v, mask, sinks.map(|s| s.1), scale, max_bias, softcap, kv))
+    }
+
     #[test]
     fn flash_attn_matches_reference() {
         let mut rng = XorShift::new(41);
@@ -627,23 +664,15 @@ mod tests {
             let sk = Tensor::from_f32(raw_type::F32, [n_head, 1, 1, 1], Layout::Contig, &sinks);
             let with_sinks = case % 4 == 3;
             let (scale, max_bias, softcap) = (1.0 / (dk as f32).sqrt(), if case % 5 == 4 { 8.0 } else { 0.0 }, if case % 6 == 5 { 30.0 } else { 0.0 });
-            let dst = Tensor::new(raw_type::F32, [dv, n_head, n_q, n_seq], Layout::Contig);
-            let n = node(
-                Op::FlashAttnExt,
-                &dst,
-                &[Some(&q), Some(&k), Some(&v), with_mask.then_some(&mask), with_sinks.then_some(&sk)],
-                &[f(scale), f(max_bias), f(softcap)],
-            );
-            assert!(supports(&n), "{:?}", refusal(&n));
-            run(&n, 3).unwrap();
+            let (got, want) =
+                run_case(&q, &k, &v, (&kvals, &vvals), with_mask.then_some(&mask), with_sinks.then_some((&sk, &sinks[..])), [scale, max_bias, softcap], 3);
             // Q is rounded to K's dot type by the kernel: a loose tolerance for the quantized K
-            let want = reference(&q, &k, &v, with_mask.then_some(&mask), with_sinks.then_some(&sinks[..]), scale, max_bias, softcap, (&kvals, &vvals));
             let tol = match kt {
                 GgmlType::F32 => 1e-5,
                 GgmlType::F16 => 2e-3,
                 _ => 2e-2,
             };
-            assert_close(&format!("case {case}: K {kt:?} V {vt:?} dk {dk} dv {dv} n_kv {n_kv} mask {with_mask} sinks {with_sinks}"), &dst.to_f32(), &want, tol);
+            assert_close(&format!("case {case}: K {kt:?} V {vt:?} dk {dk} dv {dv} n_kv {n_kv} mask {with_mask} sinks {with_sinks}"), &got, &want, tol);
         }
     }
 
@@ -682,6 +711,125 @@ mod tests {
             let want = reference(&q, &k, &v, Some(&mask), with_sinks.then_some(&sinks[..]), 0.125, max_bias, 0.0, (&kvals, &vvals));
             let tol = if kt == GgmlType::Q8_0 { 2e-2 } else { 2e-3 };
             assert_close(&format!("case {case}: K {kt:?} n_kv {n_kv} heads {n_head}/{n_head_kv} threads {threads}"), &dst.to_f32(), &want, tol);
+        }
+    }
+
+    /// the query blocks of the prompt path (tiles.rs) against the f64 reference: blocks of 64
+    /// rows and a partial one, KV lengths that are not a multiple of the 64-position tile (and a
+    /// tile whose second half is past the end), heads sharing a K/V head (few rows: 4 heads in
+    /// a block), causal masks with rows that see nothing (all `-inf`) and tiles no row of a
+    /// block sees, per-head masks, ALiBi, soft-cap, sinks, a V head size that is not a multiple
+    /// of the 32-wide strips, F32 / F16 / BF16 K and V, on one and on three threads
+    #[test]
+    fn query_blocks_match_reference() {
+        let mut rng = XorShift::new(47);
+        #[rustfmt::skip]
+        let cases = [
+            // (K type, V type, dk, dv, n_kv, n_q, n_head, n_head_kv, n_seq, mask heads, threads)
+            (GgmlType::F16, GgmlType::F16, 64, 64, 200i64, 100i64, 4i64, 2i64, 1i64, 1i64, 3usize),
+            (GgmlType::F16, GgmlType::F16, 64, 64, 64, 64, 2, 1, 1, 1, 1),
+            (GgmlType::F32, GgmlType::F32, 32, 48, 33, 9, 2, 2, 2, 1, 2),
+            (GgmlType::F16, GgmlType::F32, 80, 40, 130, 70, 3, 3, 1, 3, 1),
+            (GgmlType::BF16, GgmlType::BF16, 64, 64, 96, 9, 8, 2, 1, 1, 2),
+            (GgmlType::F16, GgmlType::F16, 128, 128, 300, 12, 16, 1, 1, 1, 3),
+        ];
+        for (case, &(kt, vt, dk, dv, n_kv, n_q, n_head, n_head_kv, n_seq, mask_heads, threads)) in cases.iter().enumerate() {
+            let q = Tensor::random(raw_type::F32, [dk, n_q, n_head, n_seq], if case % 2 == 1 { Layout::Permuted } else { Layout::Contig }, &mut rng, -1.0, 1.0);
+            let (k, kvals) = kv_tensor(kt, [dk, n_kv, n_head_kv, n_seq], &mut rng);
+            let (v, vvals) = kv_tensor(vt, [dv, n_kv, n_head_kv, n_seq], &mut rng);
+            // causal, as a prompt after n_kv - n_q cached positions; every 7th row sees nothing;
+            // padded rows past n_q
+            let past = (n_kv - n_q).max(0);
+            let mvals: Vec<f32> = (0..n_kv * (n_q + 5) * mask_heads)
+                .map(|i| {
+                    let (ic, iq) = (i % n_kv, (i / n_kv) % (n_q + 5));
+                    if ic > iq + past || iq % 7 == 3 { f32::NEG_INFINITY } else { rng.f32_in(-1.0, 0.0) }
+                })
+                .collect();
+            let mask = Tensor::from_f32(raw_type::F16, [n_kv, n_q + 5, mask_heads, 1], Layout::Contig, &mvals);
+            let sinks: Vec<f32> = (0..n_head).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let sk = Tensor::from_f32(raw_type::F32, [n_head, 1, 1, 1], Layout::Contig, &sinks);
+            let (with_mask, with_sinks) = (case != 1, case % 3 == 0);
+            let (max_bias, softcap) = (if case == 3 { 8.0 } else { 0.0 }, if case == 2 || case == 5 { 20.0 } else { 0.0 });
+            let scale = 1.0 / (dk as f32).sqrt();
+            // the blocks run wherever the kernels run AVX-512 (elsewhere, as under
+            // GGML_RS_CPU_SIMD=avx2, this checks the row paths, which round Q to K's dot type)
+            let blocks = crate::simd::active() >= crate::simd::Level::Avx512;
+            assert_eq!(tiles::applies(kt, vt, &q.view, &k.view, &v.view, crate::simd::active(), threads), blocks, "case {case}");
+            let tol = match kt {
+                _ if blocks => 1e-4,
+                GgmlType::F32 => 1e-5,
+                GgmlType::F16 => 2e-3,
+                _ => 2e-2,
+            };
+            let (got, want) = run_case(
+                &q,
+                &k,
+                &v,
+                (&kvals, &vvals),
+                with_mask.then_some(&mask),
+                with_sinks.then_some((&sk, &sinks[..])),
+                [scale, max_bias, softcap],
+                threads,
+            );
+            assert_close(&format!("case {case}: K {kt:?} V {vt:?} dk {dk} dv {dv} n_kv {n_kv} n_q {n_q} heads {n_head}/{n_head_kv}"), &got, &want, tol);
+            // the rows that see nothing are 0 (without sinks: with them, the sink's share of 0)
+            if with_mask && !with_sinks {
+                let row = |iq1: i64, h: i64, s: i64| (((s * n_q + iq1) * n_head + h) * dv) as usize;
+                assert!(got[row(3, 0, 0)..row(3, 0, 0) + dv as usize].iter().all(|&x| x == 0.0), "case {case}: a row that sees nothing");
+            }
+        }
+    }
+
+    /// the prompt path on the medium model's attention shape (8 heads of 64, F16 cache, causal
+    /// 512 × 512), against the row-by-row path: `cargo test --release -p ggml-rs-cpu
+    /// bench_prompt_attention -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bench_prompt_attention() {
+        let mut rng = XorShift::new(5);
+        let (dk, n_kv, n_q, n_head) = (64i64, 512i64, 512i64, 8i64);
+        let q = Tensor::random(raw_type::F32, [dk, n_q, n_head, 1], Layout::Permuted, &mut rng, -1.0, 1.0);
+        let (k, _) = kv_tensor(GgmlType::F16, [dk, n_kv, n_head, 1], &mut rng);
+        let (v, _) = kv_tensor(GgmlType::F16, [dk, n_kv, n_head, 1], &mut rng);
+        let mvals: Vec<f32> = (0..n_kv * n_q).map(|i| if (i % n_kv) > (i / n_kv) { f32::NEG_INFINITY } else { 0.0 }).collect();
+        let mask = Tensor::from_f32(raw_type::F16, [n_kv, n_q, 1, 1], Layout::Contig, &mvals);
+        let dst = Tensor::new(raw_type::F32, [dk, n_head, n_q, 1], Layout::Contig);
+        let n = node(Op::FlashAttnExt, &dst, &[Some(&q), Some(&k), Some(&v), Some(&mask)], &[f(0.125)]);
+        time_node(&n, 1, 20, &format!("flash_attn_ext F16 {n_q}x{n_kv} {n_head} heads"));
+    }
+
+    /// prints three timings of `reps` runs of `n` on a pool of `threads`, per run
+    fn time_node(n: &Node, threads: usize, reps: u32, what: &str) {
+        let mut pool = crate::pool::ThreadPool::new(threads);
+        let mut scratch = crate::block::AlignedBytes::default();
+        let mut exec = Exec::new(&mut pool, &mut scratch);
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                crate::ops::compute(n, &mut exec).unwrap();
+            }
+            eprintln!("{what}: {:.2} us", t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+        }
+    }
+
+    /// token generation on the medium model's shape (8 heads of 64, F16 cache of 256 positions
+    /// of which the first 128 are seen), per node: `cargo test --release -p ggml-rs-cpu
+    /// bench_decode_attention -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bench_decode_attention() {
+        let mut rng = XorShift::new(6);
+        for (dk, n_head, n_head_kv, threads) in [(64i64, 8i64, 8i64, 1usize), (64, 8, 8, 2), (128, 16, 8, 1), (128, 16, 8, 2)] {
+            let n_kv = 256i64;
+            let q = Tensor::random(raw_type::F32, [dk, 1, n_head, 1], Layout::Permuted, &mut rng, -1.0, 1.0);
+            let (k, _) = kv_tensor(GgmlType::F16, [dk, n_kv, n_head_kv, 1], &mut rng);
+            let (v, _) = kv_tensor(GgmlType::F16, [dk, n_kv, n_head_kv, 1], &mut rng);
+            let mvals: Vec<f32> = (0..n_kv).map(|i| if i >= 128 { f32::NEG_INFINITY } else { 0.0 }).collect();
+            let mask = Tensor::from_f32(raw_type::F16, [n_kv, 1, 1, 1], Layout::Contig, &mvals);
+            let dst = Tensor::new(raw_type::F32, [dk, n_head, 1, 1], Layout::Contig);
+            let n = node(Op::FlashAttnExt, &dst, &[Some(&q), Some(&k), Some(&v), Some(&mask)], &[f(0.125)]);
+            time_node(&n, threads, 2000, &format!("decode dk {dk} heads {n_head}/{n_head_kv} threads {threads}"));
         }
     }
 

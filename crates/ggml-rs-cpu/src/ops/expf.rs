@@ -205,7 +205,7 @@ mod tests {
         v.extend((0..256).map(|i| 87.0 + i as f32 * 0.0125));
         v.extend([0.0, -0.0, 1.0, -1.0, 88.72, 88.73, -103.9, -104.0, -150.0, 200.0, -200.0, 1e30, -1e30]);
         v.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MIN_POSITIVE, -f32::MIN_POSITIVE]);
-        while v.len() % 16 != 0 {
+        while !v.len().is_multiple_of(16) {
             v.push(r.f32_in(-1.0, 1.0));
         }
         v
@@ -254,7 +254,15 @@ mod tests {
         let (mut y, mut want) = (x.clone(), x.clone());
         let (s, s_ref) = (exp_sub_sum_row(Level::Avx512, &mut y, 3.5), exp_sub_sum_row(Level::Scalar, &mut want, 3.5));
         for i in 0..x.len() {
-            assert!(same(y[i], want[i]), "exp lane {i}: x {} gives {} (bits {:#x}), definition {} ({:#x})", x[i], y[i], y[i].to_bits(), want[i], want[i].to_bits());
+            assert!(
+                same(y[i], want[i]),
+                "exp lane {i}: x {} gives {} (bits {:#x}), definition {} ({:#x})",
+                x[i],
+                y[i],
+                y[i].to_bits(),
+                want[i],
+                want[i].to_bits()
+            );
         }
         assert!(same(s as f32, s_ref as f32) && s.to_bits() == s_ref.to_bits(), "sums {s} and {s_ref}");
     }

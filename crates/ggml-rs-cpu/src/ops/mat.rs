@@ -8,6 +8,7 @@
 //! with the crate's row kernels ([`RowDot`]), in chunks of 16 weight rows × 16 activation rows.
 
 use super::copy::elem::{Scalar, block_align, chunk_range, offset, sane, split, type_size, unravel};
+use super::unary::kit::MIN_CHUNK_ELEMS;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
@@ -127,7 +128,9 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
     let scratch = exec.scratch(n_rows * row_size);
     let b = *b;
     let src = Scalar::of(b.ty);
-    let (n_chunks, per) = split(n_rows, exec.n_threads(), 1);
+    // chunks of MIN_CHUNK_ELEMS values at least: token generation's attention products convert
+    // 8 rows of 64 (one per head), which split over the pool cost a job for ~0.2 µs of work
+    let (n_chunks, per) = split(n_rows, exec.n_threads(), (MIN_CHUNK_ELEMS as usize).div_ceil(k.max(1)));
     exec.parallel(n_chunks, |c| {
         // whole views into the closure (a field of one alone is a bare pointer, not Sync)
         let (b, scratch) = (&b, &scratch);

@@ -20,6 +20,7 @@ pub mod enums;
 mod attn;
 mod binary;
 mod copy;
+pub(crate) mod expf;
 mod mat;
 mod norm;
 mod reduce;
@@ -27,7 +28,6 @@ mod rope;
 mod softmax;
 mod train;
 mod unary;
-pub(crate) mod expf;
 pub(crate) mod vecf;
 
 pub use enums::{GluOp, Op, UnaryOp};

@@ -9,7 +9,7 @@
 //! negated (the inverse). Op params: [1] n_dims, [2] mode, [4] n_ctx_orig, [5..=10] freq_base,
 //! freq_scale, ext_factor, attn_factor, beta_fast, beta_slow (f32), [11..=14] sections, [15] offset.
 
-use super::unary::kit::{f32_row, f32_row_mut, get, get_i32, max_chunks, par_ranges_c, scratch_f32, set, unflatten};
+use super::unary::kit::{f32_row, f32_row_mut, get, get_i32, max_chunks, par_rows_c, scratch_f32, set, unflatten};
 use super::vecf::{VecF, rotate_pair};
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use half::slice::HalfFloatSliceExt;
@@ -216,7 +216,8 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     // per chunk: the (cos, sin) cache, the NeoX layout's cos and sin apart, one row in f32
     let per_chunk = 3 * ne0;
     let scratch = exec.scratch(max_chunks(exec) * per_chunk * 4);
-    par_ranges_c(exec, d.nrows(), |c, r0, r1| {
+    // one chunk per few rows at least: each chunk fills the (cos, sin) cache of its positions
+    par_rows_c(exec, d.nrows(), ne[0], |c, r0, r1| {
         let area = scratch_f32(&scratch, c, per_chunk);
         let (cache, rest) = area.split_at_mut(ne0);
         let (halves, row) = rest.split_at_mut(ne0);

@@ -7,10 +7,10 @@
 //! node's row (`i1`), its dims 2 and 3 broadcast (`i2 % ne12`, `i3 % ne13`). The destination row
 //! is the work area, so nothing is allocated.
 
-use super::unary::kit::{at, f32_row, f32_row_mut, get, par_ranges, set, unflatten};
+use super::unary::kit::{at, f32_row, f32_row_mut, get, par_ranges, par_rows, set, unflatten};
 use super::vecf::VecF;
-use crate::simd::Level;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
+use crate::simd::Level;
 
 pub const FAMILY: Family = Family { name: "softmax", ops: &[Op::SoftMax, Op::SoftMaxBack], supports, compute };
 
@@ -67,7 +67,9 @@ fn soft_max(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (scale, max_bias) = (node.param_f32(0), node.param_f32(1));
     let ne = d.ne;
     let n_head = ne[2] as u32;
-    par_ranges(exec, d.nrows(), |r0, r1| {
+    // token generation's few short rows run whole on the calling thread (8 rows split in 8 pool
+    // chunks took 8.6 µs at 2 threads, 3.6 µs on one)
+    par_rows(exec, d.nrows(), ne[0], |r0, r1| {
         for r in r0..r1 {
             let (i1, i2, i3) = unflatten(r, &ne);
             let slope = alibi_slope(max_bias, n_head, i2 as u32);

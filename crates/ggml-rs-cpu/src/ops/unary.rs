@@ -12,7 +12,7 @@
 pub(crate) mod kit;
 
 use super::{Exec, Family, GluOp, Node, Op, OpError, UnaryOp, View, raw_type};
-use kit::{f32_row, f32_row_mut, get, is_float, par_ranges, set, unflatten};
+use kit::{f32_row, f32_row_mut, get, is_float, par_rows, set, unflatten};
 
 pub const FAMILY: Family = Family { name: "unary", ops: &[Op::Unary, Op::Glu, Op::SiluBack], supports, compute };
 
@@ -125,7 +125,7 @@ pub(crate) fn compute_with(node: &Node, exec: &mut Exec, fast: bool) -> Result<(
             let x = *node.src(1)?;
             let d = node.dst;
             let ne = d.ne;
-            par_ranges(exec, d.nrows(), |r0, r1| {
+            par_rows(exec, d.nrows(), ne[0], |r0, r1| {
                 for r in r0..r1 {
                     let (i1, i2, i3) = unflatten(r, &ne);
                     for i0 in 0..ne[0] {
@@ -144,7 +144,7 @@ pub(crate) fn compute_with(node: &Node, exec: &mut Exec, fast: bool) -> Result<(
 /// dst = f(src) row by row
 fn map_rows<F: Fn(f32) -> f32 + Sync>(exec: &mut Exec, s: View, d: View, fast: bool, f: F) {
     let ne = d.ne;
-    par_ranges(exec, d.nrows(), |r0, r1| {
+    par_rows(exec, d.nrows(), ne[0], |r0, r1| {
         for r in r0..r1 {
             let (i1, i2, i3) = unflatten(r, &ne);
             if fast && let (Some(x), Some(y)) = (f32_row(&s, ne[0], i1, i2, i3), f32_row_mut(&d, ne[0], i1, i2, i3)) {
@@ -241,7 +241,7 @@ fn silu_f32_rows(exec: &mut Exec, x: View, g: Option<View>, d: View, fast: bool)
     let nc = ne[0];
     let whole = nc / 16 * 16;
     let level = exec.level();
-    par_ranges(exec, d.nrows(), |r0, r1| {
+    par_rows(exec, d.nrows(), nc, |r0, r1| {
         for r in r0..r1 {
             let (i1, i2, i3) = unflatten(r, &ne);
             if fast && let (Some(xs), Some(y)) = (f32_row(&x, nc, i1, i2, i3), f32_row_mut(&d, nc, i1, i2, i3)) {
@@ -271,7 +271,7 @@ fn glu_rows<F: Fn(f32, f32) -> f32 + Sync>(node: &Node, exec: &mut Exec, fast: b
     let d = node.dst;
     let nc = d.ne[0];
     let ne = d.ne;
-    par_ranges(exec, d.nrows(), |r0, r1| {
+    par_rows(exec, d.nrows(), nc, |r0, r1| {
         for r in r0..r1 {
             let (i1, i2, i3) = unflatten(r, &ne);
             if fast && let (Some(x), Some(g), Some(y)) = (f32_row(&a, nc, i1, i2, i3), f32_row(&b, nc, i1, i2, i3), f32_row_mut(&d, nc, i1, i2, i3)) {

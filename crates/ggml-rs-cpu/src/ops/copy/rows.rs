@@ -5,6 +5,7 @@
 
 use super::elem::{Scalar, chunk_range, is_contiguous, offset, rows_dense, split, type_size, unravel};
 use crate::GgmlType;
+use crate::ops::unary::kit::MIN_CHUNK_ELEMS;
 use crate::ops::{Exec, Node, OpError, View, raw_type};
 
 /// index `(i0, i1, i2)` of an I32 or I64 index tensor
@@ -109,23 +110,32 @@ pub(super) fn set_rows(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (nr, ne02) = (a.ne[1] as usize, a.ne[2] as usize);
     let rows = a.nrows() as usize;
     let at = Scalar::float(a.ty).expect("set_rows: F32 or F16 rows");
-    let (n_chunks, per) = split(rows, exec.n_threads(), 4);
+    let (bne1, bne2) = (b.ne[1] as usize, b.ne[2] as usize);
+    // chunks of MIN_CHUNK_ELEMS elements at least: token generation's V cache (flash attention
+    // off) is 512 rows of one element, a job split over the pool cost more than the conversion
+    let (n_chunks, per) = split(rows, exec.n_threads(), (MIN_CHUNK_ELEMS as usize).div_ceil(nc.max(1)).max(4));
     exec.parallel(n_chunks, |c| {
-        let mut x = vec![0f32; nc];
-        for r in chunk_range(c, per, rows) {
-            let (i, i02, i03) = unravel(r, nr, ne02);
+        let range = chunk_range(c, per, rows);
+        if range.is_empty() {
+            return;
+        }
+        // (i, i02, i03) stepped along the rows instead of divided out of each row's number
+        let (mut i, mut i02, mut i03) = unravel(range.start, nr, ne02);
+        // the index tensor's slab for (i02, i03), broadcast
+        let (mut j02, mut j03) = (i02 % bne1, i03 % bne2);
+        // filled only for the rows converted through f32 (not on the token-generation path)
+        let mut x = Vec::new();
+        for _ in range {
             // SAFETY: inside the index tensor, checked in range above
-            let i1 = unsafe { index(&b, i, i02 % b.ne[1] as usize, i03 % b.ne[2] as usize) } as usize;
+            let i1 = unsafe { index(&b, i, j02, j03) } as usize;
             let src = offset(&a, 0, i, i02, i03);
             let dst = offset(&d, 0, i1, i02, i03);
+            let (ps, pd) = (a.data.wrapping_add(src), d.data.wrapping_add(dst));
             if a.ty == d.ty {
                 // SAFETY: a source row and a destination row of the same type and length;
                 // rows of the destination written by two chunks only for repeated indices, as upstream
-                unsafe { std::ptr::copy_nonoverlapping(a.data.add(src), d.data.add(dst), nc * at.size()) };
-                continue;
-            }
-            let (ps, pd) = (a.data.wrapping_add(src), d.data.wrapping_add(dst));
-            if a.ty == raw_type::F32 && dt == GgmlType::F16 && (ps as usize).is_multiple_of(4) && (pd as usize).is_multiple_of(2) {
+                unsafe { std::ptr::copy_nonoverlapping(ps, pd, nc * at.size()) };
+            } else if a.ty == raw_type::F32 && dt == GgmlType::F16 && (ps as usize).is_multiple_of(4) && (pd as usize).is_multiple_of(2) {
                 // F32 to F16 straight from row to row: the transposed V cache (flash attention
                 // off) stores rows of one element, for which the staged conversion below cost
                 // more than the KV products (13% of a medium F16 model's pp512)
@@ -137,14 +147,26 @@ pub(super) fn set_rows(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                 } else {
                     crate::fp::f32_to_f16_row(xs, ys);
                 }
-                continue;
+            } else {
+                x.resize(nc, 0f32);
+                for (k, v) in x.iter_mut().enumerate() {
+                    // SAFETY: element k of the dense source row
+                    *v = unsafe { at.load(ps.add(k * at.size())) };
+                }
+                // SAFETY: a dense destination row of nc elements
+                unsafe { super::elem::quantize_from(dt, &x, pd) };
             }
-            for (k, v) in x.iter_mut().enumerate() {
-                // SAFETY: element k of the dense source row
-                *v = unsafe { at.load(a.data.add(src + k * at.size())) };
+            i += 1;
+            if i == nr {
+                i = 0;
+                i02 += 1;
+                if i02 == ne02 {
+                    i02 = 0;
+                    i03 += 1;
+                    j03 = i03 % bne2;
+                }
+                j02 = i02 % bne1;
             }
-            // SAFETY: a dense destination row of nc elements
-            unsafe { super::elem::quantize_from(dt, &x, d.data.add(dst)) };
         }
     });
     Ok(())

@@ -243,6 +243,39 @@ fn set_rows_f32_to_f16_rows_of_one_element_and_more() {
     }
 }
 
+/// rows numbered across slabs: chunks start and end inside a slab (dims 1 and 2 of the source,
+/// the index tensor broadcast over both), the short rows many chunks of the transposed V cache at
+/// prompt sizes; every row lands where its index says, whatever the thread count (SET_ROWS steps
+/// (i, i02, i03) along a chunk's rows instead of dividing each row's number)
+#[test]
+fn set_rows_chunks_cross_slab_boundaries() {
+    let mut r = XorShift::new(9);
+    // 10570 rows of one element: 3 chunks of 3524 rows, each starting inside both slabs
+    let (n, nr, ne02, ne03) = (1usize, 7usize, 5usize, 302usize);
+    let a = T::new(F32, [n as i64, nr as i64, ne02 as i64, ne03 as i64]).random(&mut r);
+    // indices [7, 1, 2, 1]: broadcast over dim 2 (5 = 1 × 5) and dim 3 (302 = 2 × 151)
+    let mut b = T::new(I32, [nr as i64, 1, 2, 1]);
+    // distinct within each slab: rows 0..7 to 0..7 or 2..9
+    let idx = |i: usize, i03: usize| i + 2 * (i03 % 2);
+    for i in 0..nr {
+        for s in 0..2 {
+            b.set([i, 0, s, 0], idx(i, s) as f32);
+        }
+    }
+    for threads in [1, 2, 3] {
+        let d = T::new(F16, [n as i64, 9, ne02 as i64, ne03 as i64]);
+        run(&node(Op::SetRows, &d, &[&a, &b], &[]), threads);
+        for i3 in 0..ne03 {
+            for i2 in 0..ne02 {
+                for i in 0..nr {
+                    let want = half::f16::from_f32_const(a.get([0, i, i2, i3])).to_f32();
+                    assert_eq!(d.get([0, idx(i, i3), i2, i3]), want, "{threads} threads: row {i} slab ({i2}, {i3})");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn get_rows_back_sums_repeated_rows() {
     let mut r = XorShift::new(6);
