@@ -7,7 +7,7 @@
 //! F32), then `dst[i01, i11, i12, i13] = dot(src0 row (i01, i12 / r2, i13 / r3), src1 row)`
 //! with the crate's row kernels ([`RowDot`]), in chunks of 16 weight rows × 16 activation rows.
 
-use super::copy::elem::{Scalar, block_align, chunk_range, offset, sane, split, type_size, unravel};
+use super::copy::elem::{Scalar, block_align, chunk_range, is_contiguous, offset, sane, split, type_size, unravel};
 use super::unary::kit::MIN_CHUNK_ELEMS;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
@@ -537,9 +537,7 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
 /// (converted to F16 first) or contiguous F16 ones, and the shape of [`crate::f16gemm::sgemm_shape`]
 /// per (i12, i13) slice (k > 0 here; an empty product is the row path's zeros)
 fn use_f16_sgemm(a: &View, b: &View) -> bool {
-    let es = if b.ty == raw_type::F16 { 2 } else { 4 };
-    let contiguous = b.nb[0] == es && b.nb[1] == es * b.ne[0] as usize && b.nb[2] == b.nb[1] * b.ne[1] as usize && b.nb[3] == b.nb[2] * b.ne[2] as usize;
-    (b.ty == raw_type::F32 || (b.ty == raw_type::F16 && contiguous))
+    (b.ty == raw_type::F32 || (b.ty == raw_type::F16 && is_contiguous(b)))
         && a.ne[0] > 0
         && a.ne[1] > 0
         && crate::f16gemm::sgemm_shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize)
