@@ -87,7 +87,7 @@ static void test_registry_names_and_procs(void) {
     }
     CHECK(ggml_backend_reg_get_proc_address(g_reg, "ggml_backend_no_such_function") == NULL, "unknown name");
     ggml_backend_buffer_type_t * extra = ((ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(g_reg, "ggml_backend_dev_get_extra_bufts"))(dev);
-    // at most one: CPU_REPACK where the CPU runs the tiled int8 GEMM (test_rscpu_repack tests it)
+    // at most one: CPU_REPACK, unless GGML_RS_CPU_REPACK=0 (test_rscpu_repack tests it)
     CHECK(extra != NULL && (extra[0] == NULL || (strcmp(ggml_backend_buft_name(extra[0]), "CPU_REPACK") == 0 && extra[1] == NULL)), "extra buffer types: none or CPU_REPACK");
     ggml_backend_t b = rs_backend();
     CHECK(strcmp(ggml_backend_name(b), "RSCPU") == 0, "backend name %s", ggml_backend_name(b));

@@ -1,18 +1,20 @@
-// The Rust CPU backend's extra buffer type CPU_REPACK (crates/ggml-rs-cpu/src/backend/repack.rs):
-// weights of the tiled int8 GEMM's types (Q8_0, Q4_0, Q4_K, Q6_K) repacked once when set, as
-// llama.cpp places them unless --repack 0 / -nr.
+// The Rust CPU backend's extra buffer type CPU_REPACK (crates/ggml-rs-cpu/src/backend/repack.rs),
+// where llama.cpp places weights unless --repack 0 / -nr. Two modes: Plain (the default: the
+// weights upstream's x86 CPU repacks, Q4_0 / Q4_K with rows % 8 == 0, as their own bytes in
+// huge-page memory) and Tiles (GGML_RS_CPU_REPACK=1 where the CPU has AVX-512 VNNI: every type of
+// the tiled int8 GEMM, Q8_0 / Q4_0 / Q4_K / Q6_K, also repacked once when set).
 //
-// Checks: the device lists it (where the CPU has AVX-512 VNNI; else the test is skipped), named
-// CPU_REPACK, not host memory, supported by the device; a tensor there takes its original size plus
-// the repacked blocks; MUL_MAT on a weight there gives bit for bit what the same weight in a plain
-// CPU buffer gives, for prompt-sized (tiled GEMM) and token-sized (row kernels) activations, rows
-// not a multiple of 16; after a partial set_tensor, a memset_tensor and a tensor copy into it, the
-// results follow the new bytes; get_tensor gives back the bytes set; supports_op refuses any op on
-// it but MUL_MAT (GET_ROWS, ADD), a view of it as weights, a tensor of a type that is not
-// repacked, and F16 activations.
+// Checks: the device lists it (unless GGML_RS_CPU_REPACK=0), named CPU_REPACK, not host memory,
+// supported by the device, in the mode the environment asks for; a tensor there takes its original
+// size (Plain) or that plus the repacked blocks (Tiles); MUL_MAT on a weight there gives bit for
+// bit what the same weight in a plain CPU buffer gives, for prompt-sized and token-sized
+// activations; after a partial set_tensor, a memset_tensor and a tensor copy into it, the results
+// follow the new bytes; get_tensor gives back the bytes set; supports_op refuses any op on it but
+// MUL_MAT (GET_ROWS, ADD), a view of it as weights, a tensor of a type the mode does not take, and
+// F16 activations.
 //
-// Usage: GGML_RS_CPU_REPACK=1 test_rscpu_repack <path of libggml_rs_cpu.so> [test name] (or
-// GGML_RS_CPU_LIB=<path>); without GGML_RS_CPU_REPACK=1 it checks that the type is not listed.
+// Usage: [GGML_RS_CPU_REPACK=1|0] test_rscpu_repack <path of libggml_rs_cpu.so> [test name] (or
+// GGML_RS_CPU_LIB=<path>); with GGML_RS_CPU_REPACK=0 it checks that the type is not listed.
 
 #include "check.h"
 #include "ggml-alloc.h"
@@ -21,10 +23,12 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <strings.h>
 
 static ggml_backend_reg_t g_reg = NULL;
 static ggml_backend_dev_t g_dev = NULL;
 static ggml_backend_buffer_type_t g_repack = NULL;
+static bool g_tiles = false; // the mode: Tiles (every qgemm type, tiles after the bytes) or Plain
 
 static const enum ggml_type TYPES[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
 enum { K = 512, ROWS = 40 };
@@ -65,12 +69,13 @@ static void test_the_device_lists_it(void) {
     CHECK(!ggml_backend_buft_is_host(g_repack), "CPU_REPACK is not host memory (as upstream's)");
     CHECK(ggml_backend_dev_supports_buft(g_dev, g_repack), "the device takes its own extra buffer type");
     CHECK(ggml_backend_buft_get_device(g_repack) == g_dev, "its device is ours");
-    // a repackable tensor takes more than its bytes (the repacked blocks after them); another the same
+    // Tiles: a repackable tensor takes more than its bytes (the repacked blocks after them);
+    // Plain: its bytes; another tensor its bytes in both
     struct ggml_context * ctx = new_ctx();
     struct ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, K, ROWS);
     struct ggml_tensor * f = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, ROWS);
-    CHECK(ggml_backend_buft_get_alloc_size(g_repack, w) > ggml_nbytes(w), "q4_0 weights: %zu bytes for %zu", ggml_backend_buft_get_alloc_size(g_repack, w),
-          ggml_nbytes(w));
+    size_t got = ggml_backend_buft_get_alloc_size(g_repack, w);
+    CHECK(g_tiles ? got > ggml_nbytes(w) : got == ggml_nbytes(w), "q4_0 weights (%s mode): %zu bytes for %zu", g_tiles ? "Tiles" : "Plain", got, ggml_nbytes(w));
     CHECK(ggml_backend_buft_get_alloc_size(g_repack, f) == ggml_nbytes(f), "f32 is not repacked");
     ggml_free(ctx);
 }
@@ -154,6 +159,9 @@ static void test_mul_mat_equals_the_plain_buffer(void) {
     set_n(be, 2);
     for (size_t t = 0; t < sizeof(TYPES) / sizeof(TYPES[0]); t++) {
         enum ggml_type type = TYPES[t];
+        if (!g_tiles && type != GGML_TYPE_Q4_0 && type != GGML_TYPE_Q4_K) {
+            continue; // Plain mode takes what upstream repacks only
+        }
         size_t rs = ggml_row_size(type, K);
         void * bytes = quantized(type, ROWS);
         struct pair s = make_pair(be, type, bytes);
@@ -218,6 +226,19 @@ static void test_other_ops_on_it_are_refused(void) {
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         CHECK(!ggml_backend_dev_supports_op(g_dev, refused[i]), "%s on a tensor of CPU_REPACK is refused", what[i]);
     }
+    // by mode: Q8_0 weights (upstream's x86 CPU does not repack them; the tiles do) and Q4_0
+    // weights of 20 rows (upstream repacks rows % 8 == 0 only)
+    struct ggml_context * mctx = new_ctx();
+    struct ggml_tensor * w8 = ggml_new_tensor_2d(mctx, GGML_TYPE_Q8_0, K, ROWS);
+    struct ggml_tensor * w20 = ggml_new_tensor_2d(mctx, GGML_TYPE_Q4_0, K, 20);
+    ggml_backend_buffer_t mbuf = ggml_backend_alloc_ctx_tensors_from_buft(mctx, g_repack);
+    CHECK(mbuf != NULL, "repack buffer");
+    CHECK(ggml_backend_dev_supports_op(g_dev, ggml_mul_mat(ctx, w8, x)) == g_tiles, "MUL_MAT of Q8_0 weights there: %s in %s mode",
+          g_tiles ? "taken" : "refused", g_tiles ? "Tiles" : "Plain");
+    CHECK(ggml_backend_dev_supports_op(g_dev, ggml_mul_mat(ctx, w20, x)) == g_tiles, "MUL_MAT of Q4_0 weights of 20 rows there: %s in %s mode",
+          g_tiles ? "taken" : "refused", g_tiles ? "Tiles" : "Plain");
+    ggml_backend_buffer_free(mbuf);
+    ggml_free(mctx);
     // the same ops on a plain CPU buffer's tensors are the kernels' to take (not refused for the buffer)
     struct ggml_context * pctx = new_ctx();
     struct ggml_tensor * pw = ggml_new_tensor_2d(pctx, GGML_TYPE_Q4_0, K, ROWS);
@@ -259,23 +280,28 @@ int main(int argc, char ** argv) {
     CHECK(extra != NULL, "the list");
     g_repack = extra[0];
     const char * want = getenv("GGML_RS_CPU_REPACK");
-    if (want == NULL || strcmp(want, "1") != 0) {
-        // opt-in (the tiles come on top of the weights' bytes): not listed unless asked for
-        CHECK(g_repack == NULL, "CPU_REPACK is listed without GGML_RS_CPU_REPACK=1");
-        printf("not listed without GGML_RS_CPU_REPACK=1: 1 test passed\n");
+    if (want != NULL && (strcmp(want, "0") == 0 || strcasecmp(want, "off") == 0)) {
+        CHECK(g_repack == NULL, "CPU_REPACK is listed with GGML_RS_CPU_REPACK=%s", want);
+        printf("not listed with GGML_RS_CPU_REPACK=%s: 1 test passed\n", want);
         return 0;
     }
-    if (g_repack == NULL) {
-        // only where the tiled GEMM cannot run: no AVX-512 VNNI, or the SIMD level capped below it
-        const char * simd = getenv("GGML_RS_CPU_SIMD");
-        CHECK(!cpu_has_vnni() || (simd != NULL && *simd != 0), "the CPU has AVX-512 VNNI but the device lists no extra buffer type");
-        printf("no extra buffer type (no AVX-512 VNNI, or GGML_RS_CPU_SIMD=%s): skipped\n", simd ? simd : "");
-        return 0;
+    CHECK(g_repack != NULL, "the device lists CPU_REPACK (GGML_RS_CPU_REPACK=%s)", want ? want : "unset");
+    // the mode, from a Q4_0 tensor's size there; Tiles exactly where asked for and the CPU runs
+    // them (AVX-512 VNNI, the SIMD level not capped)
+    struct ggml_context * ctx = new_ctx();
+    struct ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, K, ROWS);
+    g_tiles = ggml_backend_buft_get_alloc_size(g_repack, w) > ggml_nbytes(w);
+    ggml_free(ctx);
+    const char * simd = getenv("GGML_RS_CPU_SIMD");
+    bool asked = want != NULL && strcmp(want, "1") == 0;
+    if (asked && cpu_has_vnni() && (simd == NULL || *simd == 0)) {
+        CHECK(g_tiles, "GGML_RS_CPU_REPACK=1 on a CPU with AVX-512 VNNI: Tiles mode");
     }
+    CHECK(asked || !g_tiles, "without GGML_RS_CPU_REPACK=1: Plain mode");
     CHECK(extra[1] == NULL, "one extra buffer type");
     RUN(test_the_device_lists_it);
     RUN(test_mul_mat_equals_the_plain_buffer);
     RUN(test_other_ops_on_it_are_refused);
-    printf("%d tests passed\n", g_tests_run);
+    printf("%s mode: %d tests passed\n", g_tiles ? "Tiles" : "Plain", g_tests_run);
     return 0;
 }

@@ -512,8 +512,8 @@ check "the native build runs a quantized model with its extra buffer types (llam
 check "ggml-rs-cpu ABI: the 65 functions of ggml-cpu.h, module entries, layouts" "$ROOT/scripts/check_cpu_abi.sh"
 check "test_rscpu_backend: the module beside upstream's CPU, its C API against upstream's" bash -o pipefail -c \
     "'$BUILD_OURS/c_tests/test_rscpu_backend' '$CPU_LIB' 2>&1 | tail -n 2"
-check "test_rscpu_repack: CPU_REPACK (GGML_RS_CPU_REPACK=1) weights give the plain buffer's MUL_MAT bit for bit, other ops refused; not listed without it" bash -o pipefail -c \
-    "GGML_RS_CPU_REPACK=1 '$BUILD_OURS/c_tests/test_rscpu_repack' '$CPU_LIB' 2>&1 | tail -n 2 && '$BUILD_OURS/c_tests/test_rscpu_repack' '$CPU_LIB' 2>&1 | tail -n 1"
+check "test_rscpu_repack: CPU_REPACK in Plain (default) and Tiles (GGML_RS_CPU_REPACK=1) mode gives the plain buffer's MUL_MAT bit for bit, other ops refused; not listed with =0" bash -o pipefail -c \
+    "GGML_RS_CPU_REPACK=1 '$BUILD_OURS/c_tests/test_rscpu_repack' '$CPU_LIB' 2>&1 | tail -n 2 && '$BUILD_OURS/c_tests/test_rscpu_repack' '$CPU_LIB' 2>&1 | tail -n 1 && GGML_RS_CPU_REPACK=0 '$BUILD_OURS/c_tests/test_rscpu_repack' '$CPU_LIB' 2>&1 | tail -n 1"
 # every case test-backend-ops runs on RSCPU either passes or is not supported (supports_op said
 # no); a FAIL is a wrong result of an op we claim. Every op, with two sampled: FLASH_ATTN_EXT
 # (some 5000 cases, ~20 min here) at head size 128, MUL_MAT_ID (~45 min: the harness builds

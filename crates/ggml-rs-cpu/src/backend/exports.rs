@@ -170,7 +170,7 @@ pub extern "C" fn ggml_cpu_init() {
 }
 
 /// `ggml_backend_dev_get_extra_bufts`: the NULL-terminated list of extra buffer types, our
-/// CPU_REPACK ([`super::repack`]) where this CPU runs the tiled int8 GEMM, else none
+/// CPU_REPACK ([`super::repack`]) unless `GGML_RS_CPU_REPACK=0`, else none
 unsafe extern "C" fn dev_get_extra_bufts(_dev: ggml_backend_dev_t) -> *mut ggml_backend_buffer_type_t {
     struct List([ggml_backend_buffer_type_t; 2]);
     // SAFETY: pointers to the static buffer type (or NULL), never written after creation.
