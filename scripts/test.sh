@@ -485,6 +485,13 @@ rust_api() {
         GGML_RS_API_REQUIRED=1 timeout 900 cargo test -p ggml-rs-api > "$T/rust-api.log" 2>&1)
     local rc=$?
     grep -E '^test result|FAILED|panicked' "$T/rust-api.log"
+    # a test binary killed by a signal or a build error leaves no FAILED line: show cargo's own
+    # error lines and the log's end, so an intermittent failure can be told apart
+    if [ $rc != 0 ]; then
+        echo "exit $rc"
+        grep -aE '^error|signal|process didn.t exit|Running ' "$T/rust-api.log" | tail -n 8
+        tail -n 5 "$T/rust-api.log"
+    fi
     return $rc
 }
 check "ggml-rs-api: bindings drift, doc-tests, tests (stock libraries + ours)" rust_api
