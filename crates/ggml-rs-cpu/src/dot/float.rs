@@ -3,10 +3,11 @@
 //! Their error against the reference is bounded in the tests by `2⁻²⁰ · Σ|x·y|` (f32 rounding
 //! over at most a few thousand lane additions, with margin).
 //!
-//! F16 · F16 at the AVX-512 levels is [`f16_avx512_order`] bit for bit: the order of upstream's
-//! AVX-512 build (`ggml_vec_dot_f16`), which its native CPU uses for token generation, so F16
-//! weights give upstream native's bits. The scalar level's reference is upstream's generic order
-//! too (each product of two f16 is exact in f32; the sum in f64).
+//! F32 · F32 and F16 · F16 at the AVX-512 levels are [`f32_avx512_order`] and
+//! [`f16_avx512_order`] bit for bit: the orders of upstream's AVX-512 build (`ggml_vec_dot_f32`,
+//! `ggml_vec_dot_f16`), which its native CPU uses for token generation, so F32 and F16 weights
+//! give upstream native's bits. The scalar level's F16 reference is upstream's generic order too
+//! (each product of two f16 is exact in f32; the sum in f64).
 
 use half::{bf16, f16};
 
@@ -49,6 +50,38 @@ pub fn f16_avx512_order(x: &[f16], y: &[f16]) -> f32 {
     sum as f32
 }
 
+/// F32 · F32 as upstream's AVX-512 build sums it (`ggml_vec_dot_f32`, `GGML_F32_STEP` 64: 4
+/// accumulators of 16 lanes): per 64 values, accumulator j's lane l is `fma(x[i+16j+l],
+/// y[i+16j+l], lane)`; then `(acc0 + acc2) + (acc1 + acc3)` lane by lane and GCC's
+/// `_mm512_reduce_add_ps` of that, kept in f32 (the C keeps `sumf` a float). The `n mod 64` values
+/// left go into that f32 in order as GCC compiled `sumf += x[i]*y[i]` (read in the native
+/// build's disassembly): the leftover loop is vectorised by 16 then 8 with the products rounded
+/// (`vmulps`, then in-order `vaddss`), the last `n mod 8` contracted to one fused multiply-add
+/// each (`vfmadd231ss`). The definition the AVX-512 row kernel is tested against bit for bit.
+pub fn f32_avx512_order(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let done = n - n % 64;
+    let mut acc = [[0f32; 16]; 4];
+    for i in (0..done).step_by(64) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            for (l, lane) in a.iter_mut().enumerate() {
+                let p = i + 16 * j + l;
+                *lane = x[p].mul_add(y[p], *lane);
+            }
+        }
+    }
+    let s: [f32; 16] = std::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
+    let mut sum = crate::ops::expf::reduce_add16(&s);
+    let rounded = n - n % 8;
+    for p in done..rounded {
+        sum += x[p] * y[p];
+    }
+    for p in rounded..n {
+        sum = x[p].mul_add(y[p], sum);
+    }
+    sum
+}
+
 pub fn bf16_reference(x: &[bf16], y: &[bf16]) -> f32 {
     x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum::<f64>() as f32
 }
@@ -77,10 +110,9 @@ macro_rules! selector {
     };
 }
 
-// f32 stays on AVX2 at the AVX-512 levels: measured slower in L2 with 512-bit loads of rows that
-// are not 64-byte aligned (40.8 against 51.7 GB/s, examples/dot_bench.rs); equal from memory.
-// Revisit with aligned rows (the 512-bit loop is avx512_loop! with _mm512_loadu_ps).
-selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx2);
+// f32 at the AVX-512 levels: upstream's AVX-512 order in 256-bit halves (512-bit loads of rows
+// that are not 64-byte aligned measured slower in L2: 40.8 against 51.7 GB/s, dot_bench)
+selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx512);
 selector!(select_f16, f16, f16_reference, f16_avx2, f16_avx512);
 selector!(select_bf16, bf16, bf16_reference, bf16_avx2, bf16_avx512);
 
@@ -90,7 +122,7 @@ mod x86 {
 
     use half::{bf16, f16};
 
-    use super::super::x86::{hsum_ps, reduce_add_ps_gcc};
+    use super::super::x86::{hsum_ps, reduce_add_halves_gcc, reduce_add_ps_gcc};
 
     /// the 4-accumulator loop shared by the AVX2 kernels: `$load(p)` widens the 8 elements at
     /// `p` to f32. Whole chunks of 32 go through raw-pointer loads (no bounds checks in the hot
@@ -190,6 +222,39 @@ mod x86 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn f32_avx2(x: &[f32], y: &[f32]) -> f32 {
         avx2_loop!(x, y, ld_f32, |v: f32| v)
+    }
+
+    /// [`super::f32_avx512_order`] with each 16-lane accumulator as two 256-bit halves (lane by
+    /// lane the same operations; 256-bit loads: see `select_f32`)
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn f32_avx512(x: &[f32], y: &[f32]) -> f32 {
+        let n = x.len().min(y.len());
+        let (x, y) = (&x[..n], &y[..n]);
+        let mut lo = [_mm256_setzero_ps(); 4];
+        let mut hi = [_mm256_setzero_ps(); 4];
+        let (xc, yc) = (x.chunks_exact(64), y.chunks_exact(64));
+        let done = n - xc.remainder().len();
+        for (a, b) in xc.zip(yc) {
+            for j in 0..4 {
+                // SAFETY: `a` and `b` hold 64 elements; the loads read 8 at offsets 16·j and
+                // 16·j + 8 < 64
+                unsafe {
+                    lo[j] = _mm256_fmadd_ps(ld_f32(a.as_ptr().add(16 * j)), ld_f32(b.as_ptr().add(16 * j)), lo[j]);
+                    hi[j] = _mm256_fmadd_ps(ld_f32(a.as_ptr().add(16 * j + 8)), ld_f32(b.as_ptr().add(16 * j + 8)), hi[j]);
+                }
+            }
+        }
+        let sl = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+        let sh = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+        let mut sum = reduce_add_halves_gcc(sl, sh);
+        let rounded = n - n % 8;
+        for j in done..rounded {
+            sum += x[j] * y[j];
+        }
+        for j in rounded..n {
+            sum = x[j].mul_add(y[j], sum);
+        }
+        sum
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
