@@ -110,8 +110,9 @@ macro_rules! selector {
     };
 }
 
-// f32 at the AVX-512 levels: upstream's AVX-512 order in 256-bit halves (512-bit loads of rows
-// that are not 64-byte aligned measured slower in L2: 40.8 against 51.7 GB/s, dot_bench)
+// f32 at the AVX-512 levels: upstream's AVX-512 order with 512-bit loads (dot_bench, one thread,
+// against upstream native's ggml_vec_dot_f32: 0.89-0.96x in L2, 0.93-1.07x from memory; the same
+// order in 256-bit halves 0.83-0.87x, the AVX2 kernel's 4 × 8 lanes about the same)
 selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx512);
 selector!(select_f16, f16, f16_reference, f16_avx2, f16_avx512);
 selector!(select_bf16, bf16, bf16_reference, bf16_avx2, bf16_avx512);
@@ -122,7 +123,7 @@ mod x86 {
 
     use half::{bf16, f16};
 
-    use super::super::x86::{hsum_ps, reduce_add_halves_gcc, reduce_add_ps_gcc};
+    use super::super::x86::{hsum_ps, reduce_add_ps_gcc};
 
     /// the 4-accumulator loop shared by the AVX2 kernels: `$load(p)` widens the 8 elements at
     /// `p` to f32. Whole chunks of 32 go through raw-pointer loads (no bounds checks in the hot
@@ -224,29 +225,22 @@ mod x86 {
         avx2_loop!(x, y, ld_f32, |v: f32| v)
     }
 
-    /// [`super::f32_avx512_order`] with each 16-lane accumulator as two 256-bit halves (lane by
-    /// lane the same operations; 256-bit loads: see `select_f32`)
-    #[target_feature(enable = "avx2,fma")]
+    /// [`super::f32_avx512_order`] with 16-lane registers
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     pub(super) fn f32_avx512(x: &[f32], y: &[f32]) -> f32 {
         let n = x.len().min(y.len());
         let (x, y) = (&x[..n], &y[..n]);
-        let mut lo = [_mm256_setzero_ps(); 4];
-        let mut hi = [_mm256_setzero_ps(); 4];
+        let mut acc = [_mm512_setzero_ps(); 4];
         let (xc, yc) = (x.chunks_exact(64), y.chunks_exact(64));
         let done = n - xc.remainder().len();
         for (a, b) in xc.zip(yc) {
-            for j in 0..4 {
-                // SAFETY: `a` and `b` hold 64 elements; the loads read 8 at offsets 16·j and
-                // 16·j + 8 < 64
-                unsafe {
-                    lo[j] = _mm256_fmadd_ps(ld_f32(a.as_ptr().add(16 * j)), ld_f32(b.as_ptr().add(16 * j)), lo[j]);
-                    hi[j] = _mm256_fmadd_ps(ld_f32(a.as_ptr().add(16 * j + 8)), ld_f32(b.as_ptr().add(16 * j + 8)), hi[j]);
-                }
+            for (j, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: `a` and `b` hold 64 elements; the loads read 16 at offset 16·j < 64
+                unsafe { *acc = _mm512_fmadd_ps(_mm512_loadu_ps(a.as_ptr().add(16 * j)), _mm512_loadu_ps(b.as_ptr().add(16 * j)), *acc) };
             }
         }
-        let sl = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
-        let sh = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
-        let mut sum = reduce_add_halves_gcc(sl, sh);
+        let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+        let mut sum = reduce_add_ps_gcc(s);
         let rounded = n - n % 8;
         for j in done..rounded {
             sum += x[j] * y[j];

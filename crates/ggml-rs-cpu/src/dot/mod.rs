@@ -6,7 +6,7 @@
 //!
 //! | weight | activation | file       | SIMD levels                 | vs reference          |
 //! |--------|------------|------------|-----------------------------|-----------------------|
-//! | F32    | F32        | `float.rs` | AVX2, AVX-512 (in 256 bits) | float tolerance       |
+//! | F32    | F32        | `float.rs` | AVX2, AVX-512               | float tolerance       |
 //! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512        | float tolerance       |
 //! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
 //! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |

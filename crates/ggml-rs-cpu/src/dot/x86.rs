@@ -12,14 +12,7 @@ use std::arch::x86_64::*;
 #[target_feature(enable = "avx512f")]
 pub(crate) fn reduce_add_ps_gcc(v: __m512) -> f32 {
     let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-    reduce_add_halves_gcc(_mm512_castps512_ps256(v), hi)
-}
-
-/// [`reduce_add_ps_gcc`] of the 16 lanes given as their low and high 256-bit halves
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(crate) fn reduce_add_halves_gcc(lo: __m256, hi: __m256) -> f32 {
-    let t = _mm256_add_ps(hi, lo);
+    let t = _mm256_add_ps(hi, _mm512_castps512_ps256(v));
     let u = _mm_add_ps(_mm256_extractf128_ps::<1>(t), _mm256_castps256_ps128(t));
     let w = _mm_add_ps(u, _mm_movehl_ps(u, u));
     _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)))
