@@ -553,14 +553,18 @@ fn use_sgemm(a: &View, b: &View, wt: GgmlType) -> bool {
 /// load them without a conversion: 6 of their 10 conversions per step); F32 weights' read where
 /// they are (F32 src1 with f32-aligned rows) or widened to F32 in the scratch (as the row path);
 /// weights read in place; per activation slab (i12, i13) against its weight slab, tiles of 4
-/// rows × 6 columns, in chunks of 128 rows × the slab's columns (each column piece read from
-/// cache for 32 tiles; bench_mul_mat f16 2048 × 2048 × 512: 8 rows 56 ms, 16 rows 44, 64 rows
-/// 39, 128 rows 35, 1024 rows 39), the columns split further when there are too few chunks for
-/// the pool
+/// rows × 6 columns, in chunks of 128 rows (F32 rows longer than 1536: fewer, see below) × the
+/// slab's columns (each column piece read from cache for 32 tiles; bench_mul_mat f16 2048 × 2048
+/// × 512: 8 rows 56 ms, 16 rows 44, 64 rows 39, 128 rows 35, 1024 rows 39), the columns split
+/// further when there are too few chunks for the pool
 fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     use crate::sgemm::{MAX_COLS, ROWS};
-    const RG: usize = 128;
     let k = a.ne[0] as usize;
+    // rows per chunk: F32 weights at most 768 KiB of them, so that they stay in L2 while the
+    // chunk's columns pass (bench_mul_mat f32 2048 × 5632 × 512, 2 threads: 128 rows 94 ms, 32
+    // rows 53; 5632 × 2048 × 512: 128 rows 48, 96 rows 46); F16 128 (2048 × 5632 × 512: 128
+    // rows 100 ms, 44 rows 130)
+    let rg = if wt == GgmlType::F32 { (768 * 1024 / (4 * k)).clamp(ROWS, 128) / ROWS * ROWS } else { 128 };
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     // where activation row (i11, i12, i13) is, as k floats
@@ -586,7 +590,7 @@ fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     };
     let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
     let n_bs = nr1 / ne11.max(1);
-    let n_rg = nr0.div_ceil(RG);
+    let n_rg = nr0.div_ceil(rg);
     let want = 4 * exec.n_threads();
     let n_cg = if n_bs * n_rg >= want { 1 } else { want.div_ceil(n_bs * n_rg) };
     let cg_len = ne11.div_ceil(n_cg).next_multiple_of(MAX_COLS);
@@ -594,7 +598,7 @@ fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     let (a, d) = (*a, *d);
     exec.parallel(n_bs * n_rg * n_cg, |ch| {
         let (a, d) = (&a, &d);
-        let (rg, cg, bs) = (ch % n_rg, (ch / n_rg) % n_cg, ch / (n_rg * n_cg));
+        let (g, cg, bs) = (ch % n_rg, (ch / n_rg) % n_cg, ch / (n_rg * n_cg));
         let (i12, i13) = (bs % ne12, bs / ne12);
         let w0 = a.data.wrapping_add(offset(a, 0, 0, i12 / r2, i13 / r3)).cast_const();
         for j0 in (cg * cg_len..((cg + 1) * cg_len).min(ne11)).step_by(MAX_COLS) {
@@ -605,7 +609,7 @@ fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                 xs[t] = cols.row(j0 + t, i12, i13, ne11, ne12).cast::<f32>();
                 dsts[t] = d.data.wrapping_add(offset(d, 0, j0 + t, i12, i13)).cast::<f32>();
             }
-            for i in (rg * RG..((rg + 1) * RG).min(nr0)).step_by(ROWS) {
+            for i in (g * rg..((g + 1) * rg).min(nr0)).step_by(ROWS) {
                 let outs: [*mut f32; MAX_COLS] = std::array::from_fn(|t| dsts[t].wrapping_add(i));
                 // SAFETY: AVX-512 is active (sgemm::exact); weight rows i .. i + 4 of the slab
                 // (nr0 a multiple of 4: use_sgemm; whole rows of k elements of the weight
