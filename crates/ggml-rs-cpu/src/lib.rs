@@ -18,7 +18,6 @@
 pub mod backend;
 pub mod block;
 pub mod dot;
-pub mod f16gemm;
 pub mod fgemm;
 pub mod fp;
 pub mod matmul;
@@ -28,6 +27,7 @@ pub mod qgemm;
 pub mod quants;
 #[doc(hidden)]
 pub mod rng;
+pub mod sgemm;
 pub mod simd;
 mod types;
 

@@ -190,6 +190,35 @@ fn vec_dot_matches_ggml_cpus() {
     }
 }
 
+/// an AVX-512 build of upstream (the native one: `GGML_RS_UPSTREAM_LIB_DIR=<build-native>/bin`)
+/// sums F32 and F16 rows in the orders our AVX-512 kernels take (`ggml_vec_dot_f32` with its
+/// tail as GCC compiled it, `ggml_vec_dot_f16`): equal bit for bit, every length from 0 to 300
+/// (each kind of tail) and models' rows; skipped with another build (the stock one is AVX2)
+#[test]
+fn vec_dot_f32_and_f16_are_an_avx512_builds_bit_for_bit() {
+    let Some(u) = upstream() else { return };
+    if !u.avx512_build || ggml_rs_cpu::simd::detected() < Level::Avx512 {
+        println!("SKIPPED: upstream's libggml-cpu is not an AVX-512 build, or this CPU has no AVX-512");
+        return;
+    }
+    let mut r = XorShift::new(22);
+    for ty in [GgmlType::F32, GgmlType::F16] {
+        for n in (0..300).chain([512, 1536, 2048 + 57, 4096 + 7, 5632]) {
+            for _ in 0..3 {
+                let (w, a) = (r.model_like(n), r.model_like(n).into_iter().map(|v| v * 40.0).collect::<Vec<_>>());
+                let (mut wq, mut aq) = (AlignedBytes::zeroed(ty.row_size(n)), AlignedBytes::zeroed(ty.row_size(n)));
+                quantize_row(ty, &w, &mut wq);
+                quantize_row(ty, &a, &mut aq);
+                let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
+                for level in Level::available().into_iter().filter(|&l| l >= Level::Avx512) {
+                    let ours = RowDot::new(ty, level).dot(&wq, &aq);
+                    assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {} n={n}: upstream {theirs}, ours {ours}", ty.name(), level.name());
+                }
+            }
+        }
+    }
+}
+
 /// integer paths exactly: power-of-two scales and small activations make every float operation
 /// exact, so ours and upstream's must agree to the bit
 #[test]

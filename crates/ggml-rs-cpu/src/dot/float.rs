@@ -3,10 +3,11 @@
 //! Their error against the reference is bounded in the tests by `2⁻²⁰ · Σ|x·y|` (f32 rounding
 //! over at most a few thousand lane additions, with margin).
 //!
-//! F16 · F16 at the AVX-512 levels is [`f16_avx512_order`] bit for bit: the order of upstream's
-//! AVX-512 build (`ggml_vec_dot_f16`), which its native CPU uses for token generation, so F16
-//! weights give upstream native's bits. The scalar level's reference is upstream's generic order
-//! too (each product of two f16 is exact in f32; the sum in f64).
+//! F32 · F32 and F16 · F16 at the AVX-512 levels are [`f32_avx512_order`] and
+//! [`f16_avx512_order`] bit for bit: the orders of upstream's AVX-512 build (`ggml_vec_dot_f32`,
+//! `ggml_vec_dot_f16`), which its native CPU uses for token generation, so F32 and F16 weights
+//! give upstream native's bits. The scalar level's F16 reference is upstream's generic order too
+//! (each product of two f16 is exact in f32; the sum in f64).
 
 use half::{bf16, f16};
 
@@ -24,29 +25,54 @@ pub fn f16_reference(x: &[f16], y: &[f16]) -> f32 {
     x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum::<f64>() as f32
 }
 
-/// F16 · F16 as upstream's AVX-512 build sums it (`ggml_vec_dot_f16`, 4 accumulators of 16
-/// lanes): per 64 values, accumulator j's lane l is `fma(x[i+16j+l], y[i+16j+l], lane)`; then
-/// `(acc0 + acc2) + (acc1 + acc3)` lane by lane, GCC's `_mm512_reduce_add_ps` of that into f64,
-/// and the `n mod 64` values left each added in f64 as their f32 product. The definition the
-/// AVX-512 row kernel and the multi-row forms are tested against bit for bit.
+/// F16 · F16 as upstream's AVX-512 build sums it (`ggml_vec_dot_f16`): the blocks of 64 as
+/// [`avx512_blocks`] (4 accumulators of 16 lanes, GCC's reduce) into f64, and the `n mod 64`
+/// values left each added in f64 as their f32 product. The definition the AVX-512 row kernel
+/// and the multi-row forms are tested against bit for bit.
 pub fn f16_avx512_order(x: &[f16], y: &[f16]) -> f32 {
     let n = x.len().min(y.len());
-    let done = n - n % 64;
+    let mut sum = f64::from(avx512_blocks(n, |p| (x[p].to_f32(), y[p].to_f32())));
+    for p in n - n % 64..n {
+        sum += f64::from(x[p].to_f32() * y[p].to_f32());
+    }
+    sum as f32
+}
+
+/// F32 · F32 as upstream's AVX-512 build sums it (`ggml_vec_dot_f32`): the blocks of 64 as
+/// [`avx512_blocks`] (4 accumulators of 16 lanes, GCC's reduce), kept in f32 (the C keeps `sumf`
+/// a float). The `n mod 64` values left go into that f32 in order as GCC compiled `sumf +=
+/// x[i]*y[i]` (read in the native build's disassembly): the leftover loop is vectorised by 16
+/// then 8 with the products rounded (`vmulps`, then in-order `vaddss`), the last `n mod 8`
+/// contracted to one fused multiply-add each (`vfmadd231ss`). The definition the AVX-512 row kernel is tested against bit for bit.
+pub fn f32_avx512_order(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut sum = avx512_blocks(n, |p| (x[p], y[p]));
+    let (done, rounded) = (n - n % 64, n - n % 8);
+    for p in done..rounded {
+        sum += x[p] * y[p];
+    }
+    for p in rounded..n {
+        sum = x[p].mul_add(y[p], sum);
+    }
+    sum
+}
+
+/// the whole blocks of 64 of `n` values as upstream's AVX-512 `ggml_vec_dot_f32` / `_f16` sum
+/// them (`GGML_F32_STEP` 64, 4 accumulators of 16 lanes): accumulator j's lane l is
+/// `fma(x[i+16j+l], y[i+16j+l], lane)`, then `(acc0 + acc2) + (acc1 + acc3)` lane by lane and GCC's
+/// `_mm512_reduce_add_ps` (`GGML_F32x16_REDUCE`); `v(p)` is the pair at p widened to f32
+fn avx512_blocks(n: usize, v: impl Fn(usize) -> (f32, f32)) -> f32 {
     let mut acc = [[0f32; 16]; 4];
-    for i in (0..done).step_by(64) {
+    for i in (0..n - n % 64).step_by(64) {
         for (j, a) in acc.iter_mut().enumerate() {
             for (l, lane) in a.iter_mut().enumerate() {
-                let p = i + 16 * j + l;
-                *lane = x[p].to_f32().mul_add(y[p].to_f32(), *lane);
+                let (x, y) = v(i + 16 * j + l);
+                *lane = x.mul_add(y, *lane);
             }
         }
     }
     let s: [f32; 16] = std::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
-    let mut sum = f64::from(crate::ops::expf::reduce_add16(&s));
-    for p in done..n {
-        sum += f64::from(x[p].to_f32() * y[p].to_f32());
-    }
-    sum as f32
+    crate::ops::expf::reduce_add16(&s)
 }
 
 pub fn bf16_reference(x: &[bf16], y: &[bf16]) -> f32 {
@@ -77,10 +103,10 @@ macro_rules! selector {
     };
 }
 
-// f32 stays on AVX2 at the AVX-512 levels: measured slower in L2 with 512-bit loads of rows that
-// are not 64-byte aligned (40.8 against 51.7 GB/s, examples/dot_bench.rs); equal from memory.
-// Revisit with aligned rows (the 512-bit loop is avx512_loop! with _mm512_loadu_ps).
-selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx2);
+// f32 at the AVX-512 levels: upstream's AVX-512 order with 512-bit loads (dot_bench, one thread,
+// against upstream native's ggml_vec_dot_f32: 0.89-0.96x in L2, 0.93-1.07x from memory; the same
+// order in 256-bit halves 0.83-0.87x, the AVX2 kernel's 4 × 8 lanes about the same)
+selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx512);
 selector!(select_f16, f16, f16_reference, f16_avx2, f16_avx512);
 selector!(select_bf16, bf16, bf16_reference, bf16_avx2, bf16_avx512);
 
@@ -120,6 +146,25 @@ mod x86 {
         }};
     }
 
+    /// `super::avx512_blocks` with 16-lane registers, `$load(p)` widening the 16 elements at `p`:
+    /// `(sum of the blocks, values in them, x, y)` with `x` and `y` cut to the same length
+    macro_rules! avx512_blocks {
+        ($x:ident, $y:ident, $load:ident) => {{
+            let n = $x.len().min($y.len());
+            let (x, y) = (&$x[..n], &$y[..n]);
+            let mut acc = [_mm512_setzero_ps(); 4];
+            let (xc, yc) = (x.chunks_exact(64), y.chunks_exact(64));
+            for (a, b) in xc.zip(yc) {
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: `a` and `b` hold 64 elements; the loads read 16 at offset 16·j < 64
+                    unsafe { *acc = _mm512_fmadd_ps($load(a.as_ptr().add(16 * j)), $load(b.as_ptr().add(16 * j)), *acc) };
+                }
+            }
+            let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
+            (reduce_add_ps_gcc(s), n - n % 64, x, y)
+        }};
+    }
+
     /// as `avx2_loop`, 16 elements per load, chunks of 64
     macro_rules! avx512_loop {
         ($x:ident, $y:ident, $load:ident, $tail:expr) => {{
@@ -147,7 +192,7 @@ mod x86 {
     }
 
     // The loads: each reads 8 (AVX2) or 16 (AVX-512) elements at `p`.
-    // SAFETY (all five): the caller passes a pointer with that many readable elements.
+    // SAFETY (all six): the caller passes a pointer with that many readable elements.
 
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -174,6 +219,13 @@ mod x86 {
 
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn ld16_f32(p: *const f32) -> __m512 {
+        // SAFETY: see above
+        unsafe { _mm512_loadu_ps(p) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     unsafe fn ld16_f16(p: *const f16) -> __m512 {
         // SAFETY: see above
         _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p.cast()) })
@@ -192,6 +244,20 @@ mod x86 {
         avx2_loop!(x, y, ld_f32, |v: f32| v)
     }
 
+    /// [`super::f32_avx512_order`] with 16-lane registers
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    pub(super) fn f32_avx512(x: &[f32], y: &[f32]) -> f32 {
+        let (mut sum, done, x, y) = avx512_blocks!(x, y, ld16_f32);
+        let rounded = x.len() - x.len() % 8;
+        for j in done..rounded {
+            sum += x[j] * y[j];
+        }
+        for j in rounded..x.len() {
+            sum = x[j].mul_add(y[j], sum);
+        }
+        sum
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn f16_avx2(x: &[f16], y: &[f16]) -> f32 {
         avx2_loop!(x, y, ld_f16, |v: f16| v.to_f32())
@@ -205,20 +271,9 @@ mod x86 {
     /// [`super::f16_avx512_order`] with 16-lane registers
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     pub(super) fn f16_avx512(x: &[f16], y: &[f16]) -> f32 {
-        let n = x.len().min(y.len());
-        let (x, y) = (&x[..n], &y[..n]);
-        let mut acc = [_mm512_setzero_ps(); 4];
-        let (xc, yc) = (x.chunks_exact(64), y.chunks_exact(64));
-        let done = n - xc.remainder().len();
-        for (a, b) in xc.zip(yc) {
-            for (j, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: `a` and `b` hold 64 elements; the loads read 16 at offset 16·j < 64
-                unsafe { *acc = _mm512_fmadd_ps(ld16_f16(a.as_ptr().add(16 * j)), ld16_f16(b.as_ptr().add(16 * j)), *acc) };
-            }
-        }
-        let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]));
-        let mut sum = f64::from(reduce_add_ps_gcc(s));
-        for j in done..n {
+        let (blocks, done, x, y) = avx512_blocks!(x, y, ld16_f16);
+        let mut sum = f64::from(blocks);
+        for j in done..x.len() {
             sum += f64::from(x[j].to_f32() * y[j].to_f32());
         }
         sum as f32

@@ -1,11 +1,12 @@
 //! Dot products of a weight row with an activation row, the kernel of MUL_MAT: one file per
 //! family, each with a scalar reference (what upstream's `*_generic` computes) and run-time
 //! selected SIMD versions, tested against the reference (`tests.rs`). Q8_0's SIMD versions
-//! are tested bit for bit against upstream's x86 order instead ([`q8_0::q8_0_q8_0_x86`]).
+//! are tested bit for bit against upstream's x86 order instead ([`q8_0::q8_0_q8_0_x86`]), F32 and
+//! F16 at AVX-512 against upstream's AVX-512 orders (`float::f32_avx512_order`, `f16_avx512_order`).
 //!
 //! | weight | activation | file       | SIMD levels                 | vs reference          |
 //! |--------|------------|------------|-----------------------------|-----------------------|
-//! | F32    | F32        | `float.rs` | AVX2 (also at AVX-512)      | float tolerance       |
+//! | F32    | F32        | `float.rs` | AVX2, AVX-512               | float tolerance       |
 //! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512        | float tolerance       |
 //! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
 //! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |

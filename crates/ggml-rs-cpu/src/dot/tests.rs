@@ -372,3 +372,57 @@ fn f16_avx512_order_is_its_own() {
     }
     assert!(vs_reference && vs_pairs, "20 random rows gave the same bits in the other orders: {vs_reference} {vs_pairs}");
 }
+
+/// F32 · F32 at the AVX-512 levels (the row kernel, and MUL_MAT's mat-vec over it) equals
+/// upstream's AVX-512 order ([`f32_avx512_order`]) bit for bit: whole blocks of 64 and every kind
+/// of leftover (none, under 8, 8..16, 16 and more), rows at unaligned addresses
+#[test]
+fn f32_avx512_kernel_equals_upstreams_order_bit_for_bit() {
+    use super::gemv::Gemv;
+    let mut r = XorShift::new(20);
+    for level in Level::available().into_iter().filter(|&l| l >= Level::Avx512) {
+        let g = Gemv::new(GgmlType::F32, level);
+        for k in [0usize, 1, 7, 8, 9, 15, 16, 23, 24, 40, 63, 64, 71, 72, 88, 100, 127, 512, 1536, 2048 + 57, 4096 + 7] {
+            let rows = 3;
+            let xs: Vec<Vec<f32>> = (0..rows).map(|_| r.model_like(k)).collect();
+            let y: Vec<f32> = r.model_like(k).into_iter().map(|v| v * 40.0).collect();
+            // rows a float apart more than their length, one float in: unaligned loads
+            let stride = 4 * k + 4;
+            let mut w = vec![0u8; 4 + rows * stride];
+            for (i, x) in xs.iter().enumerate() {
+                w[4 + i * stride..][..4 * k].copy_from_slice(&x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
+            }
+            let mut yb = crate::block::AlignedBytes::zeroed(4 * k);
+            yb.iter_mut().zip(y.iter().flat_map(|v| v.to_le_bytes())).for_each(|(b, v)| *b = v);
+            let mut out = vec![f32::NAN; rows];
+            // SAFETY: `rows` rows of 4k bytes `stride` apart inside w; out has `rows` floats
+            unsafe { g.rows(w.as_ptr().add(4), stride, rows, &yb, out.as_mut_ptr()) };
+            for (i, x) in xs.iter().enumerate() {
+                let want = f32_avx512_order(x, &y);
+                let row = select_f32(level)(x, &y);
+                assert_eq!(row.to_bits(), want.to_bits(), "row kernel {} k={k}: {row} vs {want}", level.name());
+                assert_eq!(out[i].to_bits(), want.to_bits(), "gemv {} k={k} row {i}: {} vs {want}", level.name(), out[i]);
+            }
+        }
+    }
+}
+
+/// the F32 AVX-512 order is not the f64 reference's, nor the same blocks with the leftovers all
+/// rounded products or all fused: cases where each gives other bits
+#[test]
+fn f32_avx512_order_is_its_own() {
+    let mut r = XorShift::new(21);
+    let (mut vs_reference, mut vs_rounded, mut vs_fused) = (false, false, false);
+    for _ in 0..40 {
+        // 1536 in blocks, 63 left: 56 rounded products, 7 fused
+        let (x, y) = (r.model_like(1536 + 63), r.model_like(1536 + 63).into_iter().map(|v| v * 40.0).collect::<Vec<_>>());
+        let want = f32_avx512_order(&x, &y);
+        vs_reference |= want.to_bits() != f32_reference(&x, &y).to_bits();
+        let blocks = f32_avx512_order(&x[..1536], &y[..1536]);
+        let rounded = (1536..x.len()).fold(blocks, |s, p| s + x[p] * y[p]);
+        let fused = (1536..x.len()).fold(blocks, |s, p| x[p].mul_add(y[p], s));
+        vs_rounded |= want.to_bits() != rounded.to_bits();
+        vs_fused |= want.to_bits() != fused.to_bits();
+    }
+    assert!(vs_reference && vs_rounded && vs_fused, "40 random rows gave the same bits in the other orders: {vs_reference} {vs_rounded} {vs_fused}");
+}

@@ -191,11 +191,11 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         mul_mat_qgemm(&a, &b, &d, wt, node.packed, exec);
         return Ok(());
     }
-    if wt == GgmlType::F16 && crate::f16gemm::exact(exec.level()) {
-        // upstream native's bits: its tinyBLAS order where it takes the product, else the row
-        // kernels (ggml_vec_dot_f16's order) below
-        if use_f16_sgemm(&a, &b) {
-            mul_mat_f16_sgemm(&a, &b, &d, exec);
+    if crate::sgemm::exact(wt, exec.level()) {
+        // F32 / F16 weights in upstream native's bits: its tinyBLAS order where it takes the
+        // product, else the row kernels (ggml_vec_dot_f32's / _f16's order) below
+        if use_sgemm(&a, &b, wt) {
+            mul_mat_sgemm(&a, &b, &d, wt, exec);
             return Ok(());
         }
     } else if use_fgemm(&a, &b, wt, exec.level()) {
@@ -533,47 +533,64 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     });
 }
 
-/// upstream's native build takes this F16 MUL_MAT into llamafile's tinyBLAS: F32 activations
-/// (converted to F16 first) or contiguous F16 ones, and the shape of [`crate::f16gemm::sgemm_shape`]
-/// per (i12, i13) slice (k > 0 here; an empty product is the row path's zeros)
-fn use_f16_sgemm(a: &View, b: &View) -> bool {
-    (b.ty == raw_type::F32 || (b.ty == raw_type::F16 && is_contiguous(b)))
-        && a.ne[0] > 0
-        && a.ne[1] > 0
-        && crate::f16gemm::sgemm_shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize)
+/// upstream's native build takes this MUL_MAT of F32 / F16 weights into llamafile's tinyBLAS:
+/// src1 contiguous and of the weights' type (its first call), or src1 converted to the weights'
+/// vec-dot type first (its second call: F32 activations of F16 weights, F16 / BF16 ones of F32
+/// weights; a contiguous buffer whatever src1's strides), and the shape of
+/// [`crate::sgemm::sgemm_shape`] per (i12, i13) slice (k > 0 here; an empty product is the row
+/// path's zeros). F32 activations of F32 weights that are not contiguous go to the row kernels.
+fn use_sgemm(a: &View, b: &View, wt: GgmlType) -> bool {
+    let acts = if wt == GgmlType::F16 {
+        b.ty == raw_type::F32 || (b.ty == raw_type::F16 && is_contiguous(b))
+    } else {
+        wt == GgmlType::F32 && (matches!(b.ty, raw_type::F16 | raw_type::BF16) || (b.ty == raw_type::F32 && is_contiguous(b)))
+    };
+    acts && a.ne[0] > 0 && a.ne[1] > 0 && crate::sgemm::sgemm_shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize)
 }
 
-/// MUL_MAT of F16 weights through [`crate::f16gemm`]'s tiles (upstream's tinyBLAS order):
-/// activations converted to F16 (as the row path), then widened to f32 (the tiles load them
-/// without a conversion: 6 of their 10 conversions per step), weights read in place; per
-/// activation slab (i12, i13) against its weight slab, tiles of 4 rows × 6 columns, in chunks
-/// of 128 rows × the slab's columns (each column piece read from cache for 32 tiles; bench_mul_mat
-/// f16 2048 × 2048 × 512: 8 rows 56 ms, 16 rows 44, 64 rows 39, 128 rows 35, 1024 rows 39), the
-/// columns split further when there are too few chunks for the pool
-fn mul_mat_f16_sgemm(a: &View, b: &View, d: &View, exec: &mut Exec) {
-    use crate::f16gemm::{MAX_COLS, ROWS};
-    const RG: usize = 128;
+/// MUL_MAT of F32 / F16 weights through [`crate::sgemm`]'s tiles (upstream's tinyBLAS order):
+/// F16 weights' activations converted to F16 (as the row path), then widened to f32 (the tiles
+/// load them without a conversion: 6 of their 10 conversions per step); F32 weights' read where
+/// they are (F32 src1 with f32-aligned rows) or widened to F32 in the scratch (as the row path);
+/// weights read in place; per activation slab (i12, i13) against its weight slab, tiles of 4
+/// rows × 6 columns, in chunks of 128 rows (F32 rows longer than 1536: fewer, see below) × the
+/// slab's columns (each column piece read from cache for 32 tiles; bench_mul_mat f16 2048 × 2048
+/// × 512: 8 rows 56 ms, 16 rows 44, 64 rows 39, 128 rows 35, 1024 rows 39), the columns split
+/// further when there are too few chunks for the pool
+fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+    use crate::sgemm::{MAX_COLS, ROWS};
     let k = a.ne[0] as usize;
+    // rows per chunk: F32 weights at most 768 KiB of them, so that they stay in L2 while the
+    // chunk's columns pass (bench_mul_mat f32 2048 × 5632 × 512, 2 threads: 128 rows 94 ms, 32
+    // rows 53; 5632 × 2048 × 512: 128 rows 48, 96 rows 46); F16 128 (2048 × 5632 × 512: 128
+    // rows 100 ms, 44 rows 130)
+    let rg = if wt == GgmlType::F32 { (768 * 1024 / (4 * k)).clamp(ROWS, 128) / ROWS * ROWS } else { 128 };
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
-    let acts_bytes = (nr1 * GgmlType::F16.row_size(k)).next_multiple_of(64);
-    let total = acts_bytes + nr1 * k * 4;
-    // the whole area first: the conversion below then finds it big enough and does not move it
-    exec.scratch(total);
-    let acts = prepare_activations(b, GgmlType::F16, exec);
-    let cols_at = exec.scratch(total).ptr as usize + acts_bytes;
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
-    let (n_chunks, per) = split(nr1, exec.n_threads(), 16);
-    exec.parallel(n_chunks, |c| {
-        for j in chunk_range(c, per, nr1) {
-            let (i11, i12, i13) = unravel(j, ne11, ne12);
-            // SAFETY: activation row j in F16 (k values), into its k floats of the scratch,
-            // this chunk's alone
-            unsafe { super::copy::elem::dequantize_to(GgmlType::F16, acts.row(i11, i12, i13, ne11, ne12), k, (cols_at as *mut f32).add(j * k).cast()) };
-        }
-    });
+    // where activation row (i11, i12, i13) is, as k floats
+    let cols: Acts = if wt == GgmlType::F16 {
+        let acts_bytes = (nr1 * GgmlType::F16.row_size(k)).next_multiple_of(64);
+        let total = acts_bytes + nr1 * k * 4;
+        // the whole area first: the conversion below then finds it big enough and does not move it
+        exec.scratch(total);
+        let acts = prepare_activations(b, GgmlType::F16, exec);
+        let cols_at = exec.scratch(total).ptr as usize + acts_bytes;
+        let (n_chunks, per) = split(nr1, exec.n_threads(), 16);
+        exec.parallel(n_chunks, |c| {
+            for j in chunk_range(c, per, nr1) {
+                let (i11, i12, i13) = unravel(j, ne11, ne12);
+                // SAFETY: activation row j in F16 (k values), into its k floats of the scratch,
+                // this chunk's alone
+                unsafe { super::copy::elem::dequantize_to(GgmlType::F16, acts.row(i11, i12, i13, ne11, ne12), k, (cols_at as *mut f32).add(j * k).cast()) };
+            }
+        });
+        Acts::Converted { base: cols_at as *const u8, row_size: 4 * k }
+    } else {
+        prepare_activations(b, GgmlType::F32, exec)
+    };
     let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
     let n_bs = nr1 / ne11.max(1);
-    let n_rg = nr0.div_ceil(RG);
+    let n_rg = nr0.div_ceil(rg);
     let want = 4 * exec.n_threads();
     let n_cg = if n_bs * n_rg >= want { 1 } else { want.div_ceil(n_bs * n_rg) };
     let cg_len = ne11.div_ceil(n_cg).next_multiple_of(MAX_COLS);
@@ -581,7 +598,7 @@ fn mul_mat_f16_sgemm(a: &View, b: &View, d: &View, exec: &mut Exec) {
     let (a, d) = (*a, *d);
     exec.parallel(n_bs * n_rg * n_cg, |ch| {
         let (a, d) = (&a, &d);
-        let (rg, cg, bs) = (ch % n_rg, (ch / n_rg) % n_cg, ch / (n_rg * n_cg));
+        let (g, cg, bs) = (ch % n_rg, (ch / n_rg) % n_cg, ch / (n_rg * n_cg));
         let (i12, i13) = (bs % ne12, bs / ne12);
         let w0 = a.data.wrapping_add(offset(a, 0, 0, i12 / r2, i13 / r3)).cast_const();
         for j0 in (cg * cg_len..((cg + 1) * cg_len).min(ne11)).step_by(MAX_COLS) {
@@ -589,16 +606,17 @@ fn mul_mat_f16_sgemm(a: &View, b: &View, d: &View, exec: &mut Exec) {
             let mut xs = [std::ptr::null(); MAX_COLS];
             let mut dsts = [std::ptr::null_mut(); MAX_COLS];
             for t in 0..n {
-                xs[t] = (cols_at as *const f32).wrapping_add((bs * ne11 + j0 + t) * k);
+                xs[t] = cols.row(j0 + t, i12, i13, ne11, ne12).cast::<f32>();
                 dsts[t] = d.data.wrapping_add(offset(d, 0, j0 + t, i12, i13)).cast::<f32>();
             }
-            for i in (rg * RG..((rg + 1) * RG).min(nr0)).step_by(ROWS) {
+            for i in (g * rg..((g + 1) * rg).min(nr0)).step_by(ROWS) {
                 let outs: [*mut f32; MAX_COLS] = std::array::from_fn(|t| dsts[t].wrapping_add(i));
-                // SAFETY: AVX-512 is active (f16gemm::exact); weight rows i .. i + 4 of the
-                // slab (nr0 a multiple of 4: use_f16_sgemm; whole rows nb01 apart: supports),
-                // k floats of each activation row (widened above), dst
-                // elements i .. i + 4 of each column (dense rows), written by this chunk only
-                unsafe { crate::f16gemm::tile_raw(w0.add(i * a.nb[1]), a.nb[1], k, &xs[..n], &outs[..n]) };
+                // SAFETY: AVX-512 is active (sgemm::exact); weight rows i .. i + 4 of the slab
+                // (nr0 a multiple of 4: use_sgemm; whole rows of k elements of the weight
+                // type, nb01 apart: supports), k floats of each activation row (src1's dense f32 rows or
+                // widened above), dst elements i .. i + 4 of each column (dense rows), written
+                // by this chunk only
+                unsafe { crate::sgemm::tile_raw(wt, w0.add(i * a.nb[1]), a.nb[1], k, &xs[..n], &outs[..n]) };
             }
         }
     });

@@ -63,6 +63,9 @@ pub struct Upstream {
     quantize_chunk: QuantizeChunk,
     type_traits: unsafe extern "C" fn(u32) -> *const TypeTraits,
     type_traits_cpu: unsafe extern "C" fn(u32) -> *const TypeTraitsCpu,
+    /// libggml-cpu was compiled for AVX-512 F (`ggml_cpu_has_avx512`: a native build on such a
+    /// CPU, not the stock one)
+    pub avx512_build: bool,
     // kept open for the function pointers above
     _cpu: Library,
     _base: Library,
@@ -92,7 +95,9 @@ impl Upstream {
             let type_traits_cpu = *cpu.get(b"ggml_get_type_traits_cpu\0").map_err(|e| e.to_string())?;
             let cpu_init = *cpu.get::<unsafe extern "C" fn()>(b"ggml_cpu_init\0").map_err(|e| e.to_string())?;
             cpu_init();
-            Ok(Upstream { quantize_chunk, type_traits, type_traits_cpu, _cpu: cpu, _base: base })
+            let has_avx512 = *cpu.get::<unsafe extern "C" fn() -> c_int>(b"ggml_cpu_has_avx512\0").map_err(|e| e.to_string())?;
+            let avx512_build = has_avx512() != 0;
+            Ok(Upstream { quantize_chunk, type_traits, type_traits_cpu, avx512_build, _cpu: cpu, _base: base })
         }
     }
 

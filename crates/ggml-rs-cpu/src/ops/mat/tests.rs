@@ -276,57 +276,83 @@ fn mul_mat_attention_shapes_take_the_tiles_and_agree() {
     assert!(!use_fgemm(&a.view(), &b.view(), GgmlType::F16, Level::Avx512));
 }
 
-/// F16 weights at the AVX-512 levels give upstream native's bits: every output is tinyBLAS's
-/// order (`f16gemm::f16_sgemm_order`) where upstream hands the slices to it (≥ 2 activation rows
-/// per slice, k % 16 == 0, rows % 4 == 0), else ggml_vec_dot_f16's (`f16_avx512_order`): on
-/// plain and KV-cache-like weights, contiguous, permuted and F16 activations, 1 and 3 threads
+/// F32 and F16 weights at the AVX-512 levels give upstream native's bits: every output is
+/// tinyBLAS's order (`sgemm::sgemm_order`) where upstream hands the slices to it (src1
+/// contiguous in the weights' type or converted to their vec-dot type, ≥ 2 activation rows per
+/// slice, k % 16 == 0, rows % 4 == 0), else ggml_vec_dot_f32's / _f16's (`f32_avx512_order`,
+/// `f16_avx512_order`): on plain and KV-cache-like weights, contiguous, permuted, F16 and BF16
+/// activations, 1 and 3 threads
 #[test]
-fn mul_mat_f16_is_upstream_natives_order_bit_for_bit() {
+fn mul_mat_f32_and_f16_are_upstream_natives_order_bit_for_bit() {
     use half::f16;
-    if crate::simd::detected() < Level::Avx512 || crate::f16gemm::fast() {
-        eprintln!("no AVX-512 or GGML_RS_CPU_F16_TILES=fast: not tested");
+    if crate::simd::detected() < Level::Avx512 {
+        eprintln!("no AVX-512: not tested");
         return;
     }
     let mut r = XorShift::new(36);
     let h = |v: Vec<f32>| v.into_iter().map(f16::from_f32).collect::<Vec<_>>();
-    // (k, weight rows, heads, tokens, cache view, activations); A: tinyBLAS, else B
+    // (k, weight rows, heads, tokens, cache view, activations)
     let cases = [
         (64, 40, 2, 19, true, "permuted"),
         (128, 64, 1, 17, false, "contiguous"),
         (128, 64, 1, 17, false, "f16"),
+        (128, 64, 1, 17, false, "bf16"),
         (96, 8, 2, 2, false, "contiguous"),
         (40, 64, 2, 17, true, "permuted"),
         (64, 33, 2, 16, false, "contiguous"),
         (100, 12, 1, 5, false, "contiguous"),
         (256, 16, 2, 1, true, "permuted"),
+        (200, 16, 1, 7, false, "contiguous"),
+        (64, 16, 2, 6, false, "permuted"),
     ];
-    for (k, rows, heads, tokens, cache, acts) in cases {
-        let a = if cache {
-            let base = T::quantized(GgmlType::F16, [k as i64, heads as i64, rows as i64, 1], &r.model_like(k * rows * heads), 0);
-            T { ne: [k as i64, rows as i64, heads as i64, 1], nb: [base.nb[0], base.nb[2], base.nb[1], base.nb[1] * heads], ..base }
-        } else {
-            weights(&mut r, GgmlType::F16, [k as i64, rows as i64, heads as i64, 1])
-        };
-        let bne = [k as i64, tokens as i64, heads as i64, 1];
-        let b = match acts {
-            "permuted" => T::permuted(F32, bne, [0, 2, 1, 3]).random(&mut r),
-            "f16" => T::new(F16, bne).random(&mut r),
-            _ => T::new(F32, bne).random(&mut r),
-        };
-        let sgemm = crate::f16gemm::sgemm_shape(rows, tokens, k);
-        let what = format!("k={k} rows={rows} heads={heads} tokens={tokens} cache={cache} {acts} (tinyBLAS: {sgemm})");
-        let dne = [rows as i64, tokens as i64, heads as i64, 1];
-        for threads in [1, 3] {
-            let d = T::new(F32, dne);
-            run(&node(Op::MulMat, &d, &[&a, &b], &[]), threads);
-            for i12 in 0..heads {
-                for i11 in 0..tokens {
-                    let x = h(as_vec_dot(GgmlType::F16, &row(&b, i11, i12, 0)));
-                    for i01 in 0..rows {
-                        let w = h(row(&a, i01, i12, 0));
-                        let want = if sgemm { crate::f16gemm::f16_sgemm_order(&w, &x) } else { crate::dot::float::f16_avx512_order(&w, &x) };
-                        let got = d.get([i01, i11, i12, 0]);
-                        assert_eq!(got.to_bits(), want.to_bits(), "{what} threads={threads}: ({i01}, {i11}, {i12}) = {got}, want {want}");
+    for wt in [GgmlType::F32, GgmlType::F16] {
+        if crate::sgemm::fast(wt) {
+            eprintln!("GGML_RS_CPU_{}_TILES=fast: {} not tested", wt.name().to_uppercase(), wt.name());
+            continue;
+        }
+        for (k, rows, heads, tokens, cache, acts) in cases {
+            if wt == GgmlType::F16 && acts == "bf16" {
+                // not an activation type of F16 weights
+                continue;
+            }
+            let a = if cache {
+                let base = T::quantized(wt, [k as i64, heads as i64, rows as i64, 1], &r.model_like(k * rows * heads), 0);
+                T { ne: [k as i64, rows as i64, heads as i64, 1], nb: [base.nb[0], base.nb[2], base.nb[1], base.nb[1] * heads], ..base }
+            } else {
+                weights(&mut r, wt, [k as i64, rows as i64, heads as i64, 1])
+            };
+            let bne = [k as i64, tokens as i64, heads as i64, 1];
+            let b = match acts {
+                "permuted" => T::permuted(F32, bne, [0, 2, 1, 3]).random(&mut r),
+                "f16" => T::new(F16, bne).random(&mut r),
+                "bf16" => T::new(BF16, bne).random(&mut r),
+                _ => T::new(F32, bne).random(&mut r),
+            };
+            // upstream's two llamafile calls: src1 as it is (contiguous, the weights' type) or
+            // converted (F16 weights: from F32; F32 weights: from F16 / BF16)
+            let contiguous = acts != "permuted" || tokens == 1 || heads == 1;
+            let converted = if wt == GgmlType::F16 { acts != "f16" } else { matches!(acts, "f16" | "bf16") };
+            let sgemm = (contiguous || converted) && crate::sgemm::sgemm_shape(rows, tokens, k);
+            assert_eq!(use_sgemm(&a.view(), &b.view(), wt), sgemm, "{} k={k} rows={rows} tokens={tokens} {acts}: takes tinyBLAS", wt.name());
+            let what = format!("{} k={k} rows={rows} heads={heads} tokens={tokens} cache={cache} {acts} (tinyBLAS: {sgemm})", wt.name());
+            let dne = [rows as i64, tokens as i64, heads as i64, 1];
+            for threads in [1, 3] {
+                let d = T::new(F32, dne);
+                run(&node(Op::MulMat, &d, &[&a, &b], &[]), threads);
+                for i12 in 0..heads {
+                    for i11 in 0..tokens {
+                        let x = as_vec_dot(wt, &row(&b, i11, i12, 0));
+                        for i01 in 0..rows {
+                            let w = row(&a, i01, i12, 0);
+                            let want = match (wt, sgemm) {
+                                (GgmlType::F16, true) => crate::sgemm::sgemm_order(&h(w), &h(x.clone())),
+                                (GgmlType::F16, false) => crate::dot::float::f16_avx512_order(&h(w), &h(x.clone())),
+                                (_, true) => crate::sgemm::sgemm_order(&w, &x),
+                                _ => crate::dot::float::f32_avx512_order(&w, &x),
+                            };
+                            let got = d.get([i01, i11, i12, 0]);
+                            assert_eq!(got.to_bits(), want.to_bits(), "{what} threads={threads}: ({i01}, {i11}, {i12}) = {got}, want {want}");
+                        }
                     }
                 }
             }

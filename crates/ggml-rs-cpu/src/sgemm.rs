@@ -1,0 +1,263 @@
+//! F32 and F16 weights for prompts in the bits of upstream's native x86 build (AVX-512):
+//! llamafile's `tinyBLAS<16, __m512, __m512, T, T, float>` order, `T` = float or ggml_fp16_t.
+//!
+//! Upstream's `ggml_compute_forward_mul_mat` hands each (i12, i13) slice of the product to
+//! `llamafile_sgemm` first when src1 is contiguous and already of the weights' type (F32 x F32,
+//! F16 x F16), and again after converting src1 to the weights' vec-dot type (F32 activations of F16
+//! weights rounded to F16; F16 / BF16 activations of F32 weights widened to F32). `tinyBLAS`
+//! takes the slice when it has at least 2 activation rows, `k % 16 == 0` and a row count that is
+//! a multiple of 4 ([`sgemm_shape`]; the conditions do not depend on the slice, so either every
+//! slice goes there or none does). It sums each output in one 16-lane accumulator, `acc =
+//! fma(w[l..l+16], x[l..l+16], acc)` for `l = 0, 16, ...`, then GCC's `_mm512_reduce_add_ps`
+//! ([`sgemm_order`], the definition; its tiling, 4 rows x up to 6 columns, changes which outputs
+//! share a pass, not how any output is summed). Otherwise every output is the row kernel of
+//! upstream's AVX-512 build: `ggml_vec_dot_f32` (`dot::float::f32_avx512_order`) or
+//! `ggml_vec_dot_f16` (`dot::float::f16_avx512_order`).
+//!
+//! [`tile_raw`] computes 4 weight rows x up to [`MAX_COLS`] activation rows in that order: 24
+//! accumulators of 16 lanes, each weight piece loaded (F16: and converted) once per tile step,
+//! the activations given as f32 (F16 ones widened beforehand: no conversion in the loop). The
+//! weights are read in place (no repacking). It equals the definition bit for bit (tests). Its
+//! speed is below the one-lane-per-row tiles of [`crate::fgemm`] (another order), which
+//! `GGML_RS_CPU_F16_TILES=fast` / `GGML_RS_CPU_F32_TILES=fast` ([`fast`], read once) keep for
+//! whoever prefers the speed.
+
+use half::f16;
+
+use crate::GgmlType;
+
+/// weight rows per tile
+pub const ROWS: usize = 4;
+/// activation rows per tile at most
+pub const MAX_COLS: usize = 6;
+
+/// an element type tinyBLAS multiplies (f32 or f16), widened exactly to f32
+pub trait Elem: Copy {
+    fn widen(self) -> f32;
+}
+
+impl Elem for f32 {
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl Elem for f16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// an output as upstream's `tinyBLAS<16, __m512, ...>` sums it (the definition [`tile_raw`] is
+/// tested against): one accumulator of 16 lanes, lane l of piece p `fma(w[16p + l], x[16p + l],
+/// lane)`, pieces in order, then GCC's `_mm512_reduce_add_ps`. `k` a multiple of 16.
+pub fn sgemm_order<E: Elem>(w: &[E], x: &[E]) -> f32 {
+    let k = w.len().min(x.len());
+    assert!(k.is_multiple_of(16), "sgemm_order: k = {k} is not a multiple of 16");
+    let mut acc = [0f32; 16];
+    for p in (0..k).step_by(16) {
+        for (l, lane) in acc.iter_mut().enumerate() {
+            *lane = w[p + l].widen().mul_add(x[p + l].widen(), *lane);
+        }
+    }
+    crate::ops::expf::reduce_add16(&acc)
+}
+
+/// upstream hands a slice of `m` weight rows x `n` activation rows of length `k` to tinyBLAS
+/// (else each output is a row dot product)
+pub fn sgemm_shape(m: usize, n: usize, k: usize) -> bool {
+    n >= 2 && k.is_multiple_of(16) && m.is_multiple_of(ROWS)
+}
+
+/// the weight types of the tiles (upstream's tinyBLAS on F32 and F16 at AVX-512)
+pub fn supports(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::F32 | GgmlType::F16)
+}
+
+/// `GGML_RS_CPU_F16_TILES=fast` for F16, `GGML_RS_CPU_F32_TILES=fast` for F32 (each read once):
+/// the prompts of that weight type through [`crate::fgemm`]'s tiles (faster, another summation
+/// order than upstream's)
+pub fn fast(ty: GgmlType) -> bool {
+    use std::sync::OnceLock;
+    fn read(name: &str) -> bool {
+        std::env::var(name).is_ok_and(|v| v.trim().eq_ignore_ascii_case("fast"))
+    }
+    static F16: OnceLock<bool> = OnceLock::new();
+    static F32: OnceLock<bool> = OnceLock::new();
+    match ty {
+        GgmlType::F16 => *F16.get_or_init(|| read("GGML_RS_CPU_F16_TILES")),
+        GgmlType::F32 => *F32.get_or_init(|| read("GGML_RS_CPU_F32_TILES")),
+        _ => false,
+    }
+}
+
+/// whether a node of weights `ty` at `level` takes the exact forms (F32 / F16, AVX-512, the fast
+/// tiles not asked for)
+pub fn exact(ty: GgmlType, level: crate::simd::Level) -> bool {
+    supports(ty) && level >= crate::simd::Level::Avx512 && !fast(ty)
+}
+
+/// `out[t][r] = sgemm_order(weight row r, x[t])` for the 4 weight rows of `ty` (F32 or F16) at
+/// `w + r · stride` (bytes) and the `x.len()` (1 ..= [`MAX_COLS`]) activation rows, given as f32
+/// (for F16 weights values of f16: the definition's activations widened)
+///
+/// # Safety
+/// AVX-512 F available (the level); `w + r · stride` readable for `k` values of `ty` (r < 4),
+/// each `x[t]` for `k` floats, each `out[t]` writable for 4 floats; `k` a multiple of 16.
+pub unsafe fn tile_raw(ty: GgmlType, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
+    assert!(k.is_multiple_of(16) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract; the arrays hold exactly N pointers
+    unsafe {
+        macro_rules! go {
+            ($w:literal) => {
+                match x.len() {
+                    1 => x86::tile::<1, $w>(w, stride, k, x.try_into().expect("1 column"), out.try_into().expect("1 column")),
+                    2 => x86::tile::<2, $w>(w, stride, k, x.try_into().expect("2 columns"), out.try_into().expect("2 columns")),
+                    3 => x86::tile::<3, $w>(w, stride, k, x.try_into().expect("3 columns"), out.try_into().expect("3 columns")),
+                    4 => x86::tile::<4, $w>(w, stride, k, x.try_into().expect("4 columns"), out.try_into().expect("4 columns")),
+                    5 => x86::tile::<5, $w>(w, stride, k, x.try_into().expect("5 columns"), out.try_into().expect("5 columns")),
+                    _ => x86::tile::<6, $w>(w, stride, k, x.try_into().expect("6 columns"), out.try_into().expect("6 columns")),
+                }
+            };
+        }
+        match ty {
+            GgmlType::F32 => go!(false),
+            GgmlType::F16 => go!(true),
+            _ => panic!("sgemm::tile_raw: {} is not a tinyBLAS weight type", ty.name()),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (ty, w, stride, k, x, out);
+        unreachable!("sgemm::tile_raw: AVX-512 only");
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use crate::dot::x86::reduce_add_ps_gcc;
+
+    /// [`super::tile_raw`] for N columns of weights in f16 (`F16`) or f32
+    ///
+    /// # Safety
+    /// as [`super::tile_raw`]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    pub(super) unsafe fn tile<const N: usize, const F16: bool>(w: *const u8, stride: usize, k: usize, x: &[*const f32; N], out: &[*mut f32; N]) {
+        let mut acc = [[_mm512_setzero_ps(); super::ROWS]; N];
+        let eb = if F16 { 2 } else { 4 };
+        // SAFETY (the loads): 16 values at element p of a weight row or a column, p + 16 <= k
+        let ld = |p: *const u8| unsafe { if F16 { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) } else { _mm512_loadu_ps(p.cast()) } };
+        for p in (0..k).step_by(16) {
+            let wv: [__m512; super::ROWS] = std::array::from_fn(|r| ld(w.wrapping_add(r * stride + eb * p)));
+            for t in 0..N {
+                let xv = unsafe { _mm512_loadu_ps(x[t].wrapping_add(p)) };
+                for r in 0..super::ROWS {
+                    acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
+                }
+            }
+        }
+        for t in 0..N {
+            for r in 0..super::ROWS {
+                // SAFETY: 4 writable floats per column (caller)
+                unsafe { out[t].add(r).write_unaligned(reduce_add_ps_gcc(acc[t][r])) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::XorShift;
+    use crate::simd::Level;
+
+    /// `v` rounded to the weight type (the values of its elements)
+    fn rounded(ty: GgmlType, v: Vec<f32>) -> Vec<f32> {
+        match ty {
+            GgmlType::F16 => v.into_iter().map(|v| f16::from_f32(v).to_f32()).collect(),
+            _ => v,
+        }
+    }
+
+    /// the definition on values of `ty` (given widened)
+    fn order(ty: GgmlType, w: &[f32], x: &[f32]) -> f32 {
+        match ty {
+            GgmlType::F16 => {
+                let h = |v: &[f32]| v.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>();
+                sgemm_order(&h(w), &h(x))
+            }
+            _ => sgemm_order(w, x),
+        }
+    }
+
+    /// `v`'s bytes in `ty` (F32 / F16)
+    fn bytes(ty: GgmlType, v: &[f32]) -> Vec<u8> {
+        match ty {
+            GgmlType::F16 => v.iter().flat_map(|&v| f16::from_f32(v).to_bits().to_le_bytes()).collect(),
+            _ => v.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect(),
+        }
+    }
+
+    /// the tile equals the definition bit for bit, F32 and F16 weights, for every column count
+    /// and k from 16 to a model's 4096, rows and columns at odd byte offsets
+    #[test]
+    fn tile_equals_upstreams_sgemm_order_bit_for_bit() {
+        if crate::simd::detected() < Level::Avx512 {
+            eprintln!("no AVX-512: not tested");
+            return;
+        }
+        let mut r = XorShift::new(18);
+        for ty in [GgmlType::F32, GgmlType::F16] {
+            let eb = ty.type_size();
+            for k in [16usize, 48, 64, 96, 256, 1536, 4096] {
+                let rows: Vec<Vec<f32>> = (0..ROWS).map(|_| rounded(ty, r.model_like(k))).collect();
+                let stride = eb * k + 6;
+                let mut w = vec![0u8; 1 + ROWS * stride];
+                for (i, row) in rows.iter().enumerate() {
+                    w[1 + i * stride..][..eb * k].copy_from_slice(&bytes(ty, row));
+                }
+                for n in 1..=MAX_COLS {
+                    let cols: Vec<Vec<f32>> = (0..n).map(|_| rounded(ty, r.model_like(k).into_iter().map(|v| v * 40.0).collect())).collect();
+                    // each column one float past a 64-byte boundary
+                    let cb: Vec<Vec<f32>> = cols.iter().map(|c| std::iter::once(0.0).chain(c.iter().copied()).collect()).collect();
+                    let mut outs = vec![[f32::NAN; ROWS]; n];
+                    let xp: Vec<*const f32> = cb.iter().map(|b| b[1..].as_ptr()).collect();
+                    let op: Vec<*mut f32> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+                    // SAFETY: AVX-512 (checked); 4 rows of k values stride apart in w, n columns of k
+                    // values, n outputs of 4 floats
+                    unsafe { tile_raw(ty, w[1..].as_ptr(), stride, k, &xp, &op) };
+                    for t in 0..n {
+                        for i in 0..ROWS {
+                            let want = order(ty, &rows[i], &cols[t]);
+                            assert_eq!(outs[t][i].to_bits(), want.to_bits(), "{} k={k} n={n} column {t} row {i}: {} vs {want}", ty.name(), outs[t][i]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// the tinyBLAS order is neither the row kernels' (ggml_vec_dot_f32 / _f16 at AVX-512) nor
+    /// the f64 reference's
+    #[test]
+    fn sgemm_order_is_not_the_row_kernels() {
+        let mut r = XorShift::new(19);
+        let h = |v: &[f32]| v.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>();
+        let (mut vs_row, mut vs_ref, mut vs_row32, mut vs_ref32) = (false, false, false, false);
+        for _ in 0..20 {
+            let (w, x) = (r.model_like(1536), r.model_like(1536).into_iter().map(|v| v * 40.0).collect::<Vec<_>>());
+            let (wh, xh) = (h(&w), h(&x));
+            let s = sgemm_order(&wh, &xh);
+            vs_row |= s.to_bits() != crate::dot::float::f16_avx512_order(&wh, &xh).to_bits();
+            vs_ref |= s.to_bits() != crate::dot::float::f16_reference(&wh, &xh).to_bits();
+            let s = sgemm_order(&w, &x);
+            vs_row32 |= s.to_bits() != crate::dot::float::f32_avx512_order(&w, &x).to_bits();
+            vs_ref32 |= s.to_bits() != crate::dot::float::f32_reference(&w, &x).to_bits();
+        }
+        assert!(vs_row && vs_ref && vs_row32 && vs_ref32, "20 random rows summed to the same bits: {vs_row} {vs_ref} {vs_row32} {vs_ref32}");
+        assert!(sgemm_shape(4, 2, 16) && !sgemm_shape(4, 1, 16) && !sgemm_shape(6, 8, 64) && !sgemm_shape(8, 8, 100));
+    }
+}
