@@ -68,6 +68,38 @@ pub fn q4_0_q8_0_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     sum
 }
 
+/// Q4_0 · Q8_0 in upstream's repacked order (`ggml_gemv_q4_0_8x8_q8_0` and
+/// `ggml_gemm_q4_0_8x8_q8_0`, AVX2 and AVX-512 paths alike; [`super::Order`]): per block the
+/// exact integer sum of the 32 products (weights `n - 8`), then `acc = fma(f32(isum), f32(dx) ·
+/// f32(dy), acc)`, the scale product rounded first, blocks in order; no horizontal float sum.
+/// The definition the SIMD kernels and prompt tiles are tested against bit for bit.
+pub fn q4_0_q8_0_repack(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            sumi += ((a.qs[j] & 0x0f) as i32 - 8) * b.qs[j] as i32 + ((a.qs[j] >> 4) as i32 - 8) * b.qs[j + 16] as i32;
+        }
+        acc = (sumi as f32).mul_add(a.d.to_f32() * b.d.to_f32(), acc);
+    }
+    acc
+}
+
+/// the repacked-order Q4_0 · Q8_0 kernel of `level` ([`q4_0_q8_0_repack`] bit for bit)
+pub fn select_q4_0_repack(level: Level) -> Q4_0Dot {
+    assert!(level <= crate::simd::detected(), "select_q4_0_repack: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q4_0_q8_0_repack,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q4_0_q8_0_repack_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q4_0_q8_0_repack,
+    }
+}
+
 /// the Q8_0 · Q8_0 kernel of `level`
 pub fn select_q8_0(level: Level) -> Q8_0Dot {
     assert!(level <= crate::simd::detected(), "select_q8_0: {} is not supported by this CPU", level.name());
@@ -112,7 +144,7 @@ pub fn select_q4_0(level: Level) -> Q4_0Dot {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::super::x86::{dot_i8x32, f16_product, hsum_ps, load_i8x32, nibbles_32};
+    use super::super::x86::{dot_i8x32, f16_product, hsum_epi32, hsum_ps, load_i8x32, nibbles_32};
     use crate::block::{BlockQ4_0, BlockQ8_0};
 
     /// Two blocks per step into two accumulators, so the FMA latency does not serialise the
@@ -163,6 +195,17 @@ mod x86 {
             let (qa, qb) = (load_i8x32(&a.qs), load_i8x32(&b.qs));
             _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa))
         })
+    }
+
+    /// [`super::q4_0_q8_0_repack`] bit for bit: each block's integer sum, then one fma
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q4_0_q8_0_repack_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        let mut acc = 0.0f32;
+        for (a, b) in x.iter().zip(y) {
+            let isum = hsum_epi32(dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs)));
+            acc = (isum as f32).mul_add(f16_product(a.d, b.d), acc);
+        }
+        acc
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
