@@ -164,7 +164,9 @@ impl Gemv {
                 use super::q4_k::x86::q4_k_rows_gemv;
                 let y = crate::block::as_blocks(x, "gemv q4_K activations");
                 // SAFETY: selected only at AVX2 or above; rows readable and aligned (caller)
-                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q4_k_rows_gemv::<4>(w, stride, y, o) } else { q4_k_rows_gemv::<1>(w, stride, y, o) }) }
+                unsafe {
+                    by_four(rows, stride, w, out, |w, o, four| if four { q4_k_rows_gemv::<4>(w, stride, y, o) } else { q4_k_rows_gemv::<1>(w, stride, y, o) })
+                }
             }
             #[cfg(target_arch = "x86_64")]
             Kind::Q8_0Vnni => {

@@ -429,7 +429,9 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
         }
         // the multi-row forms: rows 0..9 (4-row passes and the rows left), padded strides, Q4_0
         // rows at odd addresses (unaligned loads), against the definitions
-        for (ty, order) in [(GgmlType::Q4_0, Order::RepackGemv), (GgmlType::Q4_0, Order::RepackGemm), (GgmlType::Q4K, Order::RepackGemv), (GgmlType::Q4K, Order::RepackGemm)] {
+        for (ty, order) in
+            [(GgmlType::Q4_0, Order::RepackGemv), (GgmlType::Q4_0, Order::RepackGemm), (GgmlType::Q4K, Order::RepackGemv), (GgmlType::Q4K, Order::RepackGemm)]
+        {
             let g = Gemv::with_order(ty, level, order);
             let vt = ty.vec_dot_type().unwrap();
             for k in [256usize, 512, 2048 + 256] {
@@ -463,7 +465,14 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
                             (_, Order::RepackGemv) => q4_k_q8_k_gemv(as_blocks(&wr, "w"), as_blocks(&x, "x")),
                             _ => q4_k_q8_k_gemm(as_blocks(&wr, "w"), as_blocks(&x, "x")),
                         };
-                        assert_eq!(out[i].to_bits(), want.to_bits(), "{} {} {order:?} k={k} rows={rows} row {i}: {} vs {want}", ty.name(), level.name(), out[i]);
+                        assert_eq!(
+                            out[i].to_bits(),
+                            want.to_bits(),
+                            "{} {} {order:?} k={k} rows={rows} row {i}: {} vs {want}",
+                            ty.name(),
+                            level.name(),
+                            out[i]
+                        );
                     }
                 }
             }
