@@ -194,7 +194,7 @@ impl Gemv {
             }
             #[cfg(target_arch = "x86_64")]
             Kind::Q6KAvx2 => {
-                use super::q6_k::x86::q6_k_rows;
+                use super::q6_k::x86::q6_k_rows_x86 as q6_k_rows;
                 let y = crate::block::as_blocks(x, "gemv q6_K activations");
                 // SAFETY: as above
                 unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q6_k_rows::<4>(w, stride, y, o) } else { q6_k_rows::<1>(w, stride, y, o) }) }

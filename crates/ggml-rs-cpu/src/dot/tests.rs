@@ -187,8 +187,12 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
             for b in &mut x6 {
                 b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
             }
-            let (got, want) = (select_q6_k(level)(&x6, &y), q6_k_q8_k_reference(&x6, &y));
+            let (got, want) = (select_q6_k_reference_order(level)(&x6, &y), q6_k_q8_k_reference(&x6, &y));
             assert_eq!(got.to_bits(), want.to_bits(), "q6_K {} nb={nb}: {got} vs {want}", level.name());
+            // the kernel MUL_MAT runs: upstream's x86 order from AVX2 (the reference at scalar)
+            let want = if level >= Level::Avx2 { q6_k_q8_k_x86(&x6, &y) } else { q6_k_q8_k_reference(&x6, &y) };
+            let got = select_q6_k(level)(&x6, &y);
+            assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 {} nb={nb}: {got} vs {want}", level.name());
         }
     }
 }
@@ -523,4 +527,41 @@ fn repack_order_conditions() {
     assert_eq!(Order::for_row(true, 0, 1), Order::RepackGemv, "token generation: all GEMV");
     assert_eq!(Order::for_row(true, 3, 4), Order::RepackGemm);
     assert_eq!(Order::for_row(false, 0, 8), Order::VecDot);
+}
+
+/// Q6_K's x86 order is not the reference's (else the test above could not tell them apart), and
+/// its SIMD form equals it on extreme quants (every 6-bit value 0 or 63 against ±127)
+#[test]
+fn q6_k_x86_order_differs_and_holds_on_extremes() {
+    let mut r = XorShift::new(1406);
+    let mut differs = false;
+    for _ in 0..50 {
+        let y = q8_k_row(&mut r, 8);
+        let mut x6 = vec![BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: f16::ZERO }; 8];
+        r.fill_bytes(as_bytes_mut(&mut x6));
+        for b in &mut x6 {
+            b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
+        }
+        differs |= q6_k_q8_k_x86(&x6, &y).to_bits() != q6_k_q8_k_reference(&x6, &y).to_bits();
+    }
+    assert!(differs, "q6_K: x86 and reference orders differ");
+    let mut y = q8_k_row(&mut r, 4);
+    for b in &mut y {
+        b.qs = std::array::from_fn(|i| if i % 3 == 0 { -127 } else { 127 });
+        for j in 0..16 {
+            b.bsums[j] = b.qs[16 * j..16 * j + 16].iter().map(|&q| q as i16).sum();
+        }
+    }
+    let x6: Vec<BlockQ6K> = (0..4)
+        .map(|i| BlockQ6K {
+            ql: [if i % 2 == 0 { 0xff } else { 0 }; 128],
+            qh: [0xff; 64],
+            scales: [if i < 2 { 127 } else { -128i8 }; 16],
+            d: f16::from_f32(0.5),
+        })
+        .collect();
+    for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
+        let (got, want) = (select_q6_k(level)(&x6, &y), q6_k_q8_k_x86(&x6, &y));
+        assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 extremes {}: {got} vs {want}", level.name());
+    }
 }
