@@ -151,10 +151,12 @@ pub(crate) mod x86 {
         hsum_ps(acc)
     }
 
-    /// `R` rows as [`q6_k_rows`], each summed as [`q6_k_q8_k_x86_avx2`] sums it
+    /// `R` rows `stride` bytes apart from `w` · `y`, each summed as [`q6_k_q8_k_x86_avx2`] sums
+    /// it (the rows side by side, super-block by super-block)
     ///
     /// # Safety
-    /// as [`q6_k_rows`]
+    /// rows `w + r · stride` (r < R) readable for `y.len()` blocks and aligned for them; `out`
+    /// writable for R floats
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn q6_k_rows_x86<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
         let mut acc = [_mm256_setzero_ps(); R];
@@ -184,28 +186,5 @@ pub(crate) mod x86 {
             sum += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
         }
         sum
-    }
-
-    /// `R` rows `stride` bytes apart from `w` · `y`, each summed as [`q6_k_q8_k_avx2`] sums it
-    ///
-    /// # Safety
-    /// rows `w + r · stride` (r < R) readable for `y.len()` blocks and aligned for them; `out`
-    /// writable for R floats
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) unsafe fn q6_k_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
-        let mut sum = [0.0f32; R];
-        let m4 = _mm256_set1_epi8(0x0f);
-        for (i, b) in y.iter().enumerate() {
-            for r in 0..R {
-                // SAFETY: block i of row r, aligned (caller)
-                let a = unsafe { &*w.add(r * stride).cast::<BlockQ6K>().add(i) };
-                let sumi = q6k_block!(a, b, m4);
-                sum[r] += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
-            }
-        }
-        for r in 0..R {
-            // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(sum[r]) };
-        }
     }
 }
