@@ -58,6 +58,9 @@ pub struct Kind {
     /// Q4_K in upstream's repacked GEMM order (see the module's text): per row and block the
     /// sub-block's integer scale and min (as f32), and the super-block's `d` and `dmin`
     pub k_pairs: bool,
+    /// Q6_K in the order of upstream's tiled K-quant path (see the module's text): per row and
+    /// block the integer scale (as i32), and the super-block's `d`
+    pub tiled: bool,
 }
 
 impl Kind {
@@ -68,7 +71,11 @@ impl Kind {
 
     /// bytes of one repacked block of 16 rows
     pub fn block_bytes(self) -> usize {
-        ROWS * self.block_len() + ROWS * 4 + if self.mins { ROWS * 4 } else { 0 } + if self.k_pairs { 2 * ROWS * 4 } else { 0 }
+        ROWS * self.block_len()
+            + ROWS * 4
+            + if self.mins { ROWS * 4 } else { 0 }
+            + if self.k_pairs { 2 * ROWS * 4 } else { 0 }
+            + if self.tiled { ROWS * 4 } else { 0 }
     }
 
     /// bytes of one prepared activation row of `k` quants ([`prepare_column`]'s `qs`)
@@ -84,11 +91,15 @@ const PAIR_COL_BLOCK: usize = 128;
 const PAIR_MAGIC: i32 = 0x4B40_0000;
 
 /// the repacked form of `ty`, for the weight types this GEMM takes (Q8_0: the pairs form unless
-/// [`q8_0_fast`]; Q4_K: upstream's GEMM order unless `GGML_RS_CPU_Q4_ORDER=vec_dot`,
-/// [`crate::dot::vec_dot_only`])
+/// [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order, Q6_K: its tiled path's order, unless
+/// `GGML_RS_CPU_Q4_ORDER=vec_dot`, [`crate::dot::vec_dot_only`])
 pub fn kind(ty: GgmlType) -> Option<Kind> {
     let k = kind_of(ty, !q8_0_fast());
-    if ty == GgmlType::Q4K && !crate::dot::vec_dot_only() { k.map(|k| Kind { k_pairs: true, ..k }) } else { k }
+    match ty {
+        GgmlType::Q4K if !crate::dot::vec_dot_only() => k.map(|k| Kind { k_pairs: true, ..k }),
+        GgmlType::Q6K if !crate::dot::vec_dot_only() => k.map(|k| Kind { tiled: true, ..k }),
+        _ => k,
+    }
 }
 
 /// `GGML_RS_CPU_Q8_0_TILES=fast` (read once): Q8_0's prompt tiles in the one-lane-per-row form,
@@ -102,10 +113,10 @@ pub fn q8_0_fast() -> bool {
 /// [`kind`] with the choice of Q8_0's form given
 pub fn kind_of(ty: GgmlType, q8_0_pairs: bool) -> Option<Kind> {
     match ty {
-        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: q8_0_pairs, k_pairs: false }),
-        GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false, pairs: false, k_pairs: false }),
-        GgmlType::Q4K => Some(Kind { groups: 8, mins: true, pairs: false, k_pairs: false }),
-        GgmlType::Q6K => Some(Kind { groups: 4, mins: false, pairs: false, k_pairs: false }),
+        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: q8_0_pairs, k_pairs: false, tiled: false }),
+        GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false, pairs: false, k_pairs: false, tiled: false }),
+        GgmlType::Q4K => Some(Kind { groups: 8, mins: true, pairs: false, k_pairs: false, tiled: false }),
+        GgmlType::Q6K => Some(Kind { groups: 4, mins: false, pairs: false, k_pairs: false, tiled: false }),
         _ => None,
     }
 }
@@ -210,6 +221,16 @@ pub fn repack_as(kd: Kind, ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8
     let (mut sd, mut sdmin) = (vec![0f32; nb], vec![0f32; nb]);
     for r in 0..ROWS {
         match rows.get(r) {
+            Some(row) if kd.tiled => {
+                // the integer scales (their bits as i32) and d per block, instead of their products
+                unpack_row(ty, row, &mut q, &mut scale, &mut min);
+                for (sb, blk) in as_blocks::<BlockQ6K>(row, "qgemm q6_K").iter().enumerate() {
+                    for j in 0..16 {
+                        scale[16 * sb + j] = f32::from_bits(blk.scales[j] as i32 as u32);
+                        sd[16 * sb + j] = blk.d.to_f32();
+                    }
+                }
+            }
             Some(row) if kd.k_pairs => {
                 // the integer scales and mins, and d / dmin per block, instead of their products
                 unpack_row(ty, row, &mut q, &mut scale, &mut min);
@@ -241,6 +262,9 @@ pub fn repack_as(kd: Kind, ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8
             ob[at + r * 4..at + r * 4 + 4].copy_from_slice(&scale[b].to_ne_bytes());
             if kd.mins {
                 ob[at + 64 + r * 4..at + 64 + r * 4 + 4].copy_from_slice(&min[b].to_ne_bytes());
+            }
+            if kd.tiled {
+                ob[at + 64 + r * 4..at + 64 + r * 4 + 4].copy_from_slice(&sd[b].to_ne_bytes());
             }
             if kd.k_pairs {
                 ob[at + 128 + r * 4..at + 128 + r * 4 + 4].copy_from_slice(&sd[b].to_ne_bytes());
@@ -394,6 +418,17 @@ pub unsafe fn tile_raw(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux
             },
             (8, false, false) => cols!(8, false),
             (8, true, false) => cols!(8, true),
+            (4, false, false) if kind.tiled => match x.len() {
+                1 => x86::q6_tiled::<1>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                2 => x86::q6_tiled::<2>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                3 => x86::q6_tiled::<3>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                4 => x86::q6_tiled::<4>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                5 => x86::q6_tiled::<5>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                6 => x86::q6_tiled::<6>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                7 => x86::q6_tiled::<7>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                8 => x86::q6_tiled::<8>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                n => panic!("qgemm::tile_raw: {n} columns"),
+            },
             (4, false, false) => cols!(4, false),
             k => panic!("qgemm::tile_raw: no kernel for {k:?}"),
         }
@@ -480,6 +515,55 @@ mod x86 {
                     unsafe { out[j].add(row).write_unaligned(crate::dot::x86::hsum_ps(lanes)) };
                 }
             }
+        }
+    }
+
+    /// Q6_K's tiled form ([`super::Kind::tiled`]): 16 rows × `N` columns, each output summed as
+    /// [`crate::dot::q6_k::q6_k_q8_k_tiled`] sums it: per 16-quant block the integer sum
+    /// `Σ (q - 32) · y` (vpdpbusd from `-32 · Σ y`), times the block's integer scale into the
+    /// super-block's exact i32; per super-block `r = f32(S) · f32(d)`, `acc = acc + r · dy`.
+    ///
+    /// # Safety
+    /// as [`super::tile_raw`], with exactly `N` columns of the tiled form (nb a multiple of 16)
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn q6_tiled<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
+        const G: usize = 4;
+        let bb = ROWS * 4 * G + 2 * ROWS * 4;
+        let mut acc = [_mm512_setzero_ps(); N];
+        let mut s1 = [_mm512_setzero_si512(); N];
+        for b in 0..nb {
+            // SAFETY: block b of the weights, of every column's quants and aux (caller)
+            unsafe {
+                let wb = w.add(b * bb);
+                let mut isum = [_mm512_setzero_si512(); N];
+                for j in 0..N {
+                    isum[j] = _mm512_set1_epi32((*aux[j].add(b)).neg);
+                }
+                for g in 0..G {
+                    let wg = _mm512_loadu_si512(wb.add(g * 64).cast());
+                    for j in 0..N {
+                        let y = x[j].add(b * 4 * G + 4 * g).cast::<i32>().read_unaligned();
+                        isum[j] = _mm512_dpbusd_epi32(isum[j], wg, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = _mm512_loadu_si512(wb.add(ROWS * 4 * G).cast());
+                for j in 0..N {
+                    s1[j] = _mm512_add_epi32(s1[j], _mm512_mullo_epi32(isum[j], sc));
+                }
+                if b % 16 == 15 {
+                    let dw = _mm512_loadu_ps(wb.add(ROWS * 4 * G + ROWS * 4).cast());
+                    for j in 0..N {
+                        let r = _mm512_mul_ps(_mm512_cvtepi32_ps(s1[j]), dw);
+                        acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(r, _mm512_set1_ps((*aux[j].add(b)).d)));
+                        s1[j] = _mm512_setzero_si512();
+                    }
+                }
+            }
+        }
+        let mask: __mmask16 = if n_rows >= ROWS { 0xffff } else { (1u16 << n_rows) - 1 };
+        for j in 0..N {
+            // SAFETY: out[j] is writable for n_rows floats; the mask writes no more
+            unsafe { _mm512_mask_storeu_ps(out[j], mask, acc[j]) };
         }
     }
 
@@ -669,6 +753,12 @@ mod tests {
             dequantize_row(vdt, &x[j], &mut xd);
             for i in 0..n_rows {
                 let got = out[j][i];
+                if kd.tiled {
+                    // the tiled form is upstream's tiled K-quant path's order, bit for bit
+                    let want = crate::dot::q6_k::q6_k_q8_k_tiled(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
+                    assert_eq!(got.to_bits(), want.to_bits(), "q6_K tiled {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}");
+                    continue;
+                }
                 if kd.k_pairs {
                     // the k_pairs form is upstream's repacked Q4_K GEMM order, bit for bit
                     let want = crate::dot::q4_k::q4_k_q8_k_gemm(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
@@ -707,10 +797,11 @@ mod tests {
         // Q8_0 in both forms: the pairs (upstream's order, bit for bit) and the fast one
         // and Q4_K in both: vec_dot-like per sub-block and the k_pairs form (upstream's GEMM order)
         let k_pairs = Kind { k_pairs: true, ..kind_of(GgmlType::Q4K, true).unwrap() };
-        let forms = TYPES
-            .iter()
-            .map(|&ty| (ty, kind_of(ty, true).unwrap()))
-            .chain([(GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap()), (GgmlType::Q4K, k_pairs)]);
+        let forms = TYPES.iter().map(|&ty| (ty, kind_of(ty, true).unwrap())).chain([
+            (GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap()),
+            (GgmlType::Q4K, k_pairs),
+            (GgmlType::Q6K, Kind { tiled: true, ..kind_of(GgmlType::Q6K, true).unwrap() }),
+        ]);
         for (ty, kd) in forms {
             for n_cols in 1..=MAX_COLS {
                 for (n_rows, k) in [(16, 256), (16, 1024), (5, 256), (1, 512)] {

@@ -65,6 +65,46 @@ pub fn select_q6_k_x86(level: Level) -> Q6KDot {
     }
 }
 
+/// Q6_K · Q8_K in the order of upstream's tiled K-quant path (`ggml-cpu/tiled`, AVX-512 VNNI
+/// build), which takes MUL_MATs of Q6_K weights with 8 or more activation rows
+/// ([`tiled_order_applies`]): per super-block the reference's exact integer `S`, then
+/// `r = f32(S) · f32(d)` (rounded), `acc = acc + r · dy` (the product rounded, then the sum),
+/// super-blocks in order. (Upstream's AVX2 build fuses the last two: not this order.)
+pub fn q6_k_q8_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut acc = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let mut sumi = 0i32;
+        for e in 0..QK_K {
+            sumi += a.scales[e / 16] as i32 * (q6_get(a, e) as i32 - 32) * b.qs[e] as i32;
+        }
+        let r = sumi as f32 * a.d.to_f32();
+        acc += r * b.d;
+    }
+    acc
+}
+
+/// whether upstream's native (AVX-512 VNNI) build runs a Q6_K MUL_MAT through its tiled K-quant
+/// path ([`q6_k_q8_k_tiled`]'s order): `ne11 ≥ 8` activation rows (F32 or Q8_K), at the
+/// AVX-512 VNNI level (not use_ref); else `ggml_vec_dot_q6_K_q8_K` ([`select_q6_k`])
+pub fn tiled_order_applies(ne11: i64, src1_ok: bool, level: Level) -> bool {
+    ne11 >= 8 && src1_ok && level >= Level::Avx512Vnni
+}
+
+/// the tiled-order kernel of `level` ([`q6_k_q8_k_tiled`] bit for bit)
+pub fn select_q6_k_tiled(level: Level) -> Q6KDot {
+    assert!(level <= crate::simd::detected(), "select_q6_k_tiled: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q6_k_q8_k_tiled,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q6_k_q8_k_tiled_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q6_k_q8_k_tiled,
+    }
+}
+
 /// the Q6_K · Q8_K kernel of `level`: the reference at the scalar level, upstream's x86 order
 /// ([`select_q6_k_x86`]) from AVX2, what upstream's x86 builds compute
 pub fn select_q6_k(level: Level) -> Q6KDot {
@@ -136,6 +176,19 @@ pub(crate) mod x86 {
             }
             acc
         }};
+    }
+
+    /// [`super::q6_k_q8_k_tiled`] bit for bit
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q6_k_q8_k_tiled_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = 0.0f32;
+        let m4 = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            let sumi = q6k_block!(a, b, m4);
+            let r = sumi as f32 * f16_product(a.d, half::f16::ONE);
+            acc += r * b.d;
+        }
+        acc
     }
 
     /// [`super::q6_k_q8_k_x86`] bit for bit: the block's 8 lanes, one fma each per block

@@ -565,3 +565,29 @@ fn q6_k_x86_order_differs_and_holds_on_extremes() {
         assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 extremes {}: {got} vs {want}", level.name());
     }
 }
+
+/// Q6_K's tiled-order row kernel equals its definition bit for bit at every level, and the
+/// order is not the reference's nor the x86 one
+#[test]
+fn q6_k_tiled_order_kernel_equals_its_definition() {
+    let mut r = XorShift::new(1407);
+    let (mut vs_ref, mut vs_x86) = (false, false);
+    for nb in [0usize, 1, 2, 5, 16] {
+        for _ in 0..10 {
+            let y = q8_k_row(&mut r, nb);
+            let mut x6 = vec![BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: f16::ZERO }; nb];
+            r.fill_bytes(as_bytes_mut(&mut x6));
+            for b in &mut x6 {
+                b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
+            }
+            let want = q6_k_q8_k_tiled(&x6, &y);
+            for level in Level::available() {
+                let got = select_q6_k_tiled(level)(&x6, &y);
+                assert_eq!(got.to_bits(), want.to_bits(), "q6_K tiled {} nb={nb}: {got} vs {want}", level.name());
+            }
+            vs_ref |= want.to_bits() != q6_k_q8_k_reference(&x6, &y).to_bits();
+            vs_x86 |= want.to_bits() != q6_k_q8_k_x86(&x6, &y).to_bits();
+        }
+    }
+    assert!(vs_ref && vs_x86, "the tiled order differs from the reference's and the x86 one");
+}

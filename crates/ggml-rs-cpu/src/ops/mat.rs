@@ -222,12 +222,17 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     // rows per pass where the type has a multi-row kernel at this level (bit for bit the row
     // kernel's results)
     let orders = [Order::VecDot, Order::RepackGemv, Order::RepackGemm];
-    let kerns = orders.map(|o| RowDot::with_order(wt, exec.level(), o));
+    let mut kerns = orders.map(|o| RowDot::with_order(wt, exec.level(), o));
     let gemvs = orders.map(|o| Gemv::with_order(wt, exec.level(), o));
-    let multis = gemvs.map(|g| {
+    let mut multis = gemvs.map(|g| {
         let ra = g.row_align();
         g.is_multi_row() && w_len > 0 && [a.data as usize, a.nb[1], a.nb[2], a.nb[3]].iter().all(|v| v.is_multiple_of(ra))
     });
+    if q6_k_tiled(&b, wt, exec.level()) {
+        // 8 or more activation rows: upstream's tiled K-quant path's order, row by row
+        kerns[0] = RowDot::Q6K(crate::dot::q6_k::select_q6_k_tiled(exec.level()));
+        multis[0] = false;
+    }
     let align = block_align(wt);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
@@ -278,6 +283,14 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         }
     });
     Ok(())
+}
+
+/// Q6_K weights that upstream's native build hands to its tiled K-quant path (8 or more
+/// activation rows, F32 or Q8_K; [`crate::dot::q6_k::tiled_order_applies`]); the qgemm tiles
+/// of Q6_K sum in that order too (their `tiled` form), unless `GGML_RS_CPU_Q4_ORDER=vec_dot`
+fn q6_k_tiled(b: &View, wt: GgmlType, level: Level) -> bool {
+    let src1_ok = b.ty == raw_type::F32 || b.ty == GgmlType::Q8K as i32;
+    wt == GgmlType::Q6K && !crate::dot::vec_dot_only() && crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, level)
 }
 
 /// activation rows from which the tiled GEMM beats the row kernels (below, repacking the

@@ -404,3 +404,45 @@ fn mul_mat_q4_is_upstreams_repacked_order_bit_for_bit() {
         }
     }
 }
+
+/// Q6_K weights (never repacked on x86) give upstream native's bits: fewer than 8 activation
+/// rows `ggml_vec_dot_q6_K_q8_K`'s x86 order, 8 or more its tiled K-quant path's order (row
+/// kernels below 16 rows, the qgemm tiles from 16), 1 and 3 threads
+#[test]
+fn mul_mat_q6_k_is_upstream_natives_order_bit_for_bit() {
+    use crate::block::{BlockQ6K, BlockQ8K, as_blocks};
+    use crate::dot::q6_k::{q6_k_q8_k_tiled, q6_k_q8_k_x86};
+    if crate::dot::vec_dot_only() || crate::simd::detected() < Level::Avx512Vnni {
+        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot or no AVX-512 VNNI: not tested");
+        return;
+    }
+    let mut r = XorShift::new(38);
+    let level = Level::Avx512Vnni;
+    for (k, rows, tokens) in [(512, 40, 1), (256, 16, 7), (512, 24, 8), (256, 20, 12), (512, 48, 16), (768, 33, 22)] {
+        let a = weights(&mut r, GgmlType::Q6K, [k as i64, rows as i64, 1, 1]);
+        let b = T::new(F32, [k as i64, tokens as i64, 1, 1]).random(&mut r);
+        for threads in [1, 3] {
+            let d = T::new(F32, [rows as i64, tokens as i64, 1, 1]);
+            let n = node(Op::MulMat, &d, &[&a, &b], &[]);
+            let mut pool = crate::pool::ThreadPool::new(threads);
+            let mut scratch = crate::block::AlignedBytes::default();
+            let mut exec = Exec::with_level(&mut pool, &mut scratch, level);
+            crate::ops::compute(&n, &mut exec).unwrap();
+            for i11 in 0..tokens {
+                let x = row(&b, i11, 0, 0);
+                let mut q = crate::block::AlignedBytes::zeroed(GgmlType::Q8K.row_size(k));
+                // SAFETY: a row of k values into its Q8_K row
+                unsafe { crate::ops::copy::elem::quantize_from(GgmlType::Q8K, &x, q.as_mut_ptr()) };
+                for i01 in 0..rows {
+                    let at = a.off + i01 * a.nb[1];
+                    let mut w = crate::block::AlignedBytes::zeroed(GgmlType::Q6K.row_size(k));
+                    w.copy_from_slice(&a.buf[at..at + GgmlType::Q6K.row_size(k)]);
+                    let (wb, xb) = (as_blocks::<BlockQ6K>(&w, "w"), as_blocks::<BlockQ8K>(&q, "x"));
+                    let want = if tokens >= 8 { q6_k_q8_k_tiled(wb, xb) } else { q6_k_q8_k_x86(wb, xb) };
+                    let got = d.get([i01, i11, 0, 0]);
+                    assert_eq!(got.to_bits(), want.to_bits(), "k={k} rows={rows} tokens={tokens} threads={threads}: ({i01}, {i11}) = {got}, want {want}");
+                }
+            }
+        }
+    }
+}
