@@ -521,7 +521,7 @@ mod x86 {
     /// Q6_K's tiled form ([`super::Kind::tiled`]): 16 rows × `N` columns, each output summed as
     /// [`crate::dot::q6_k::q6_k_q8_k_tiled`] sums it: per 16-quant block the integer sum
     /// `Σ (q - 32) · y` (vpdpbusd from `-32 · Σ y`), times the block's integer scale into the
-    /// super-block's exact i32; per super-block `r = f32(S) · f32(d)`, `acc = acc + r · dy`.
+    /// super-block's exact i32; per super-block `r = f32(S) · f32(d)`, `acc = fma(r, dy, acc)`.
     ///
     /// # Safety
     /// as [`super::tile_raw`], with exactly `N` columns of the tiled form (nb a multiple of 16)
@@ -554,7 +554,7 @@ mod x86 {
                     let dw = _mm512_loadu_ps(wb.add(ROWS * 4 * G + ROWS * 4).cast());
                     for j in 0..N {
                         let r = _mm512_mul_ps(_mm512_cvtepi32_ps(s1[j]), dw);
-                        acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(r, _mm512_set1_ps((*aux[j].add(b)).d)));
+                        acc[j] = _mm512_fmadd_ps(r, _mm512_set1_ps((*aux[j].add(b)).d), acc[j]);
                         s1[j] = _mm512_setzero_si512();
                     }
                 }

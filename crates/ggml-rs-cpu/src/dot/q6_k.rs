@@ -68,8 +68,9 @@ pub fn select_q6_k_x86(level: Level) -> Q6KDot {
 /// Q6_K · Q8_K in the order of upstream's tiled K-quant path (`ggml-cpu/tiled`, AVX-512 VNNI
 /// build), which takes MUL_MATs of Q6_K weights with 8 or more activation rows
 /// ([`tiled_order_applies`]): per super-block the reference's exact integer `S`, then
-/// `r = f32(S) · f32(d)` (rounded), `acc = acc + r · dy` (the product rounded, then the sum),
-/// super-blocks in order. (Upstream's AVX2 build fuses the last two: not this order.)
+/// `r = f32(S) · f32(d)` (rounded), `acc = fma(r, dy, acc)`, super-blocks in order (the
+/// kernel's `acc + r · dy` is contracted into one fma by GCC; checked against the native
+/// build's MUL_MAT bit for bit).
 pub fn q6_k_q8_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (a, b) in x.iter().zip(y) {
@@ -78,7 +79,7 @@ pub fn q6_k_q8_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
             sumi += a.scales[e / 16] as i32 * (q6_get(a, e) as i32 - 32) * b.qs[e] as i32;
         }
         let r = sumi as f32 * a.d.to_f32();
-        acc += r * b.d;
+        acc = r.mul_add(b.d, acc);
     }
     acc
 }
@@ -186,7 +187,7 @@ pub(crate) mod x86 {
         for (a, b) in x.iter().zip(y) {
             let sumi = q6k_block!(a, b, m4);
             let r = sumi as f32 * f16_product(a.d, half::f16::ONE);
-            acc += r * b.d;
+            acc = r.mul_add(b.d, acc);
         }
         acc
     }
