@@ -4,7 +4,8 @@
 //!     cargo run --release -p ggml-rs-cpu --example qgemm_bench [-- <repeats>]
 //!
 //! Q4_K in both forms: the vec_dot-like one (per sub-block scale products) and `k_pairs`
-//! (upstream's repacked GEMM order, what MUL_MAT runs by default).
+//! (upstream's repacked GEMM order, what MUL_MAT runs by default); Q6_K in the per-block form
+//! and the `tiled` one (upstream's tiled K-quant path's order, the default).
 
 use ggml_rs_cpu::GgmlType;
 use ggml_rs_cpu::block::AlignedBytes;
@@ -33,6 +34,7 @@ fn main() {
         ("q4_K", GgmlType::Q4K, q4k),
         ("q4_K k_pairs", GgmlType::Q4K, Kind { k_pairs: true, ..q4k }),
         ("q6_K", GgmlType::Q6K, kind_of(GgmlType::Q6K, true).unwrap()),
+        ("q6_K tiled", GgmlType::Q6K, Kind { tiled: true, ..kind_of(GgmlType::Q6K, true).unwrap() }),
         ("q8_0 pairs", GgmlType::Q8_0, kind_of(GgmlType::Q8_0, true).unwrap()),
     ];
     println!("k = {k}; us per 16 × 8 tile (min of {reps})");

@@ -403,8 +403,8 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
                 let mut y = q8_0_blocks(&mut r, nb, 127, |r| r.f32_in(-scale, scale));
                 if extreme {
                     for (a, b) in x.iter_mut().zip(y.iter_mut()) {
-                        a.qs = [if r.next_u64() % 2 == 0 { 0x00 } else { 0xff }; 16];
-                        b.qs = std::array::from_fn(|_| if r.next_u64() % 2 == 0 { 127 } else { -127 });
+                        a.qs = [if r.next_u64().is_multiple_of(2) { 0x00 } else { 0xff }; 16];
+                        b.qs = std::array::from_fn(|_| if r.next_u64().is_multiple_of(2) { 127 } else { -127 });
                     }
                 }
                 let want = q4_0_q8_0_repack(&x, &y);
@@ -418,7 +418,7 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
                 let mut y8 = q8_k_row(&mut r, nb);
                 if extreme {
                     for b in &mut y8 {
-                        b.qs = std::array::from_fn(|_| if r.next_u64() % 2 == 0 { 127 } else { -127 });
+                        b.qs = std::array::from_fn(|_| if r.next_u64().is_multiple_of(2) { 127 } else { -127 });
                         for j in 0..16 {
                             b.bsums[j] = b.qs[16 * j..16 * j + 16].iter().map(|&q| q as i16).sum();
                         }
