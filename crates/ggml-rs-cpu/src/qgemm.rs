@@ -90,6 +90,17 @@ const PAIR_COL_BLOCK: usize = 128;
 /// them gives, read as a float, `1.5 · 2²³ + sum`, exact for |sum| < 2²²
 const PAIR_MAGIC: i32 = 0x4B40_0000;
 
+/// Q4_0's form for a MUL_MAT that upstream does not repack (`repacked` false: rows % 8 != 0,
+/// ...; [`crate::dot::Order::repacked`]): the pairs form, upstream's x86 / tinyBLAS order (the
+/// per-row form sums in its repacked order), unless `GGML_RS_CPU_Q4_ORDER=vec_dot` or
+/// [`q8_0_fast`]; any other type: [`kind`]
+pub fn kind_for(ty: GgmlType, repacked: bool) -> Option<Kind> {
+    if ty == GgmlType::Q4_0 && !repacked && !crate::dot::vec_dot_only() && !q8_0_fast() {
+        return Some(Kind { pairs: true, ..kind_of(ty, true)? });
+    }
+    kind(ty)
+}
+
 /// the repacked form of `ty`, for the weight types this GEMM takes (Q8_0: the pairs form unless
 /// [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order, Q6_K: its tiled path's order, unless
 /// `GGML_RS_CPU_Q4_ORDER=vec_dot`, [`crate::dot::vec_dot_only`])
@@ -241,6 +252,11 @@ pub fn repack_as(kd: Kind, ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8
                         (sd[8 * sb + j], sdmin[8 * sb + j]) = (blk.d.to_f32(), blk.dmin.to_f32());
                     }
                 }
+            }
+            Some(row) if kd.pairs && ty == GgmlType::Q4_0 => {
+                // the pairs form reads Q8_0's bytes (w + 128): Q4_0's n - 8 + 128
+                unpack_row(ty, row, &mut q, &mut scale, &mut min);
+                q.iter_mut().for_each(|v| *v += 120);
             }
             Some(row) => unpack_row(ty, row, &mut q, &mut scale, &mut min),
             None => {
@@ -765,6 +781,12 @@ mod tests {
                     assert_eq!(got.to_bits(), want.to_bits(), "q4_K k_pairs {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}");
                     continue;
                 }
+                if kd.pairs && ty == GgmlType::Q4_0 {
+                    // Q4_0 in the pairs form: upstream's x86 order (not repacked), bit for bit
+                    let want = crate::dot::q8_0::q4_0_q8_0_x86(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
+                    assert_eq!(got.to_bits(), want.to_bits(), "q4_0 pairs {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}");
+                    continue;
+                }
                 if kd.pairs {
                     // the pairs form is upstream's x86 order, bit for bit on any values
                     let want = q8(wr[i], &x[j]);
@@ -799,6 +821,7 @@ mod tests {
         let k_pairs = Kind { k_pairs: true, ..kind_of(GgmlType::Q4K, true).unwrap() };
         let forms = TYPES.iter().map(|&ty| (ty, kind_of(ty, true).unwrap())).chain([
             (GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap()),
+            (GgmlType::Q4_0, Kind { pairs: true, ..kind_of(GgmlType::Q4_0, true).unwrap() }),
             (GgmlType::Q4K, k_pairs),
             (GgmlType::Q6K, Kind { tiled: true, ..kind_of(GgmlType::Q6K, true).unwrap() }),
         ]);

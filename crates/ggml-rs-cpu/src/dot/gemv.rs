@@ -327,51 +327,33 @@ mod x86 {
         q4_0_repack_rows!(w, stride, y, out, R, |a, b| _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)))
     }
 
-    /// `R` Q4_0 rows · Q8_0 `y`, each row as `q8_0::x86::q4_0_q8_0_vnni` sums it (two
-    /// accumulators, even blocks in the first, the scale `f32(dw) · f32(dy)` rounded once)
+    /// `R` Q4_0 rows · Q8_0 `y`, each row as `q8_0::x86::q4_0_q8_0_vnni` sums it (upstream's
+    /// x86 order: one 8-lane accumulator per row, blocks in order, the scale `f32(dw) · f32(dy)`
+    /// rounded once)
     ///
     /// # Safety
     /// rows `w + r · stride` (r < R) readable for `y.len()` Q4_0 blocks; `out` writable for R
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) unsafe fn q4_0_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
-        let nb = y.len();
-        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let mut acc = [_mm256_setzero_ps(); R];
         let (zero, eight) = (_mm256_setzero_si256(), _mm256_set1_epi8(8));
         // SAFETY (for the block reads below): block b of row r is at w + r·stride + 18·b, inside
         // the row (caller); nibbles at +2 are 16 bytes
         let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q4_0_BYTES);
-        let mut b = 0;
-        while b + 2 <= nb {
-            let (y0, y1) = (&y[b], &y[b + 1]);
-            let (qy0, qy1) = (load_i8x32(&y0.qs), load_i8x32(&y1.qs));
-            let (sy0, sy1) = (_mm256_dpbusd_epi32(zero, eight, qy0), _mm256_dpbusd_epi32(zero, eight, qy1));
-            let (dy0, dy1) = f16_pair(y0.d, y1.d);
-            for r in 0..R {
-                let (p0, p1) = (block(r, b), block(r, b + 1));
-                let (dw0, dw1) = unsafe { f16_pair(f16_at(p0), f16_at(p1)) };
-                let (n0, n1) = unsafe { (nibbles_32(&*p0.add(2).cast::<[u8; 16]>()), nibbles_32(&*p1.add(2).cast::<[u8; 16]>())) };
-                let i0 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n0, qy0), sy0);
-                let i1 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n1, qy1), sy1);
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), acc0[r]);
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * dy1), _mm256_cvtepi32_ps(i1), acc1[r]);
-            }
-            b += 2;
-        }
-        if b < nb {
-            let y0 = &y[b];
+        for (b, y0) in y.iter().enumerate() {
             let qy0 = load_i8x32(&y0.qs);
             let sy0 = _mm256_dpbusd_epi32(zero, eight, qy0);
-            for r in 0..R {
+            for (r, acc) in acc.iter_mut().enumerate() {
                 let p0 = block(r, b);
                 let (dw0, dy0) = unsafe { f16_pair(f16_at(p0), y0.d) };
                 let n0 = unsafe { nibbles_32(&*p0.add(2).cast::<[u8; 16]>()) };
                 let i0 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n0, qy0), sy0);
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), acc0[r]);
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), *acc);
             }
         }
-        for r in 0..R {
+        for (r, acc) in acc.iter().enumerate() {
             // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(hsum_ps(_mm256_add_ps(acc0[r], acc1[r]))) };
+            unsafe { out.add(r).write_unaligned(hsum_ps(*acc)) };
         }
     }
 

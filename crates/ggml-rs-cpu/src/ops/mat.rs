@@ -328,7 +328,9 @@ fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<super::Packed>, repacked: bool, exec: &mut Exec) {
     use crate::qgemm::{Aux, MAX_COLS, ROWS};
-    let kd = crate::qgemm::kind(wt).expect("use_qgemm checked the type");
+    let kd = crate::qgemm::kind_for(wt, repacked).expect("use_qgemm checked the type");
+    // weights repacked at load time are in kind(wt)'s form; another form is repacked here
+    let packed = packed.filter(|_| Some(kd) == crate::qgemm::kind(wt));
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     let k = a.ne[0] as usize;
     let nb = k / kd.block_len();
@@ -401,7 +403,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                     }
                     let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(j * col_len), col_len);
                     let aux = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(j * nb), nb);
-                    crate::qgemm::prepare_column(wt, x, qs, aux);
+                    crate::qgemm::prepare_column_as(kd, wt, x, qs, aux);
                 }
             }
         } else {
@@ -412,7 +414,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                 .collect();
             // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
             let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * nb * bb), nb * bb) };
-            crate::qgemm::repack(wt, &rows, k, out);
+            crate::qgemm::repack_as(kd, wt, &rows, k, out);
         }
     });
     // phase 2: the tiles

@@ -446,3 +446,49 @@ fn mul_mat_q6_k_is_upstream_natives_order_bit_for_bit() {
         }
     }
 }
+
+/// Q4_0 weights that upstream does not repack (rows % 8 != 0) give its x86 order (vec_dot's and
+/// tinyBLAS's 8 lanes, `dot::q8_0::q4_0_q8_0_x86`) bit for bit: row kernels, the mat-vec, the
+/// pairs tiles; 1 and 3 threads
+#[test]
+fn mul_mat_q4_0_not_repacked_is_upstreams_x86_order_bit_for_bit() {
+    use crate::block::{BlockQ4_0, BlockQ8_0, as_blocks};
+    if crate::dot::vec_dot_only() || crate::qgemm::q8_0_fast() {
+        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot or GGML_RS_CPU_Q8_0_TILES=fast: not tested");
+        return;
+    }
+    let mut r = XorShift::new(39);
+    for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
+        for (k, rows, tokens) in [(256, 20, 1), (512, 36, 5), (256, 12, 16), (512, 44, 19)] {
+            let a = weights(&mut r, GgmlType::Q4_0, [k as i64, rows as i64, 1, 1]);
+            let b = T::new(F32, [k as i64, tokens as i64, 1, 1]).random(&mut r);
+            for threads in [1, 3] {
+                let d = T::new(F32, [rows as i64, tokens as i64, 1, 1]);
+                let n = node(Op::MulMat, &d, &[&a, &b], &[]);
+                let mut pool = crate::pool::ThreadPool::new(threads);
+                let mut scratch = crate::block::AlignedBytes::default();
+                let mut exec = Exec::with_level(&mut pool, &mut scratch, level);
+                crate::ops::compute(&n, &mut exec).unwrap();
+                for i11 in 0..tokens {
+                    let x = row(&b, i11, 0, 0);
+                    let mut q = crate::block::AlignedBytes::zeroed(GgmlType::Q8_0.row_size(k));
+                    // SAFETY: a row of k values into its Q8_0 row
+                    unsafe { crate::ops::copy::elem::quantize_from(GgmlType::Q8_0, &x, q.as_mut_ptr()) };
+                    for i01 in 0..rows {
+                        let at = a.off + i01 * a.nb[1];
+                        let mut w = crate::block::AlignedBytes::zeroed(GgmlType::Q4_0.row_size(k));
+                        w.copy_from_slice(&a.buf[at..at + GgmlType::Q4_0.row_size(k)]);
+                        let want = crate::dot::q8_0::q4_0_q8_0_x86(as_blocks::<BlockQ4_0>(&w, "w"), as_blocks::<BlockQ8_0>(&q, "x"));
+                        let got = d.get([i01, i11, 0, 0]);
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{} k={k} rows={rows} tokens={tokens} threads={threads}: ({i01}, {i11}) = {got}, want {want}",
+                            level.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
