@@ -1,7 +1,9 @@
 //! Dot products of a weight row with an activation row, the kernel of MUL_MAT: one file per
 //! family, each with a scalar reference (what upstream's `*_generic` computes) and run-time
-//! selected SIMD versions, tested against the reference (`tests.rs`). Q8_0's SIMD versions
-//! are tested bit for bit against upstream's x86 order instead ([`q8_0::q8_0_q8_0_x86`]).
+//! selected SIMD versions, tested against the reference (`tests.rs`). Q8_0's, Q4_0's and
+//! Q6_K's SIMD versions are tested bit for bit against upstream's x86 order instead
+//! ([`q8_0::q8_0_q8_0_x86`], [`q8_0::q4_0_q8_0_x86`], [`q6_k::q6_k_q8_k_x86`]); [`Order`] gives
+//! the orders of upstream's repacked Q4_0 / Q4_K kernels.
 //!
 //! | weight | activation | file       | SIMD levels                 | vs reference          |
 //! |--------|------------|------------|-----------------------------|-----------------------|
@@ -9,11 +11,11 @@
 //! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512        | float tolerance       |
 //! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
 //! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |
-//! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
+//! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |
 //! | Q5_0   | Q8_0       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q5_1   | Q8_1       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2                        | bit for bit           |
-//! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | bit for bit           |
+//! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | upstream x86, bitwise |
 //!
 //! [`RowDot`] is the byte-level entry: the kernel chosen once for a weight type and a level,
 //! applied to rows given as bytes. [`gemv::Gemv`] runs it over many rows, 4 rows per pass where a
@@ -36,7 +38,7 @@ use crate::block::as_blocks;
 use crate::simd::Level;
 
 /// The order of float operations a MUL_MAT output is summed in, by where upstream's CPU would
-/// compute it (see [`Order::for_mul_mat`]).
+/// compute it (see [`Order::repacked`], [`Order::for_row`]).
 ///
 /// llama.cpp puts Q4_0 / Q4_K weight matrices into upstream's `CPU_REPACK` buffer type, and on
 /// x86 with AVX2 upstream then computes their MUL_MATs with F32 activations in its repacked
@@ -92,7 +94,8 @@ impl Order {
 }
 
 /// `GGML_RS_CPU_Q4_ORDER=vec_dot` (read once): Q4_0 / Q4_K MUL_MATs summed in `ggml_vec_dot`'s
-/// order everywhere (what upstream computes for weights outside its repack buffer: `--no-repack`)
+/// order whatever their shape, and the prompt tiles of Q4_K / Q6_K in their per-block forms
+/// (not upstream's repacked / tiled paths)
 pub fn vec_dot_only() -> bool {
     static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *V.get_or_init(|| std::env::var("GGML_RS_CPU_Q4_ORDER").is_ok_and(|v| v.trim().eq_ignore_ascii_case("vec_dot")))
