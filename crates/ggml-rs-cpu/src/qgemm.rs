@@ -55,6 +55,12 @@ pub struct Kind {
     pub mins: bool,
     /// rows in pairs, 8 lanes per row (upstream's order, Q8_0; see the module's text)
     pub pairs: bool,
+    /// Q4_K in upstream's repacked GEMM order (see the module's text): per row and block the
+    /// sub-block's integer scale and min (as f32), and the super-block's `d` and `dmin`
+    pub k_pairs: bool,
+    /// Q6_K in the order of upstream's tiled K-quant path (see the module's text): per row and
+    /// block the integer scale (as i32), and the super-block's `d`
+    pub tiled: bool,
 }
 
 impl Kind {
@@ -65,7 +71,11 @@ impl Kind {
 
     /// bytes of one repacked block of 16 rows
     pub fn block_bytes(self) -> usize {
-        ROWS * self.block_len() + ROWS * 4 + if self.mins { ROWS * 4 } else { 0 }
+        ROWS * self.block_len()
+            + ROWS * 4
+            + if self.mins { ROWS * 4 } else { 0 }
+            + if self.k_pairs { 2 * ROWS * 4 } else { 0 }
+            + if self.tiled { ROWS * 4 } else { 0 }
     }
 
     /// bytes of one prepared activation row of `k` quants ([`prepare_column`]'s `qs`)
@@ -80,10 +90,27 @@ const PAIR_COL_BLOCK: usize = 128;
 /// them gives, read as a float, `1.5 · 2²³ + sum`, exact for |sum| < 2²²
 const PAIR_MAGIC: i32 = 0x4B40_0000;
 
+/// Q4_0's form for a MUL_MAT that upstream does not repack (`repacked` false: rows % 8 != 0,
+/// ...; [`crate::dot::Order::repacked`]): the pairs form, upstream's x86 / tinyBLAS order (the
+/// per-row form sums in its repacked order), unless `GGML_RS_CPU_Q4_ORDER=vec_dot` or
+/// [`q8_0_fast`]; any other type: [`kind`]
+pub fn kind_for(ty: GgmlType, repacked: bool) -> Option<Kind> {
+    if ty == GgmlType::Q4_0 && !repacked && !crate::dot::vec_dot_only() && !q8_0_fast() {
+        return Some(Kind { pairs: true, ..kind_of(ty, true)? });
+    }
+    kind(ty)
+}
+
 /// the repacked form of `ty`, for the weight types this GEMM takes (Q8_0: the pairs form unless
-/// [`q8_0_fast`])
+/// [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order, Q6_K: its tiled path's order, unless
+/// `GGML_RS_CPU_Q4_ORDER=vec_dot`, [`crate::dot::vec_dot_only`])
 pub fn kind(ty: GgmlType) -> Option<Kind> {
-    kind_of(ty, !q8_0_fast())
+    let k = kind_of(ty, !q8_0_fast());
+    match ty {
+        GgmlType::Q4K if !crate::dot::vec_dot_only() => k.map(|k| Kind { k_pairs: true, ..k }),
+        GgmlType::Q6K if !crate::dot::vec_dot_only() => k.map(|k| Kind { tiled: true, ..k }),
+        _ => k,
+    }
 }
 
 /// `GGML_RS_CPU_Q8_0_TILES=fast` (read once): Q8_0's prompt tiles in the one-lane-per-row form,
@@ -97,10 +124,10 @@ pub fn q8_0_fast() -> bool {
 /// [`kind`] with the choice of Q8_0's form given
 pub fn kind_of(ty: GgmlType, q8_0_pairs: bool) -> Option<Kind> {
     match ty {
-        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: q8_0_pairs }),
-        GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false, pairs: false }),
-        GgmlType::Q4K => Some(Kind { groups: 8, mins: true, pairs: false }),
-        GgmlType::Q6K => Some(Kind { groups: 4, mins: false, pairs: false }),
+        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: q8_0_pairs, k_pairs: false, tiled: false }),
+        GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false, pairs: false, k_pairs: false, tiled: false }),
+        GgmlType::Q4K => Some(Kind { groups: 8, mins: true, pairs: false, k_pairs: false, tiled: false }),
+        GgmlType::Q6K => Some(Kind { groups: 4, mins: false, pairs: false, k_pairs: false, tiled: false }),
         _ => None,
     }
 }
@@ -201,13 +228,43 @@ pub fn repack_as(kd: Kind, ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8
     assert_eq!(out.len(), nb * bb, "qgemm::repack: output of {} bytes for {nb} blocks", out.len());
     let mut q = vec![0u8; k];
     let (mut scale, mut min) = (vec![0f32; nb], vec![0f32; nb]);
+    // the k_pairs form: per block the super-block's d and dmin
+    let (mut sd, mut sdmin) = (vec![0f32; nb], vec![0f32; nb]);
     for r in 0..ROWS {
         match rows.get(r) {
+            Some(row) if kd.tiled => {
+                // the integer scales (their bits as i32) and d per block, instead of their products
+                unpack_row(ty, row, &mut q, &mut scale, &mut min);
+                for (sb, blk) in as_blocks::<BlockQ6K>(row, "qgemm q6_K").iter().enumerate() {
+                    for j in 0..16 {
+                        scale[16 * sb + j] = f32::from_bits(blk.scales[j] as i32 as u32);
+                        sd[16 * sb + j] = blk.d.to_f32();
+                    }
+                }
+            }
+            Some(row) if kd.k_pairs => {
+                // the integer scales and mins, and d / dmin per block, instead of their products
+                unpack_row(ty, row, &mut q, &mut scale, &mut min);
+                for (sb, blk) in as_blocks::<BlockQ4K>(row, "qgemm q4_K").iter().enumerate() {
+                    for j in 0..8 {
+                        let (sc, m) = crate::quants::get_scale_min_k4(j, &blk.scales);
+                        (scale[8 * sb + j], min[8 * sb + j]) = (sc as f32, m as f32);
+                        (sd[8 * sb + j], sdmin[8 * sb + j]) = (blk.d.to_f32(), blk.dmin.to_f32());
+                    }
+                }
+            }
+            Some(row) if kd.pairs && ty == GgmlType::Q4_0 => {
+                // the pairs form reads Q8_0's bytes (w + 128): Q4_0's n - 8 + 128
+                unpack_row(ty, row, &mut q, &mut scale, &mut min);
+                q.iter_mut().for_each(|v| *v += 120);
+            }
             Some(row) => unpack_row(ty, row, &mut q, &mut scale, &mut min),
             None => {
                 q.fill(0);
                 scale.fill(0.0);
                 min.fill(0.0);
+                sd.fill(0.0);
+                sdmin.fill(0.0);
             }
         }
         for b in 0..nb {
@@ -221,6 +278,13 @@ pub fn repack_as(kd: Kind, ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8
             ob[at + r * 4..at + r * 4 + 4].copy_from_slice(&scale[b].to_ne_bytes());
             if kd.mins {
                 ob[at + 64 + r * 4..at + 64 + r * 4 + 4].copy_from_slice(&min[b].to_ne_bytes());
+            }
+            if kd.tiled {
+                ob[at + 64 + r * 4..at + 64 + r * 4 + 4].copy_from_slice(&sd[b].to_ne_bytes());
+            }
+            if kd.k_pairs {
+                ob[at + 128 + r * 4..at + 128 + r * 4 + 4].copy_from_slice(&sd[b].to_ne_bytes());
+                ob[at + 192 + r * 4..at + 192 + r * 4 + 4].copy_from_slice(&sdmin[b].to_ne_bytes());
             }
         }
     }
@@ -279,7 +343,15 @@ pub fn prepare_column_as(kd: Kind, ty: GgmlType, x: &[u8], qs: &mut [i8], aux: &
         qs[i * src..(i + 1) * src].copy_from_slice(q);
         for (b, a) in aux[i * src / bl..(i + 1) * src / bl].iter_mut().enumerate() {
             let s: i32 = q[b * bl..(b + 1) * bl].iter().map(|&v| v as i32).sum();
-            *a = Aux { d: *d, neg: -c * s, m: if kd.mins { d * s as f32 } else { 0.0 } };
+            // k_pairs: the block's quant sum itself (exact as f32: |s| ≤ 32 · 127)
+            let m = if kd.k_pairs {
+                s as f32
+            } else if kd.mins {
+                d * s as f32
+            } else {
+                0.0
+            };
+            *a = Aux { d: *d, neg: -c * s, m };
         }
     }
 }
@@ -349,8 +421,30 @@ pub unsafe fn tile_raw(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux
                     j += 1;
                 }
             }
+            (8, true, false) if kind.k_pairs => match x.len() {
+                1 => x86::k_pairs::<1>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                2 => x86::k_pairs::<2>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                3 => x86::k_pairs::<3>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                4 => x86::k_pairs::<4>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                5 => x86::k_pairs::<5>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                6 => x86::k_pairs::<6>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                7 => x86::k_pairs::<7>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                8 => x86::k_pairs::<8>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                n => panic!("qgemm::tile_raw: {n} columns"),
+            },
             (8, false, false) => cols!(8, false),
             (8, true, false) => cols!(8, true),
+            (4, false, false) if kind.tiled => match x.len() {
+                1 => x86::q6_tiled::<1>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                2 => x86::q6_tiled::<2>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                3 => x86::q6_tiled::<3>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                4 => x86::q6_tiled::<4>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                5 => x86::q6_tiled::<5>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                6 => x86::q6_tiled::<6>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                7 => x86::q6_tiled::<7>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                8 => x86::q6_tiled::<8>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                n => panic!("qgemm::tile_raw: {n} columns"),
+            },
             (4, false, false) => cols!(4, false),
             k => panic!("qgemm::tile_raw: no kernel for {k:?}"),
         }
@@ -437,6 +531,118 @@ mod x86 {
                     unsafe { out[j].add(row).write_unaligned(crate::dot::x86::hsum_ps(lanes)) };
                 }
             }
+        }
+    }
+
+    /// Q6_K's tiled form ([`super::Kind::tiled`]): 16 rows × `N` columns, each output summed as
+    /// [`crate::dot::q6_k::q6_k_q8_k_tiled`] sums it: per 16-quant block the integer sum
+    /// `Σ (q - 32) · y` (vpdpbusd from `-32 · Σ y`), times the block's integer scale into the
+    /// super-block's exact i32; per super-block `r = f32(S) · f32(d)`, `acc = fma(r, dy, acc)`.
+    ///
+    /// # Safety
+    /// as [`super::tile_raw`], with exactly `N` columns of the tiled form (nb a multiple of 16)
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn q6_tiled<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
+        const G: usize = 4;
+        let bb = ROWS * 4 * G + 2 * ROWS * 4;
+        let mut acc = [_mm512_setzero_ps(); N];
+        let mut s1 = [_mm512_setzero_si512(); N];
+        for b in 0..nb {
+            // SAFETY: block b of the weights, of every column's quants and aux (caller)
+            unsafe {
+                let wb = w.add(b * bb);
+                let mut isum = [_mm512_setzero_si512(); N];
+                for j in 0..N {
+                    isum[j] = _mm512_set1_epi32((*aux[j].add(b)).neg);
+                }
+                for g in 0..G {
+                    let wg = _mm512_loadu_si512(wb.add(g * 64).cast());
+                    for j in 0..N {
+                        let y = x[j].add(b * 4 * G + 4 * g).cast::<i32>().read_unaligned();
+                        isum[j] = _mm512_dpbusd_epi32(isum[j], wg, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = _mm512_loadu_si512(wb.add(ROWS * 4 * G).cast());
+                for j in 0..N {
+                    s1[j] = _mm512_add_epi32(s1[j], _mm512_mullo_epi32(isum[j], sc));
+                }
+                if b % 16 == 15 {
+                    let dw = _mm512_loadu_ps(wb.add(ROWS * 4 * G + ROWS * 4).cast());
+                    for j in 0..N {
+                        let r = _mm512_mul_ps(_mm512_cvtepi32_ps(s1[j]), dw);
+                        acc[j] = _mm512_fmadd_ps(r, _mm512_set1_ps((*aux[j].add(b)).d), acc[j]);
+                        s1[j] = _mm512_setzero_si512();
+                    }
+                }
+            }
+        }
+        let mask: __mmask16 = if n_rows >= ROWS { 0xffff } else { (1u16 << n_rows) - 1 };
+        for j in 0..N {
+            // SAFETY: out[j] is writable for n_rows floats; the mask writes no more
+            unsafe { _mm512_mask_storeu_ps(out[j], mask, acc[j]) };
+        }
+    }
+
+    /// The k_pairs form ([`super::Kind::k_pairs`], Q4_K): 16 rows × `N` columns, each output
+    /// summed as [`crate::dot::q4_k::q4_k_q8_k_gemm`] sums it. Per pair of sub-blocks (blocks
+    /// 2p, 2p + 1 of a super-block) and column: the two blocks' integer sums by vpdpbusd, then
+    /// `I = fma(f32(isum_1), sc_1, f32(isum_0) · sc_0)` and `M = fma(m_1, Σy_1, m_0 · Σy_0)`,
+    /// both exact in f32 (every product and sum below 2²⁴), then `acc = fma(I, d · dy, acc)`
+    /// and `accm = fma(M, dmin · dy, accm)` (the scale products once per super-block and
+    /// column); at the end `acc - accm`.
+    ///
+    /// # Safety
+    /// as [`super::tile_raw`], with exactly `N` columns of the k_pairs form (nb a multiple of 8)
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn k_pairs<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
+        const G: usize = 8;
+        let bb = ROWS * 4 * G + 4 * ROWS * 4;
+        let (sc_at, m_at, d_at, dmin_at) = (ROWS * 4 * G, ROWS * 4 * G + ROWS * 4, ROWS * 4 * G + 2 * ROWS * 4, ROWS * 4 * G + 3 * ROWS * 4);
+        let mut acc = [_mm512_setzero_ps(); N];
+        let mut accm = [_mm512_setzero_ps(); N];
+        let mut s = [_mm512_setzero_ps(); N];
+        let mut sm = [_mm512_setzero_ps(); N];
+        for b0 in (0..nb).step_by(2) {
+            // SAFETY: blocks b0, b0 + 1 < nb of the weights, of every column's quants and aux (caller)
+            unsafe {
+                if b0 % 8 == 0 {
+                    // a new super-block: its scale products f32(d) · dy, f32(dmin) · dy
+                    let wb = w.add(b0 * bb);
+                    let (dw, dminw) = (_mm512_loadu_ps(wb.add(d_at).cast()), _mm512_loadu_ps(wb.add(dmin_at).cast()));
+                    for j in 0..N {
+                        let dy = _mm512_set1_ps((*aux[j].add(b0)).d);
+                        s[j] = _mm512_mul_ps(dw, dy);
+                        sm[j] = _mm512_mul_ps(dminw, dy);
+                    }
+                }
+                let mut isum = [[_mm512_setzero_si512(); N]; 2];
+                for (h, isum) in isum.iter_mut().enumerate() {
+                    let b = b0 + h;
+                    let wb = w.add(b * bb);
+                    for g in 0..G {
+                        let wg = _mm512_loadu_si512(wb.add(g * 64).cast());
+                        for j in 0..N {
+                            let y = x[j].add(b * 4 * G + 4 * g).cast::<i32>().read_unaligned();
+                            isum[j] = _mm512_dpbusd_epi32(isum[j], wg, _mm512_set1_epi32(y));
+                        }
+                    }
+                }
+                let (w0, w1) = (w.add(b0 * bb), w.add((b0 + 1) * bb));
+                let (sc0, sc1) = (_mm512_loadu_ps(w0.add(sc_at).cast()), _mm512_loadu_ps(w1.add(sc_at).cast()));
+                let (m0, m1) = (_mm512_loadu_ps(w0.add(m_at).cast()), _mm512_loadu_ps(w1.add(m_at).cast()));
+                for j in 0..N {
+                    let i = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[1][j]), sc1, _mm512_mul_ps(_mm512_cvtepi32_ps(isum[0][j]), sc0));
+                    acc[j] = _mm512_fmadd_ps(i, s[j], acc[j]);
+                    let (y0, y1) = (_mm512_set1_ps((*aux[j].add(b0)).m), _mm512_set1_ps((*aux[j].add(b0 + 1)).m));
+                    let m = _mm512_fmadd_ps(m1, y1, _mm512_mul_ps(m0, y0));
+                    accm[j] = _mm512_fmadd_ps(m, sm[j], accm[j]);
+                }
+            }
+        }
+        let mask: __mmask16 = if n_rows >= ROWS { 0xffff } else { (1u16 << n_rows) - 1 };
+        for j in 0..N {
+            // SAFETY: out[j] is writable for n_rows floats; the mask writes no more
+            unsafe { _mm512_mask_storeu_ps(out[j], mask, _mm512_sub_ps(acc[j], accm[j])) };
         }
     }
 
@@ -563,6 +769,24 @@ mod tests {
             dequantize_row(vdt, &x[j], &mut xd);
             for i in 0..n_rows {
                 let got = out[j][i];
+                if kd.tiled {
+                    // the tiled form is upstream's tiled K-quant path's order, bit for bit
+                    let want = crate::dot::q6_k::q6_k_q8_k_tiled(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
+                    assert_eq!(got.to_bits(), want.to_bits(), "q6_K tiled {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}");
+                    continue;
+                }
+                if kd.k_pairs {
+                    // the k_pairs form is upstream's repacked Q4_K GEMM order, bit for bit
+                    let want = crate::dot::q4_k::q4_k_q8_k_gemm(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
+                    assert_eq!(got.to_bits(), want.to_bits(), "q4_K k_pairs {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}");
+                    continue;
+                }
+                if kd.pairs && ty == GgmlType::Q4_0 {
+                    // Q4_0 in the pairs form: upstream's x86 order (not repacked), bit for bit
+                    let want = crate::dot::q8_0::q4_0_q8_0_x86(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
+                    assert_eq!(got.to_bits(), want.to_bits(), "q4_0 pairs {n_rows}×{n_cols} k={k}: col {j} row {i}: {got} vs {want}");
+                    continue;
+                }
                 if kd.pairs {
                     // the pairs form is upstream's x86 order, bit for bit on any values
                     let want = q8(wr[i], &x[j]);
@@ -593,7 +817,14 @@ mod tests {
             return;
         }
         // Q8_0 in both forms: the pairs (upstream's order, bit for bit) and the fast one
-        let forms = TYPES.iter().map(|&ty| (ty, kind_of(ty, true).unwrap())).chain([(GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap())]);
+        // and Q4_K in both: vec_dot-like per sub-block and the k_pairs form (upstream's GEMM order)
+        let k_pairs = Kind { k_pairs: true, ..kind_of(GgmlType::Q4K, true).unwrap() };
+        let forms = TYPES.iter().map(|&ty| (ty, kind_of(ty, true).unwrap())).chain([
+            (GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap()),
+            (GgmlType::Q4_0, Kind { pairs: true, ..kind_of(GgmlType::Q4_0, true).unwrap() }),
+            (GgmlType::Q4K, k_pairs),
+            (GgmlType::Q6K, Kind { tiled: true, ..kind_of(GgmlType::Q6K, true).unwrap() }),
+        ]);
         for (ty, kd) in forms {
             for n_cols in 1..=MAX_COLS {
                 for (n_rows, k) in [(16, 256), (16, 1024), (5, 256), (1, 512)] {

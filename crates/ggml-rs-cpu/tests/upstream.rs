@@ -327,3 +327,25 @@ fn mul_mat_matches_ggml_cpus_recipe() {
         }
     }
 }
+
+/// Q6_K (not repacked on x86) on model-like data: from AVX2 our kernel is ggml-cpu's x86
+/// `vec_dot` bit for bit (`dot::q6_k::q6_k_q8_k_x86`'s order)
+#[test]
+fn q6_k_vec_dot_is_ggml_cpus_x86_order_bit_for_bit() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(16);
+    let ty = GgmlType::Q6K;
+    for n in [256, 4096, 11008 / 256 * 256] {
+        for _ in 0..8 {
+            let (w, a) = (r.model_like(n), r.model_like(n));
+            let mut wq = AlignedBytes::zeroed(ty.row_size(n));
+            quantize_row(ty, &w, &mut wq);
+            let aq = activations(ty, &a);
+            let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
+            for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
+                let ours = RowDot::new(ty, level).dot(&wq, &aq);
+                assert_eq!(ours.to_bits(), theirs.to_bits(), "q6_K {} n={n}: upstream {theirs}, ours {ours}", level.name());
+            }
+        }
+    }
+}

@@ -21,7 +21,7 @@
 //! | Q6_K   | Q8_K       | AVX2 and up (aligned rows)|
 //! | others | ...        | the row kernel per row   |
 
-use super::RowDot;
+use super::{Order, RowDot};
 use crate::GgmlType;
 use crate::simd::Level;
 
@@ -31,6 +31,14 @@ enum Kind {
     Rows,
     #[cfg(target_arch = "x86_64")]
     Q4_0Vnni,
+    /// Q4_0 in upstream's repacked order ([`crate::dot::Order`]), 4 rows' chains in 4 lanes
+    #[cfg(target_arch = "x86_64")]
+    Q4_0RepackVnni,
+    #[cfg(target_arch = "x86_64")]
+    Q4_0RepackAvx2,
+    /// Q4_K in upstream's repacked GEMV order (rows aligned for the blocks)
+    #[cfg(target_arch = "x86_64")]
+    Q4KGemvAvx2,
     #[cfg(target_arch = "x86_64")]
     Q8_0Vnni,
     #[cfg(target_arch = "x86_64")]
@@ -53,7 +61,23 @@ pub struct Gemv {
 impl Gemv {
     /// for weights of `ty` at `level` (activations of `ty.vec_dot_type()`)
     pub fn new(ty: GgmlType, level: Level) -> Gemv {
-        let row = RowDot::new(ty, level);
+        Gemv::with_order(ty, level, Order::VecDot)
+    }
+
+    /// for weights of `ty` at `level`, summing in `order` (the repack orders: Q4_0 and Q4_K;
+    /// Q4_K's GEMM order runs row by row, the row kernel [`RowDot::with_order`])
+    pub fn with_order(ty: GgmlType, level: Level, order: Order) -> Gemv {
+        let row = RowDot::with_order(ty, level, order);
+        #[cfg(target_arch = "x86_64")]
+        if order != Order::VecDot {
+            let kind = match (ty, order, level) {
+                (GgmlType::Q4_0, _, Level::Avx512Vnni) => Kind::Q4_0RepackVnni,
+                (GgmlType::Q4_0, _, l) if l >= Level::Avx2 => Kind::Q4_0RepackAvx2,
+                (GgmlType::Q4K, Order::RepackGemv, l) if l >= Level::Avx2 => Kind::Q4KGemvAvx2,
+                _ => Kind::Rows,
+            };
+            return Gemv { ty, kind, row };
+        }
         #[cfg(target_arch = "x86_64")]
         let kind = match (ty, level) {
             (GgmlType::Q4_0, Level::Avx512Vnni) => Kind::Q4_0Vnni,
@@ -78,7 +102,7 @@ impl Gemv {
     pub fn row_align(&self) -> usize {
         match self.kind {
             #[cfg(target_arch = "x86_64")]
-            Kind::Q4_0Vnni | Kind::Q8_0Vnni | Kind::F16Avx512 => 1,
+            Kind::Q4_0Vnni | Kind::Q8_0Vnni | Kind::F16Avx512 | Kind::Q4_0RepackVnni | Kind::Q4_0RepackAvx2 => 1,
             // the blocks' widest field: f32 (F32 weights) or f16 (every other block type)
             _ if self.ty == GgmlType::F32 => 4,
             _ => 2,
@@ -115,6 +139,36 @@ impl Gemv {
                 }
             }
             #[cfg(target_arch = "x86_64")]
+            Kind::Q4_0RepackVnni => {
+                let y = crate::block::as_blocks(x, "gemv q4_0 activations");
+                // SAFETY: selected only at the AVX-512 VNNI level (RowDot::new asserted the CPU has
+                // it); the rows are readable (caller)
+                unsafe {
+                    by_four(rows, stride, w, out, |w, o, four| {
+                        if four { x86::q4_0_rows_repack_vnni::<4>(w, stride, y, o) } else { x86::q4_0_rows_repack_vnni::<1>(w, stride, y, o) }
+                    })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4_0RepackAvx2 => {
+                let y = crate::block::as_blocks(x, "gemv q4_0 activations");
+                // SAFETY: selected only at AVX2 or above (asserted by RowDot::with_order); rows readable
+                unsafe {
+                    by_four(rows, stride, w, out, |w, o, four| {
+                        if four { x86::q4_0_rows_repack_avx2::<4>(w, stride, y, o) } else { x86::q4_0_rows_repack_avx2::<1>(w, stride, y, o) }
+                    })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4KGemvAvx2 => {
+                use super::q4_k::x86::q4_k_rows_gemv;
+                let y = crate::block::as_blocks(x, "gemv q4_K activations");
+                // SAFETY: selected only at AVX2 or above; rows readable and aligned (caller)
+                unsafe {
+                    by_four(rows, stride, w, out, |w, o, four| if four { q4_k_rows_gemv::<4>(w, stride, y, o) } else { q4_k_rows_gemv::<1>(w, stride, y, o) })
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
             Kind::Q8_0Vnni => {
                 let y = crate::block::as_blocks(x, "gemv q8_0 activations");
                 // SAFETY: as above
@@ -140,7 +194,7 @@ impl Gemv {
             }
             #[cfg(target_arch = "x86_64")]
             Kind::Q6KAvx2 => {
-                use super::q6_k::x86::q6_k_rows;
+                use super::q6_k::x86::q6_k_rows_x86 as q6_k_rows;
                 let y = crate::block::as_blocks(x, "gemv q6_K activations");
                 // SAFETY: as above
                 unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q6_k_rows::<4>(w, stride, y, o) } else { q6_k_rows::<1>(w, stride, y, o) }) }
@@ -209,51 +263,97 @@ mod x86 {
         f16::from_bits(unsafe { p.cast::<u16>().read_unaligned() })
     }
 
-    /// `R` Q4_0 rows · Q8_0 `y`, each row as `q8_0::x86::q4_0_q8_0_vnni` sums it (two
-    /// accumulators, even blocks in the first, the scale `f32(dw) · f32(dy)` rounded once)
+    /// `R ≤ 4` Q4_0 rows · Q8_0 `y` in upstream's repacked order ([`crate::dot::q8_0::q4_0_q8_0_repack`]
+    /// bit for bit). Per block: each row's 8 lanes of `Σ nibble · y` (`$dot`: vpdpbusd, or
+    /// vpmaddubsw + vpmaddwd) less the activation's `8 · Σ y` lanes, the R rows' lanes summed
+    /// by one tree of 3 `vphaddd` into lanes 0..R of a 128-bit vector (exact integers), the R
+    /// scale products `f32(dw) · f32(dy)` from one conversion and one multiplication, then one
+    /// fma for the R rows: the rows' chains run side by side in the lanes, one fma per block.
+    macro_rules! q4_0_repack_rows {
+        ($w:ident, $stride:ident, $y:ident, $out:ident, $R:ident, $dot:expr) => {{
+            const { assert!($R <= 4, "q4_0 repack rows: at most 4 rows per pass") };
+            let mut acc = _mm_setzero_ps();
+            let zero = _mm256_setzero_si256();
+            let eight = _mm256_set1_epi8(8);
+            // SAFETY (for the block reads below): block b of row r is at w + r·stride + 18·b,
+            // inside the row (caller); nibbles at +2 are 16 bytes
+            let block = |r: usize, b: usize| $w.wrapping_add(r * $stride + b * Q4_0_BYTES);
+            for (b, yb) in $y.iter().enumerate() {
+                let qy = load_i8x32(&yb.qs);
+                let sy = $dot(eight, qy);
+                let mut dws = 0u64;
+                for r in 0..$R {
+                    // SAFETY: the scale of block b of row r (caller)
+                    dws |= (unsafe { f16_at(block(r, b)) }.to_bits() as u64) << (16 * r);
+                }
+                let ds = _mm256_cvtph_ps(_mm_set_epi64x(yb.d.to_bits() as i64, dws as i64));
+                let dy = _mm256_extractf128_ps(ds, 1);
+                let prods = _mm_mul_ps(_mm256_castps256_ps128(ds), _mm_shuffle_ps(dy, dy, 0));
+                let mut v = [zero; 4];
+                for (r, v) in v.iter_mut().enumerate().take($R) {
+                    // SAFETY: the 16 nibble bytes of block b of row r (caller)
+                    let n = unsafe { nibbles_32(&*block(r, b).add(2).cast::<[u8; 16]>()) };
+                    *v = _mm256_sub_epi32($dot(n, qy), sy);
+                }
+                let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+                let isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), prods, acc);
+            }
+            let mut o = [0f32; 4];
+            // SAFETY: 4 floats
+            unsafe { _mm_storeu_ps(o.as_mut_ptr(), acc) };
+            for (r, v) in o.iter().enumerate().take($R) {
+                // SAFETY: R writable floats (caller)
+                unsafe { $out.add(r).write_unaligned(*v) };
+            }
+        }};
+    }
+
+    /// [`q4_0_repack_rows`] with vpdpbusd
+    ///
+    /// # Safety
+    /// as [`q4_0_rows`]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+    pub(super) unsafe fn q4_0_rows_repack_vnni<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
+        q4_0_repack_rows!(w, stride, y, out, R, |a, b| _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b))
+    }
+
+    /// [`q4_0_repack_rows`] with vpmaddubsw + vpmaddwd (nibble · byte pairs fit i16)
+    ///
+    /// # Safety
+    /// as [`q4_0_rows`]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn q4_0_rows_repack_avx2<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
+        q4_0_repack_rows!(w, stride, y, out, R, |a, b| _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)))
+    }
+
+    /// `R` Q4_0 rows · Q8_0 `y`, each row as `q8_0::x86::q4_0_q8_0_vnni` sums it (upstream's
+    /// x86 order: one 8-lane accumulator per row, blocks in order, the scale `f32(dw) · f32(dy)`
+    /// rounded once)
     ///
     /// # Safety
     /// rows `w + r · stride` (r < R) readable for `y.len()` Q4_0 blocks; `out` writable for R
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) unsafe fn q4_0_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
-        let nb = y.len();
-        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let mut acc = [_mm256_setzero_ps(); R];
         let (zero, eight) = (_mm256_setzero_si256(), _mm256_set1_epi8(8));
         // SAFETY (for the block reads below): block b of row r is at w + r·stride + 18·b, inside
         // the row (caller); nibbles at +2 are 16 bytes
         let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q4_0_BYTES);
-        let mut b = 0;
-        while b + 2 <= nb {
-            let (y0, y1) = (&y[b], &y[b + 1]);
-            let (qy0, qy1) = (load_i8x32(&y0.qs), load_i8x32(&y1.qs));
-            let (sy0, sy1) = (_mm256_dpbusd_epi32(zero, eight, qy0), _mm256_dpbusd_epi32(zero, eight, qy1));
-            let (dy0, dy1) = f16_pair(y0.d, y1.d);
-            for r in 0..R {
-                let (p0, p1) = (block(r, b), block(r, b + 1));
-                let (dw0, dw1) = unsafe { f16_pair(f16_at(p0), f16_at(p1)) };
-                let (n0, n1) = unsafe { (nibbles_32(&*p0.add(2).cast::<[u8; 16]>()), nibbles_32(&*p1.add(2).cast::<[u8; 16]>())) };
-                let i0 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n0, qy0), sy0);
-                let i1 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n1, qy1), sy1);
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), acc0[r]);
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * dy1), _mm256_cvtepi32_ps(i1), acc1[r]);
-            }
-            b += 2;
-        }
-        if b < nb {
-            let y0 = &y[b];
+        for (b, y0) in y.iter().enumerate() {
             let qy0 = load_i8x32(&y0.qs);
             let sy0 = _mm256_dpbusd_epi32(zero, eight, qy0);
-            for r in 0..R {
+            for (r, acc) in acc.iter_mut().enumerate() {
                 let p0 = block(r, b);
                 let (dw0, dy0) = unsafe { f16_pair(f16_at(p0), y0.d) };
                 let n0 = unsafe { nibbles_32(&*p0.add(2).cast::<[u8; 16]>()) };
                 let i0 = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, n0, qy0), sy0);
-                acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), acc0[r]);
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy0), _mm256_cvtepi32_ps(i0), *acc);
             }
         }
-        for r in 0..R {
+        for (r, acc) in acc.iter().enumerate() {
             // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(hsum_ps(_mm256_add_ps(acc0[r], acc1[r]))) };
+            unsafe { out.add(r).write_unaligned(hsum_ps(*acc)) };
         }
     }
 

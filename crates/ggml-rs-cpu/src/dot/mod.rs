@@ -1,8 +1,10 @@
 //! Dot products of a weight row with an activation row, the kernel of MUL_MAT: one file per
 //! family, each with a scalar reference (what upstream's `*_generic` computes) and run-time
-//! selected SIMD versions, tested against the reference (`tests.rs`). Q8_0's SIMD versions
-//! are tested bit for bit against upstream's x86 order instead ([`q8_0::q8_0_q8_0_x86`]), F32 and
-//! F16 at AVX-512 against upstream's AVX-512 orders (`float::f32_avx512_order`, `f16_avx512_order`).
+//! selected SIMD versions, tested against the reference (`tests.rs`). Q8_0's, Q4_0's and
+//! Q6_K's SIMD versions are tested bit for bit against upstream's x86 order instead
+//! ([`q8_0::q8_0_q8_0_x86`], [`q8_0::q4_0_q8_0_x86`], [`q6_k::q6_k_q8_k_x86`]), F32 and F16 at
+//! AVX-512 against upstream's AVX-512 orders (`float::f32_avx512_order`, `f16_avx512_order`);
+//! [`Order`] gives the orders of upstream's repacked Q4_0 / Q4_K kernels.
 //!
 //! | weight | activation | file       | SIMD levels                 | vs reference          |
 //! |--------|------------|------------|-----------------------------|-----------------------|
@@ -10,11 +12,11 @@
 //! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512        | float tolerance       |
 //! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
 //! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |
-//! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | integers exact        |
+//! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |
 //! | Q5_0   | Q8_0       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q5_1   | Q8_1       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2                        | bit for bit           |
-//! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | bit for bit           |
+//! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | upstream x86, bitwise |
 //!
 //! [`RowDot`] is the byte-level entry: the kernel chosen once for a weight type and a level,
 //! applied to rows given as bytes. [`gemv::Gemv`] runs it over many rows, 4 rows per pass where a
@@ -35,6 +37,70 @@ pub(crate) mod tests;
 use crate::GgmlType;
 use crate::block::as_blocks;
 use crate::simd::Level;
+
+/// The order of float operations a MUL_MAT output is summed in, by where upstream's CPU would
+/// compute it (see [`Order::repacked`], [`Order::for_row`]).
+///
+/// llama.cpp puts Q4_0 / Q4_K weight matrices into upstream's `CPU_REPACK` buffer type, and on
+/// x86 with AVX2 upstream then computes their MUL_MATs with F32 activations in its repacked
+/// kernels (`ggml_gemv_q4_0_8x8_q8_0`, `ggml_gemm_q4_0_8x8_q8_0`, `ggml_gemv_q4_K_8x8_q8_K`,
+/// `ggml_gemm_q4_K_8x8_q8_K`), whose float orders differ from `ggml_vec_dot_*`:
+/// - per activation plane, rows `0 .. ne11 - ne11 % 4` go through the GEMM (their activations
+///   quantized 4 at a time: for Q8_K with [`crate::quants::quantize_row_q8_k_4x8`]'s tie rule),
+///   the last `ne11 % 4` rows through the GEMV (quantized by the type's `from_float`);
+/// - Q4_0, GEMV and GEMM alike: per block `acc = fma(f32(isum), f32(dw) · f32(dy), acc)`, blocks
+///   in order, no horizontal float sum ([`q8_0::q4_0_q8_0_repack`]);
+/// - Q4_K GEMV: one fma per super-block into `acc` (scales) and one into `accm` (mins), then
+///   `acc - accm` ([`q4_k::q4_k_q8_k_gemv`]); Q4_K GEMM: the same per pair of sub-blocks
+///   ([`q4_k::q4_k_q8_k_gemm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// `ggml_vec_dot_*`'s (the non-repacked path: any other MUL_MAT)
+    VecDot,
+    /// a repacked weight's GEMV rows (the last `ne11 % 4` of a plane)
+    RepackGemv,
+    /// a repacked weight's GEMM rows (the first `ne11 - ne11 % 4` of a plane)
+    RepackGemm,
+}
+
+impl Order {
+    /// Whether upstream would run this MUL_MAT in its repacked kernels (x86, AVX2 or above):
+    /// weights `wt` Q4_0 or Q4_K, 2-D (`ne02 = ne03 = 1`), `ne01 % 8 == 0` (upstream's
+    /// `ggml_repack_get_optimal_repack_type`), F32 activations with `ne13 == 1` (its supports_op
+    /// and forward_mul_mat). Not at the scalar level (use_ref, `GGML_RS_CPU_SIMD=scalar`: the
+    /// reference stays `vec_dot`'s), nor with `GGML_RS_CPU_Q4_ORDER=vec_dot` (read once).
+    pub fn repacked(wt: GgmlType, ne01: i64, ne02: i64, ne03: i64, src1_f32: bool, ne13: i64, level: Level) -> bool {
+        matches!(wt, GgmlType::Q4_0 | GgmlType::Q4K)
+            && level >= Level::Avx2
+            && ne01 > 0
+            && ne01 % 8 == 0
+            && ne02 == 1
+            && ne03 == 1
+            && src1_f32
+            && ne13 == 1
+            && !vec_dot_only()
+    }
+
+    /// the order of activation row `i11` of a plane of `ne11` rows, for a MUL_MAT that
+    /// [`Order::repacked`] (else [`Order::VecDot`])
+    pub fn for_row(repacked: bool, i11: usize, ne11: usize) -> Order {
+        if !repacked {
+            Order::VecDot
+        } else if i11 < ne11 - ne11 % 4 {
+            Order::RepackGemm
+        } else {
+            Order::RepackGemv
+        }
+    }
+}
+
+/// `GGML_RS_CPU_Q4_ORDER=vec_dot` (read once): Q4_0 / Q4_K MUL_MATs summed in `ggml_vec_dot`'s
+/// order whatever their shape, and the prompt tiles of Q4_K / Q6_K in their per-block forms
+/// (not upstream's repacked / tiled paths)
+pub fn vec_dot_only() -> bool {
+    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("GGML_RS_CPU_Q4_ORDER").is_ok_and(|v| v.trim().eq_ignore_ascii_case("vec_dot")))
+}
 
 /// a dot-product kernel for one weight type, chosen once
 #[derive(Clone, Copy)]
@@ -64,6 +130,18 @@ impl RowDot {
             GgmlType::Q4K => RowDot::Q4K(q4_k::select_q4_k(level)),
             GgmlType::Q6K => RowDot::Q6K(q6_k::select_q6_k(level)),
             GgmlType::Q8K | GgmlType::Q8_1 => panic!("RowDot::new: {} is an activation type only, it has no dot product as weights", ty.name()),
+        }
+    }
+
+    /// the kernel for weights of type `ty` at `level` summing in `order` (the repack orders exist
+    /// for Q4_0 and Q4_K; any other type, or [`Order::VecDot`], is [`RowDot::new`]'s)
+    pub fn with_order(ty: GgmlType, level: Level, order: Order) -> RowDot {
+        match (ty, order) {
+            (_, Order::VecDot) => RowDot::new(ty, level),
+            (GgmlType::Q4_0, _) => RowDot::Q4_0(q8_0::select_q4_0_repack(level)),
+            (GgmlType::Q4K, Order::RepackGemv) => RowDot::Q4K(q4_k::select_q4_k_gemv(level)),
+            (GgmlType::Q4K, Order::RepackGemm) => RowDot::Q4K(q4_k::select_q4_k_gemm(level)),
+            _ => RowDot::new(ty, level),
         }
     }
 

@@ -2,6 +2,19 @@
 //! sub-blocks and `Σ_j m[j] · (bsums)` for the mins; then, in f32 and in block order,
 //! `sum += (dy·d)·sumi − (dy·dmin)·summ`. The SIMD versions compute the same two integers and do
 //! the same float operations in the same order, so they equal the reference bit for bit.
+//!
+//! **Upstream's repacked orders** ([`super::Order`]): where upstream repacks Q4_K weights
+//! (`q4_K_8x8_q8_K`) its kernels keep the same exact integers but sum the floats otherwise:
+//! - GEMV ([`q4_k_q8_k_gemv`], `ggml_gemv_q4_K_8x8_q8_K`'s AVX2 path): per super-block b, with
+//!   `I_b = Σ_j sc_j · Σ q4·q8` and `M_b = Σ_j m_j · bsum_j` (the integers above),
+//!   `acc = fma(f32(I_b), f32(d) · dy, acc)`, `accm = fma(f32(M_b), f32(dmin) · dy, accm)` (the
+//!   scale products rounded first), super-blocks in order; the result `acc - accm`;
+//! - GEMM ([`q4_k_q8_k_gemm`], `ggml_gemm_q4_K_8x8_q8_K`, AVX-512 and AVX2 paths alike): the same
+//!   two chains, but one fma each per PAIR of sub-blocks (64 quants): `I_b,p = sc_2p · dot_2p +
+//!   sc_2p+1 · dot_2p+1`, `M_b,p = m_2p · bsum_2p + m_2p+1 · bsum_2p+1`, pairs in order.
+//!
+//! Every integer there is below 2²⁴ in magnitude (`|I_b| ≤ 8 · 63 · 32 · 15 · 127`), so its
+//! conversion to f32 is exact: the SIMD forms may sum the integers in any order.
 
 use crate::block::{BlockQ4K, BlockQ8K};
 use crate::quants::get_scale_min_k4;
@@ -65,6 +78,84 @@ pub fn q4_k_q8_k_reference(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     sum
 }
 
+/// the integers of one super-block per pair of sub-blocks: `(I_p, M_p)` for p in 0..4 (see the
+/// module's text); their sums over p are the reference's `sumi` and `summ`
+fn pair_integers(a: &BlockQ4K, b: &BlockQ8K) -> ([i32; 4], [i32; 4]) {
+    let (mut ip, mut mp) = ([0i32; 4], [0i32; 4]);
+    for p in 0..4 {
+        for h in 0..2 {
+            let j = 2 * p + h;
+            let (sc, m) = get_scale_min_k4(j, &a.scales);
+            let mut dot = 0i32;
+            for l in 0..32 {
+                let q = (a.qs[32 * p + l] >> (4 * h)) & 0xf;
+                dot += q as i32 * b.qs[32 * j + l] as i32;
+            }
+            ip[p] += sc as i32 * dot;
+            mp[p] += m as i32 * (b.bsums[2 * j] as i32 + b.bsums[2 * j + 1] as i32);
+        }
+    }
+    (ip, mp)
+}
+
+/// Q4_K · Q8_K in upstream's repacked GEMV order (the definition; module's text): one fma per
+/// super-block into the scale and the min chains, then their difference
+pub fn q4_k_q8_k_gemv(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let (mut acc, mut accm) = (0.0f32, 0.0f32);
+    for (a, b) in x.iter().zip(y) {
+        let (ip, mp) = pair_integers(a, b);
+        let (i, m): (i32, i32) = (ip.iter().sum(), mp.iter().sum());
+        acc = (i as f32).mul_add(a.d.to_f32() * b.d, acc);
+        accm = (m as f32).mul_add(a.dmin.to_f32() * b.d, accm);
+    }
+    acc - accm
+}
+
+/// Q4_K · Q8_K in upstream's repacked GEMM order (the definition; module's text): one fma per
+/// pair of sub-blocks into each chain, then their difference
+pub fn q4_k_q8_k_gemm(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let (mut acc, mut accm) = (0.0f32, 0.0f32);
+    for (a, b) in x.iter().zip(y) {
+        let (ip, mp) = pair_integers(a, b);
+        let (s, sm) = (a.d.to_f32() * b.d, a.dmin.to_f32() * b.d);
+        for p in 0..4 {
+            acc = (ip[p] as f32).mul_add(s, acc);
+            accm = (mp[p] as f32).mul_add(sm, accm);
+        }
+    }
+    acc - accm
+}
+
+/// the GEMV-order kernel of `level` ([`q4_k_q8_k_gemv`] bit for bit)
+pub fn select_q4_k_gemv(level: Level) -> Q4KDot {
+    assert!(level <= crate::simd::detected(), "select_q4_k_gemv: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q4_k_q8_k_gemv,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q4_k_q8_k_gemv_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q4_k_q8_k_gemv,
+    }
+}
+
+/// the GEMM-order kernel of `level` ([`q4_k_q8_k_gemm`] bit for bit)
+pub fn select_q4_k_gemm(level: Level) -> Q4KDot {
+    assert!(level <= crate::simd::detected(), "select_q4_k_gemm: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q4_k_q8_k_gemm,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q4_k_q8_k_gemm_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q4_k_q8_k_gemm,
+    }
+}
+
 /// the Q4_K · Q8_K kernel of `level`
 pub fn select_q4_k(level: Level) -> Q4KDot {
     assert!(level <= crate::simd::detected(), "select_q4_k: {} is not supported by this CPU", level.name());
@@ -91,6 +182,23 @@ pub(crate) mod x86 {
     /// one superblock: (Σ scale · nibble · y, Σ min · bsums pair), both exact integers
     macro_rules! q4k_block {
         ($a:expr, $b:expr, $mask:expr) => {{
+            let (acc, summ, _) = q4k_parts!($a, $b, $mask, false);
+            (hsum_epi32(acc), summ)
+        }};
+    }
+
+    /// one superblock's integers per pair of sub-blocks: `(I_0..I_3, M_0..M_3)` as i32 lanes
+    macro_rules! q4k_pairs {
+        ($a:expr, $b:expr, $mask:expr) => {{
+            let (_, _, (ip, mp)) = q4k_parts!($a, $b, $mask, true);
+            (ip, mp)
+        }};
+    }
+
+    /// one superblock: the 8-lane sum of scale · nibble · y, Σ min · bsums pair, and with
+    /// `$pairs` the per-pair sums `(I_p, M_p)` as 4 i32 lanes each (else zeros)
+    macro_rules! q4k_parts {
+        ($a:expr, $b:expr, $mask:expr, $pairs:expr) => {{
             let (a, b, mask): (&BlockQ4K, &BlockQ8K, __m256i) = ($a, $b, $mask);
             let sm = unpack_scales_mins(&a.scales);
             // SAFETY: reads the 16 bytes of `sm` and the 32 of `bsums` (unaligned loads)
@@ -98,12 +206,14 @@ pub(crate) mod x86 {
             // the mins term: mins (i16) · pairwise sums of bsums
             let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
             let mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
-            let m4 = _mm_madd_epi16(mins, pairs);
-            let m4 = _mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0b01_00_11_10));
+            // lane p: m_2p · bsum_2p + m_2p+1 · bsum_2p+1, the pair's M_p
+            let mp = _mm_madd_epi16(mins, pairs);
+            let m4 = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0b01_00_11_10));
             let summ = _mm_cvtsi128_si32(_mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0b10_11_00_01)));
             // the scales as i16 in both halves; a byte shuffle broadcasts scale j
             let sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
             let mut acc = _mm256_setzero_si256();
+            let mut per = [_mm256_setzero_si256(); 4];
             for g in 0..4 {
                 let q = load_u8x32(arr32(&a.qs, 32 * g));
                 let lo = _mm256_and_si256(q, mask);
@@ -114,11 +224,67 @@ pub(crate) mod x86 {
                 let (j0, j1) = (4 * g as i16, 4 * g as i16 + 2);
                 let s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(j0 | ((j0 + 1) << 8)));
                 let s1 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(j1 | ((j1 + 1) << 8)));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, s0));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, s1));
+                let pg = _mm256_add_epi32(_mm256_madd_epi16(plo, s0), _mm256_madd_epi16(phi, s1));
+                if $pairs {
+                    per[g] = pg;
+                } else {
+                    acc = _mm256_add_epi32(acc, pg);
+                }
             }
-            (hsum_epi32(acc), summ)
+            let ip = if $pairs {
+                // the 4 pairs' 8 lanes summed: lane p of the result is I_p
+                let h = _mm256_hadd_epi32(_mm256_hadd_epi32(per[0], per[1]), _mm256_hadd_epi32(per[2], per[3]));
+                _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
+            } else {
+                _mm_setzero_si128()
+            };
+            (acc, summ, (ip, mp))
         }};
+    }
+
+    /// [`super::q4_k_q8_k_gemv`] bit for bit: the reference's integers, one fma per super-block
+    /// into each chain
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q4_k_q8_k_gemv_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        let (mut acc, mut accm) = (0.0f32, 0.0f32);
+        let mask = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            let (sumi, summ) = q4k_block!(a, b, mask);
+            let (d, dmin) = f16_pair(a.d, a.dmin);
+            (acc, accm) = gemv_step(acc, accm, sumi, summ, d * b.d, dmin * b.d);
+        }
+        acc - accm
+    }
+
+    /// one super-block of the GEMV order
+    #[inline(always)]
+    fn gemv_step(acc: f32, accm: f32, sumi: i32, summ: i32, s: f32, sm: f32) -> (f32, f32) {
+        ((sumi as f32).mul_add(s, acc), (summ as f32).mul_add(sm, accm))
+    }
+
+    /// [`super::q4_k_q8_k_gemm`] bit for bit: the per-pair integers in 4 lanes, then the two
+    /// chains of 4 fmas per super-block
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q4_k_q8_k_gemm_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        let (mut acc, mut accm) = (0.0f32, 0.0f32);
+        let mask = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            let (ip, mp) = q4k_pairs!(a, b, mask);
+            let (d, dmin) = f16_pair(a.d, a.dmin);
+            let (s, sm) = (d * b.d, dmin * b.d);
+            let (fi, fm) = (_mm_cvtepi32_ps(ip), _mm_cvtepi32_ps(mp));
+            let (mut vi, mut vm) = ([0f32; 4], [0f32; 4]);
+            // SAFETY: 4 floats each
+            unsafe {
+                _mm_storeu_ps(vi.as_mut_ptr(), fi);
+                _mm_storeu_ps(vm.as_mut_ptr(), fm);
+            }
+            for p in 0..4 {
+                acc = vi[p].mul_add(s, acc);
+                accm = vm[p].mul_add(sm, accm);
+            }
+        }
+        acc - accm
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -155,6 +321,30 @@ pub(crate) mod x86 {
         for r in 0..R {
             // SAFETY: R writable floats (caller)
             unsafe { out.add(r).write_unaligned(sum[r]) };
+        }
+    }
+
+    /// `R` rows as [`q4_k_rows`], each summed as [`q4_k_q8_k_gemv_avx2`] sums it (upstream's
+    /// repacked GEMV order)
+    ///
+    /// # Safety
+    /// as [`q4_k_rows`]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn q4_k_rows_gemv<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+        let (mut acc, mut accm) = ([0.0f32; R], [0.0f32; R]);
+        let mask = _mm256_set1_epi8(0x0f);
+        for (i, b) in y.iter().enumerate() {
+            for r in 0..R {
+                // SAFETY: block i of row r, aligned (caller)
+                let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };
+                let (sumi, summ) = q4k_block!(a, b, mask);
+                let (d, dmin) = f16_pair(a.d, a.dmin);
+                (acc[r], accm[r]) = gemv_step(acc[r], accm[r], sumi, summ, d * b.d, dmin * b.d);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(acc[r] - accm[r]) };
         }
     }
 }

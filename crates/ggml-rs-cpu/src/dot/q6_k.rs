@@ -2,6 +2,15 @@
 //! `sum += (d·dy)·sumi` in f32 in block order. The SIMD version sums the unsigned quants
 //! (0..64) and takes `32 · Σ_j scales[j] · bsums[j]` off, the same integer, so it equals the
 //! reference bit for bit.
+//!
+//! **Upstream's x86 order** ([`q6_k_q8_k_x86`], `ggml_vec_dot_q6_K_q8_K`'s AVX2 branch, which
+//! upstream's native x86 builds run: Q6_K is not repacked on x86): per super-block 8 exact i32
+//! lanes, lane m = `Σ_chunks sc · Σ q·y` over bytes 4m..4m+4 of each 32-element chunk (chunk c of
+//! the super-block: elements 32c..32c + 32, scale `scales[2c + m / 4]`) minus
+//! `32 · (scales[2m] · bsums[2m] + scales[2m+1] · bsums[2m+1])`; then per lane
+//! `acc = fma(dy · f32(d), f32(lane), acc)`, super-blocks in order; at the end upstream's
+//! horizontal sum of the 8 lanes ([`crate::dot::q8_0::hsum8`]). Our SIMD block already forms
+//! exactly these lanes, so the x86 kernels only keep them apart until the end.
 
 use crate::block::{BlockQ6K, BlockQ8K, QK_K};
 use crate::quants::q6_get;
@@ -22,8 +31,90 @@ pub fn q6_k_q8_k_reference(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     sum
 }
 
-/// the Q6_K · Q8_K kernel of `level`
+/// Q6_K · Q8_K in upstream's x86 order (the definition; module's text)
+pub fn q6_k_q8_k_x86(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (a, b) in x.iter().zip(y) {
+        let d = b.d * a.d.to_f32();
+        for (m, lane) in acc.iter_mut().enumerate() {
+            let mut l = -32 * (a.scales[2 * m] as i32 * b.bsums[2 * m] as i32 + a.scales[2 * m + 1] as i32 * b.bsums[2 * m + 1] as i32);
+            for c in 0..8 {
+                let sc = a.scales[2 * c + m / 4] as i32;
+                let dot: i32 = (32 * c + 4 * m..32 * c + 4 * m + 4).map(|e| q6_get(a, e) as i32 * b.qs[e] as i32).sum();
+                l += sc * dot;
+            }
+            *lane = d.mul_add(l as f32, *lane);
+        }
+    }
+    crate::dot::q8_0::hsum8(acc)
+}
+
+/// the x86-order kernel of `level` ([`q6_k_q8_k_x86`] bit for bit; at the scalar level the
+/// reference, as upstream's non-x86 builds)
+pub fn select_q6_k_x86(level: Level) -> Q6KDot {
+    assert!(level <= crate::simd::detected(), "select_q6_k_x86: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q6_k_q8_k_reference,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q6_k_q8_k_x86_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q6_k_q8_k_reference,
+    }
+}
+
+/// Q6_K · Q8_K in the order of upstream's tiled K-quant path (`ggml-cpu/tiled`, AVX-512 VNNI
+/// build), which takes MUL_MATs of Q6_K weights with 8 or more activation rows
+/// ([`tiled_order_applies`]): per super-block the reference's exact integer `S`, then
+/// `r = f32(S) · f32(d)` (rounded), `acc = fma(r, dy, acc)`, super-blocks in order (the
+/// kernel's `acc + r · dy` is contracted into one fma by GCC; checked against the native
+/// build's MUL_MAT bit for bit).
+pub fn q6_k_q8_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut acc = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let mut sumi = 0i32;
+        for e in 0..QK_K {
+            sumi += a.scales[e / 16] as i32 * (q6_get(a, e) as i32 - 32) * b.qs[e] as i32;
+        }
+        let r = sumi as f32 * a.d.to_f32();
+        acc = r.mul_add(b.d, acc);
+    }
+    acc
+}
+
+/// whether upstream's native (AVX-512 VNNI) build runs a Q6_K MUL_MAT through its tiled K-quant
+/// path ([`q6_k_q8_k_tiled`]'s order): `ne11 ≥ 8` activation rows (F32 or Q8_K), at the
+/// AVX-512 VNNI level (not use_ref); else `ggml_vec_dot_q6_K_q8_K` ([`select_q6_k`])
+pub fn tiled_order_applies(ne11: i64, src1_ok: bool, level: Level) -> bool {
+    ne11 >= 8 && src1_ok && level >= Level::Avx512Vnni
+}
+
+/// the tiled-order kernel of `level` ([`q6_k_q8_k_tiled`] bit for bit)
+pub fn select_q6_k_tiled(level: Level) -> Q6KDot {
+    assert!(level <= crate::simd::detected(), "select_q6_k_tiled: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q6_k_q8_k_tiled,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q6_k_q8_k_tiled_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q6_k_q8_k_tiled,
+    }
+}
+
+/// the Q6_K · Q8_K kernel of `level`: the reference at the scalar level, upstream's x86 order
+/// ([`select_q6_k_x86`]) from AVX2, what upstream's x86 builds compute
 pub fn select_q6_k(level: Level) -> Q6KDot {
+    select_q6_k_x86(level)
+}
+
+/// the Q6_K · Q8_K kernel of `level` in the reference's order (one f32 sum of whole
+/// super-blocks; [`q6_k_q8_k_reference`] bit for bit)
+pub fn select_q6_k_reference_order(level: Level) -> Q6KDot {
     assert!(level <= crate::simd::detected(), "select_q6_k: {} is not supported by this CPU", level.name());
     match level {
         Level::Scalar => q6_k_q8_k_reference,
@@ -41,11 +132,16 @@ pub fn select_q6_k(level: Level) -> Q6KDot {
 pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
-    use super::super::x86::{arr32, f16_product, hsum_epi32, load_i8x32, load_u8x32};
+    use super::super::x86::{arr32, f16_product, hsum_epi32, hsum_ps, load_i8x32, load_u8x32};
     use crate::block::{BlockQ6K, BlockQ8K};
 
     /// one superblock: Σ scale · (q − 32) · y, an exact integer
     macro_rules! q6k_block {
+        ($a:expr, $b:expr, $m4:expr) => {{ hsum_epi32(q6k_lanes!($a, $b, $m4)) }};
+    }
+
+    /// one superblock's 8 lanes of upstream's x86 order (module's text), exact integers
+    macro_rules! q6k_lanes {
         ($a:expr, $b:expr, $m4:expr) => {{
             let (a, b, m4): (&BlockQ6K, &BlockQ8K, __m256i) = ($a, $b, $m4);
             // SAFETY: reads the 16 scale bytes and the 32 bytes of `bsums` (unaligned loads)
@@ -79,8 +175,59 @@ pub(crate) mod x86 {
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, pick)));
                 }
             }
-            hsum_epi32(acc)
+            acc
         }};
+    }
+
+    /// [`super::q6_k_q8_k_tiled`] bit for bit
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q6_k_q8_k_tiled_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = 0.0f32;
+        let m4 = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            let sumi = q6k_block!(a, b, m4);
+            let r = sumi as f32 * f16_product(a.d, half::f16::ONE);
+            acc = r.mul_add(b.d, acc);
+        }
+        acc
+    }
+
+    /// [`super::q6_k_q8_k_x86`] bit for bit: the block's 8 lanes, one fma each per block
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q6_k_q8_k_x86_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        let m4 = _mm256_set1_epi8(0x0f);
+        for (a, b) in x.iter().zip(y) {
+            let lanes = q6k_lanes!(a, b, m4);
+            let d = _mm256_set1_ps(b.d * f16_product(a.d, half::f16::ONE));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc);
+        }
+        hsum_ps(acc)
+    }
+
+    /// `R` rows `stride` bytes apart from `w` · `y`, each summed as [`q6_k_q8_k_x86_avx2`] sums
+    /// it (the rows side by side, super-block by super-block)
+    ///
+    /// # Safety
+    /// rows `w + r · stride` (r < R) readable for `y.len()` blocks and aligned for them; `out`
+    /// writable for R floats
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn q6_k_rows_x86<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let m4 = _mm256_set1_epi8(0x0f);
+        for (i, b) in y.iter().enumerate() {
+            for r in 0..R {
+                // SAFETY: block i of row r, aligned (caller)
+                let a = unsafe { &*w.add(r * stride).cast::<BlockQ6K>().add(i) };
+                let lanes = q6k_lanes!(a, b, m4);
+                let d = _mm256_set1_ps(b.d * f16_product(a.d, half::f16::ONE));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[r]);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(hsum_ps(acc[r])) };
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -93,28 +240,5 @@ pub(crate) mod x86 {
             sum += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
         }
         sum
-    }
-
-    /// `R` rows `stride` bytes apart from `w` · `y`, each summed as [`q6_k_q8_k_avx2`] sums it
-    ///
-    /// # Safety
-    /// rows `w + r · stride` (r < R) readable for `y.len()` blocks and aligned for them; `out`
-    /// writable for R floats
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) unsafe fn q6_k_rows<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
-        let mut sum = [0.0f32; R];
-        let m4 = _mm256_set1_epi8(0x0f);
-        for (i, b) in y.iter().enumerate() {
-            for r in 0..R {
-                // SAFETY: block i of row r, aligned (caller)
-                let a = unsafe { &*w.add(r * stride).cast::<BlockQ6K>().add(i) };
-                let sumi = q6k_block!(a, b, m4);
-                sum[r] += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
-            }
-        }
-        for r in 0..R {
-            // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(sum[r]) };
-        }
     }
 }

@@ -53,6 +53,23 @@ pub fn hsum8(v: [f32; 8]) -> f32 {
     (h[0] + h[2]) + (h[1] + h[3])
 }
 
+/// Q4_0 · Q8_0 as upstream's x86 builds sum it where the weights are not repacked
+/// (`ggml_vec_dot_q4_0_q8_0`'s AVX2 branch, and llamafile's `tinyBLAS_Q0_AVX` per output of a
+/// prompt): [`q8_0_q8_0_x86`]'s order on the weights `n - 8` (8 lanes of 4-product sums, one fma
+/// per lane and block by `f32(dx) · f32(dy)`, then [`hsum8`])
+pub fn q4_0_q8_0_x86(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (a, b) in x.iter().zip(y) {
+        let d = a.d.to_f32() * b.d.to_f32();
+        let w = |i: usize| if i < 16 { (a.qs[i] & 0x0f) as i32 - 8 } else { (a.qs[i - 16] >> 4) as i32 - 8 };
+        for (j, lane) in acc.iter_mut().enumerate() {
+            let s: i32 = (4 * j..4 * j + 4).map(|i| w(i) * b.qs[i] as i32).sum();
+            *lane = d.mul_add(s as f32, *lane);
+        }
+    }
+    hsum8(acc)
+}
+
 /// scalar reference of Q4_0 · Q8_0 (upstream's `ggml_vec_dot_q4_0_q8_0_generic`)
 pub fn q4_0_q8_0_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let mut sum = 0.0f32;
@@ -66,6 +83,38 @@ pub fn q4_0_q8_0_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         sum += sumi as f32 * (a.d.to_f32() * b.d.to_f32());
     }
     sum
+}
+
+/// Q4_0 · Q8_0 in upstream's repacked order (`ggml_gemv_q4_0_8x8_q8_0` and
+/// `ggml_gemm_q4_0_8x8_q8_0`, AVX2 and AVX-512 paths alike; [`super::Order`]): per block the
+/// exact integer sum of the 32 products (weights `n - 8`), then `acc = fma(f32(isum), f32(dx) ·
+/// f32(dy), acc)`, the scale product rounded first, blocks in order; no horizontal float sum.
+/// The definition the SIMD kernels and prompt tiles are tested against bit for bit.
+pub fn q4_0_q8_0_repack(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            sumi += ((a.qs[j] & 0x0f) as i32 - 8) * b.qs[j] as i32 + ((a.qs[j] >> 4) as i32 - 8) * b.qs[j + 16] as i32;
+        }
+        acc = (sumi as f32).mul_add(a.d.to_f32() * b.d.to_f32(), acc);
+    }
+    acc
+}
+
+/// the repacked-order Q4_0 · Q8_0 kernel of `level` ([`q4_0_q8_0_repack`] bit for bit)
+pub fn select_q4_0_repack(level: Level) -> Q4_0Dot {
+    assert!(level <= crate::simd::detected(), "select_q4_0_repack: {} is not supported by this CPU", level.name());
+    match level {
+        Level::Scalar => q4_0_q8_0_repack,
+        #[cfg(target_arch = "x86_64")]
+        _ => |x, y| {
+            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
+            unsafe { x86::q4_0_q8_0_repack_avx2(x, y) }
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => q4_0_q8_0_repack,
+    }
 }
 
 /// the Q8_0 · Q8_0 kernel of `level`
@@ -112,31 +161,8 @@ pub fn select_q4_0(level: Level) -> Q4_0Dot {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::super::x86::{dot_i8x32, f16_product, hsum_ps, load_i8x32, nibbles_32};
+    use super::super::x86::{dot_i8x32, f16_product, hsum_epi32, hsum_ps, load_i8x32, nibbles_32};
     use crate::block::{BlockQ4_0, BlockQ8_0};
-
-    /// Two blocks per step into two accumulators, so the FMA latency does not serialise the
-    /// blocks; `$block(a, b)` gives a block pair's 8 integer lane sums.
-    macro_rules! two_accumulators {
-        ($x:ident, $y:ident, $block:expr) => {{
-            let n = $x.len().min($y.len());
-            let (x, y) = (&$x[..n], &$y[..n]);
-            let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-            let (xc, yc) = (x.chunks_exact(2), y.chunks_exact(2));
-            for (a, b) in xc.zip(yc) {
-                let d0 = _mm256_set1_ps(f16_product(a[0].d, b[0].d));
-                let d1 = _mm256_set1_ps(f16_product(a[1].d, b[1].d));
-                acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps($block(&a[0], &b[0])), acc0);
-                acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps($block(&a[1], &b[1])), acc1);
-            }
-            if n % 2 == 1 {
-                let (a, b) = (&x[n - 1], &y[n - 1]);
-                let d = _mm256_set1_ps(f16_product(a.d, b.d));
-                acc0 = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps($block(a, b)), acc0);
-            }
-            hsum_ps(_mm256_add_ps(acc0, acc1))
-        }};
-    }
 
     /// One accumulator, blocks in order: [`super::q8_0_q8_0_x86`] bit for bit; `$block(a, b)`
     /// gives a block pair's 8 integer lane sums.
@@ -165,15 +191,28 @@ mod x86 {
         })
     }
 
+    /// [`super::q4_0_q8_0_repack`] bit for bit: each block's integer sum, then one fma
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q4_0_q8_0_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        two_accumulators!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| { dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs),) })
+    pub(super) fn q4_0_q8_0_repack_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        let mut acc = 0.0f32;
+        for (a, b) in x.iter().zip(y) {
+            let isum = hsum_epi32(dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs)));
+            acc = (isum as f32).mul_add(f16_product(a.d, b.d), acc);
+        }
+        acc
     }
 
-    /// the nibbles (0..16) are already unsigned: Σ q·y − 8·Σ y, both with vpdpbusd
+    /// [`super::q4_0_q8_0_x86`] bit for bit
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn q4_0_q8_0_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        upstream_order!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| { dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs),) })
+    }
+
+    /// the nibbles (0..16) are already unsigned: Σ q·y − 8·Σ y, both with vpdpbusd;
+    /// [`super::q4_0_q8_0_x86`] bit for bit
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
     pub(super) fn q4_0_q8_0_vnni(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-        two_accumulators!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| {
+        upstream_order!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| {
             let qb = load_i8x32(&b.qs);
             let zero = _mm256_setzero_si256();
             let qy = _mm256_dpbusd_epi32(zero, nibbles_32(&a.qs), qb);

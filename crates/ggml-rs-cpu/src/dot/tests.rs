@@ -187,8 +187,12 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
             for b in &mut x6 {
                 b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
             }
-            let (got, want) = (select_q6_k(level)(&x6, &y), q6_k_q8_k_reference(&x6, &y));
+            let (got, want) = (select_q6_k_reference_order(level)(&x6, &y), q6_k_q8_k_reference(&x6, &y));
             assert_eq!(got.to_bits(), want.to_bits(), "q6_K {} nb={nb}: {got} vs {want}", level.name());
+            // the kernel MUL_MAT runs: upstream's x86 order from AVX2 (the reference at scalar)
+            let want = if level >= Level::Avx2 { q6_k_q8_k_x86(&x6, &y) } else { q6_k_q8_k_reference(&x6, &y) };
+            let got = select_q6_k(level)(&x6, &y);
+            assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 {} nb={nb}: {got} vs {want}", level.name());
         }
     }
 }
@@ -371,6 +375,221 @@ fn f16_avx512_order_is_its_own() {
         vs_pairs |= want.to_bits() != other.to_bits();
     }
     assert!(vs_reference && vs_pairs, "20 random rows gave the same bits in the other orders: {vs_reference} {vs_pairs}");
+}
+
+/// Q4_K rows of random bytes (every scale, min and quant pattern), scales `d` and `dmin` from `scale`
+fn q4_k_random(r: &mut XorShift, nb: usize, scale: f32) -> Vec<BlockQ4K> {
+    let mut x = vec![BlockQ4K { d: f16::ZERO, dmin: f16::ZERO, scales: [0; 12], qs: [0; 128] }; nb];
+    r.fill_bytes(as_bytes_mut(&mut x));
+    for b in &mut x {
+        b.d = f16::from_f32(r.f32_in(0.0, scale));
+        b.dmin = f16::from_f32(r.f32_in(0.0, scale));
+    }
+    x
+}
+
+/// the repacked orders' SIMD kernels (row kernels and the multi-row mat-vec forms) equal their
+/// plain-Rust definitions bit for bit, at every level, for random bytes with small and large
+/// scales, extreme quants (nibbles 0 / 15 against ±127), several block counts
+#[test]
+fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
+    use super::gemv::Gemv;
+    let mut r = XorShift::new(1404);
+    for level in Level::available() {
+        for nb in [0usize, 1, 2, 3, 8, 17, 64] {
+            for (scale, extreme) in [(0.01f32, false), (60000.0, false), (0.5, true)] {
+                // Q4_0 in the one repack order (GEMV and GEMM alike)
+                let mut x = q4_0_blocks(&mut r, nb, |r| r.f32_in(-scale, scale));
+                let mut y = q8_0_blocks(&mut r, nb, 127, |r| r.f32_in(-scale, scale));
+                if extreme {
+                    for (a, b) in x.iter_mut().zip(y.iter_mut()) {
+                        a.qs = [if r.next_u64().is_multiple_of(2) { 0x00 } else { 0xff }; 16];
+                        b.qs = std::array::from_fn(|_| if r.next_u64().is_multiple_of(2) { 127 } else { -127 });
+                    }
+                }
+                let want = q4_0_q8_0_repack(&x, &y);
+                for order in [Order::RepackGemv, Order::RepackGemm] {
+                    let kern = RowDot::with_order(GgmlType::Q4_0, level, order);
+                    let got = kern.dot(as_bytes(&x), as_bytes(&y));
+                    assert_eq!(got.to_bits(), want.to_bits(), "q4_0 {} {order:?} nb={nb} scale={scale}: {got} vs {want}", level.name());
+                }
+                // Q4_K in its two orders
+                let x4 = q4_k_random(&mut r, nb, scale.min(1.0));
+                let mut y8 = q8_k_row(&mut r, nb);
+                if extreme {
+                    for b in &mut y8 {
+                        b.qs = std::array::from_fn(|_| if r.next_u64().is_multiple_of(2) { 127 } else { -127 });
+                        for j in 0..16 {
+                            b.bsums[j] = b.qs[16 * j..16 * j + 16].iter().map(|&q| q as i16).sum();
+                        }
+                    }
+                }
+                for (order, def) in [(Order::RepackGemv, q4_k_q8_k_gemv as Q4KDot), (Order::RepackGemm, q4_k_q8_k_gemm)] {
+                    let want = def(&x4, &y8);
+                    let got = RowDot::with_order(GgmlType::Q4K, level, order).dot(as_bytes(&x4), as_bytes(&y8));
+                    assert_eq!(got.to_bits(), want.to_bits(), "q4_K {} {order:?} nb={nb} scale={scale}: {got} vs {want}", level.name());
+                }
+            }
+        }
+        // the multi-row forms: rows 0..9 (4-row passes and the rows left), padded strides, Q4_0
+        // rows at odd addresses (unaligned loads), against the definitions
+        for (ty, order) in
+            [(GgmlType::Q4_0, Order::RepackGemv), (GgmlType::Q4_0, Order::RepackGemm), (GgmlType::Q4K, Order::RepackGemv), (GgmlType::Q4K, Order::RepackGemm)]
+        {
+            let g = Gemv::with_order(ty, level, order);
+            let vt = ty.vec_dot_type().unwrap();
+            for k in [256usize, 512, 2048 + 256] {
+                let w_len = ty.row_size(k);
+                let (stride, shift) = if g.row_align() == 1 { (w_len + 7, 1) } else { (w_len + 8, 0) };
+                for rows in [0usize, 1, 3, 4, 5, 9] {
+                    let mut buf = AlignedBytes::zeroed(rows * stride + 16);
+                    for i in 0..rows {
+                        let mut row = AlignedBytes::zeroed(w_len);
+                        r.fill_bytes(&mut row);
+                        // sane scales: f16 at each block's start (d, then dmin for Q4_K)
+                        let bs = ty.type_size();
+                        for b in 0..w_len / bs {
+                            row[b * bs..b * bs + 2].copy_from_slice(&f16::from_f32(r.f32_in(-0.02, 0.02)).to_le_bytes());
+                            if ty == GgmlType::Q4K {
+                                row[b * bs + 2..b * bs + 4].copy_from_slice(&f16::from_f32(r.f32_in(0.0, 0.02)).to_le_bytes());
+                            }
+                        }
+                        buf[shift + i * stride..shift + i * stride + w_len].copy_from_slice(&row);
+                    }
+                    let mut x = AlignedBytes::zeroed(vt.row_size(k));
+                    crate::quants::quantize_row(vt, &r.model_like(k), &mut x);
+                    let mut out = vec![f32::NAN; rows];
+                    // SAFETY: `rows` rows of w_len bytes `stride` apart inside buf; out has `rows` floats
+                    unsafe { g.rows(buf.as_ptr().add(shift), stride, rows, &x, out.as_mut_ptr()) };
+                    for i in 0..rows {
+                        let mut wr = AlignedBytes::zeroed(w_len);
+                        wr.copy_from_slice(&buf[shift + i * stride..shift + i * stride + w_len]);
+                        let want = match (ty, order) {
+                            (GgmlType::Q4_0, _) => q4_0_q8_0_repack(as_blocks(&wr, "w"), as_blocks(&x, "x")),
+                            (_, Order::RepackGemv) => q4_k_q8_k_gemv(as_blocks(&wr, "w"), as_blocks(&x, "x")),
+                            _ => q4_k_q8_k_gemm(as_blocks(&wr, "w"), as_blocks(&x, "x")),
+                        };
+                        assert_eq!(
+                            out[i].to_bits(),
+                            want.to_bits(),
+                            "{} {} {order:?} k={k} rows={rows} row {i}: {} vs {want}",
+                            ty.name(),
+                            level.name(),
+                            out[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// the three Q4_K orders and the two Q4_0 orders are different sums (else the tests above could
+/// not tell them apart): on model-like rows of many blocks, each pair differs somewhere
+#[test]
+fn repack_orders_differ_from_vec_dot() {
+    let mut r = XorShift::new(1405);
+    let (mut k_diff, mut q_diff) = ([false; 3], false);
+    for _ in 0..50 {
+        let x4 = q4_k_random(&mut r, 16, 0.01);
+        let y8 = q8_k_row(&mut r, 16);
+        let (v, gv, gm) = (q4_k_q8_k_reference(&x4, &y8), q4_k_q8_k_gemv(&x4, &y8), q4_k_q8_k_gemm(&x4, &y8));
+        k_diff[0] |= v.to_bits() != gv.to_bits();
+        k_diff[1] |= v.to_bits() != gm.to_bits();
+        k_diff[2] |= gv.to_bits() != gm.to_bits();
+        let x = q4_0_blocks(&mut r, 64, |r| r.f32_in(-0.02, 0.02));
+        let y = q8_0_blocks(&mut r, 64, 127, |r| r.f32_in(-0.02, 0.02));
+        q_diff |= q4_0_q8_0_repack(&x, &y).to_bits() != q4_0_q8_0_reference(&x, &y).to_bits();
+    }
+    assert_eq!(k_diff, [true; 3], "q4_K: vec_dot / gemv, vec_dot / gemm, gemv / gemm differ");
+    assert!(q_diff, "q4_0: repack and vec_dot orders differ");
+}
+
+/// where upstream repacks (Q4_0 / Q4_K, 2-D, ne01 % 8 == 0, F32 activations, ne13 == 1, AVX2
+/// or above) and which rows of a plane are GEMM rows
+#[test]
+fn repack_order_conditions() {
+    let ok = |wt, ne01, ne02, ne03, f32, ne13, level| Order::repacked(wt, ne01, ne02, ne03, f32, ne13, level);
+    if !vec_dot_only() {
+        assert!(ok(GgmlType::Q4_0, 64, 1, 1, true, 1, Level::Avx2));
+        assert!(ok(GgmlType::Q4K, 8, 1, 1, true, 1, Level::Avx2));
+    }
+    assert!(!ok(GgmlType::Q4K, 8, 1, 1, true, 1, Level::Scalar), "scalar level: vec_dot's order");
+    assert!(!ok(GgmlType::Q4_0, 60, 1, 1, true, 1, Level::Avx2), "ne01 % 8 != 0");
+    assert!(!ok(GgmlType::Q4_0, 64, 2, 1, true, 1, Level::Avx2), "3-D weights");
+    assert!(!ok(GgmlType::Q4_0, 64, 1, 2, true, 1, Level::Avx2), "4-D weights");
+    assert!(!ok(GgmlType::Q4_0, 64, 1, 1, false, 1, Level::Avx2), "activations not F32");
+    assert!(!ok(GgmlType::Q4_0, 64, 1, 1, true, 2, Level::Avx2), "ne13 > 1");
+    assert!(!ok(GgmlType::Q8_0, 64, 1, 1, true, 1, Level::Avx2), "Q8_0 is not repacked on x86");
+    assert!(!ok(GgmlType::Q6K, 64, 1, 1, true, 1, Level::Avx2), "Q6_K is not repacked on x86");
+    let orders: Vec<Order> = (0..7).map(|i| Order::for_row(true, i, 7)).collect();
+    assert_eq!(orders, [[Order::RepackGemm; 4].as_slice(), &[Order::RepackGemv; 3]].concat());
+    assert_eq!(Order::for_row(true, 0, 1), Order::RepackGemv, "token generation: all GEMV");
+    assert_eq!(Order::for_row(true, 3, 4), Order::RepackGemm);
+    assert_eq!(Order::for_row(false, 0, 8), Order::VecDot);
+}
+
+/// Q6_K's x86 order is not the reference's (else the test above could not tell them apart), and
+/// its SIMD form equals it on extreme quants (every 6-bit value 0 or 63 against ±127)
+#[test]
+fn q6_k_x86_order_differs_and_holds_on_extremes() {
+    let mut r = XorShift::new(1406);
+    let mut differs = false;
+    for _ in 0..50 {
+        let y = q8_k_row(&mut r, 8);
+        let mut x6 = vec![BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: f16::ZERO }; 8];
+        r.fill_bytes(as_bytes_mut(&mut x6));
+        for b in &mut x6 {
+            b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
+        }
+        differs |= q6_k_q8_k_x86(&x6, &y).to_bits() != q6_k_q8_k_reference(&x6, &y).to_bits();
+    }
+    assert!(differs, "q6_K: x86 and reference orders differ");
+    let mut y = q8_k_row(&mut r, 4);
+    for b in &mut y {
+        b.qs = std::array::from_fn(|i| if i % 3 == 0 { -127 } else { 127 });
+        for j in 0..16 {
+            b.bsums[j] = b.qs[16 * j..16 * j + 16].iter().map(|&q| q as i16).sum();
+        }
+    }
+    let x6: Vec<BlockQ6K> = (0..4)
+        .map(|i| BlockQ6K {
+            ql: [if i % 2 == 0 { 0xff } else { 0 }; 128],
+            qh: [0xff; 64],
+            scales: [if i < 2 { 127 } else { -128i8 }; 16],
+            d: f16::from_f32(0.5),
+        })
+        .collect();
+    for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
+        let (got, want) = (select_q6_k(level)(&x6, &y), q6_k_q8_k_x86(&x6, &y));
+        assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 extremes {}: {got} vs {want}", level.name());
+    }
+}
+
+/// Q6_K's tiled-order row kernel equals its definition bit for bit at every level, and the
+/// order is not the reference's nor the x86 one
+#[test]
+fn q6_k_tiled_order_kernel_equals_its_definition() {
+    let mut r = XorShift::new(1407);
+    let (mut vs_ref, mut vs_x86) = (false, false);
+    for nb in [0usize, 1, 2, 5, 16] {
+        for _ in 0..10 {
+            let y = q8_k_row(&mut r, nb);
+            let mut x6 = vec![BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: f16::ZERO }; nb];
+            r.fill_bytes(as_bytes_mut(&mut x6));
+            for b in &mut x6 {
+                b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
+            }
+            let want = q6_k_q8_k_tiled(&x6, &y);
+            for level in Level::available() {
+                let got = select_q6_k_tiled(level)(&x6, &y);
+                assert_eq!(got.to_bits(), want.to_bits(), "q6_K tiled {} nb={nb}: {got} vs {want}", level.name());
+            }
+            vs_ref |= want.to_bits() != q6_k_q8_k_reference(&x6, &y).to_bits();
+            vs_x86 |= want.to_bits() != q6_k_q8_k_x86(&x6, &y).to_bits();
+        }
+    }
+    assert!(vs_ref && vs_x86, "the tiled order differs from the reference's and the x86 one");
 }
 
 /// F32 · F32 at the AVX-512 levels (the row kernel, and MUL_MAT's mat-vec over it) equals

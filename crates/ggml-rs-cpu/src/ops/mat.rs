@@ -11,8 +11,8 @@ use super::copy::elem::{Scalar, block_align, chunk_range, is_contiguous, offset,
 use super::unary::kit::MIN_CHUNK_ELEMS;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
-use crate::dot::RowDot;
 use crate::dot::gemv::Gemv;
+use crate::dot::{Order, RowDot};
 use crate::simd::Level;
 
 pub const FAMILY: Family = Family { name: "mat", ops: &[Op::MulMat, Op::MulMatId, Op::OutProd], supports, compute };
@@ -118,6 +118,13 @@ impl Acts {
 /// converts every row of `b` to `vdt` in the scratch unless `b` already is `vdt` with rows aligned
 /// for its blocks; returns where the kernel finds them
 fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
+    prepare_activations_as(b, vdt, false, exec)
+}
+
+/// [`prepare_activations`]; with `repacked` (upstream's repacked kernels take the MUL_MAT:
+/// [`Order::repacked`]) F32 rows to Q8_K of a plane's GEMM rows ([`Order::RepackGemm`]) are
+/// quantized as upstream's 4-row quantizer does ([`crate::quants::quantize_row_q8_k_4x8`])
+fn prepare_activations_as(b: &View, vdt: GgmlType, repacked: bool, exec: &mut Exec) -> Acts {
     let aligned = [b.data as usize, b.nb[1], b.nb[2], b.nb[3]].iter().all(|x| x.is_multiple_of(block_align(vdt)));
     if b.ty == vdt as i32 && aligned {
         return Acts::Direct(*b);
@@ -131,6 +138,9 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
     // chunks of MIN_CHUNK_ELEMS values at least: token generation's attention products convert
     // 8 rows of 64 (one per head), which split over the pool cost a job for ~0.2 µs of work
     let (n_chunks, per) = split(n_rows, exec.n_threads(), (MIN_CHUNK_ELEMS as usize).div_ceil(k.max(1)));
+    // the rows upstream quantizes 4 at a time (they differ for Q8_K only)
+    let ne11 = b.ne[1] as usize;
+    let four_row = |i11: usize| Order::for_row(repacked, i11, ne11) == Order::RepackGemm;
     exec.parallel(n_chunks, |c| {
         // whole views into the closure (a field of one alone is a bare pointer, not Sync)
         let (b, scratch) = (&b, &scratch);
@@ -145,7 +155,7 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
                 Some(_) if b.ty == raw_type::F32 && b.ty != vdt as i32 && (p as usize).is_multiple_of(4) => {
                     // SAFETY: a dense f32 src1 row of k values (supports: nb10 = 4), aligned;
                     // row r of the scratch as below
-                    unsafe { super::copy::elem::quantize_from(vdt, std::slice::from_raw_parts(p.cast::<f32>(), k), out) };
+                    unsafe { super::copy::elem::quantize_from_as(vdt, std::slice::from_raw_parts(p.cast::<f32>(), k), out, four_row(i11)) };
                 }
                 Some(s) if b.ty != vdt as i32 => {
                     x.resize(k, 0f32);
@@ -154,7 +164,7 @@ fn prepare_activations(b: &View, vdt: GgmlType, exec: &mut Exec) -> Acts {
                         *v = unsafe { s.load(p.add(i * s.size())) };
                     }
                     // SAFETY: row r of the scratch (n_rows · row_size bytes, rows disjoint across chunks)
-                    unsafe { super::copy::elem::quantize_from(vdt, &x, out) };
+                    unsafe { super::copy::elem::quantize_from_as(vdt, &x, out, four_row(i11)) };
                 }
                 // already the vec-dot type, only not aligned: the bytes
                 // SAFETY: a dense src1 row of row_size bytes into row r of the scratch
@@ -187,8 +197,10 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, d) = (*node.src(0)?, *node.src(1)?, node.dst);
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
+    // Q4_0 / Q4_K weights that upstream would repack: its repacked kernels' orders, by row
+    let repacked = Order::repacked(wt, a.ne[1], a.ne[2], a.ne[3], b.ty == raw_type::F32, b.ne[3], exec.level());
     if use_qgemm(&a, &b, wt, exec.level()) {
-        mul_mat_qgemm(&a, &b, &d, wt, node.packed, exec);
+        mul_mat_qgemm(&a, &b, &d, wt, node.packed, repacked, exec);
         return Ok(());
     }
     if crate::sgemm::exact(wt, exec.level()) {
@@ -203,15 +215,24 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         return Ok(());
     }
     // F16 / BF16 activations of F32 weights are widened to F32 (upstream does the same)
-    let acts = prepare_activations(&b, vdt, exec);
+    let acts = prepare_activations_as(&b, vdt, repacked, exec);
     let k = a.ne[0] as usize;
     let (w_len, x_len) = (wt.row_size(k), vdt.row_size(k));
-    let kern = RowDot::new(wt, exec.level());
-    // 4 weight rows per pass where the type has a multi-row kernel at this level (bit for bit
-    // the row kernel's results)
-    let gemv = Gemv::new(wt, exec.level());
-    let ra = gemv.row_align();
-    let multi = gemv.is_multi_row() && w_len > 0 && [a.data as usize, a.nb[1], a.nb[2], a.nb[3]].iter().all(|v| v.is_multiple_of(ra));
+    // per order (vec_dot's, or the repacked GEMV's and GEMM's): the row kernel, and 4 weight
+    // rows per pass where the type has a multi-row kernel at this level (bit for bit the row
+    // kernel's results)
+    let orders = [Order::VecDot, Order::RepackGemv, Order::RepackGemm];
+    let mut kerns = orders.map(|o| RowDot::with_order(wt, exec.level(), o));
+    let gemvs = orders.map(|o| Gemv::with_order(wt, exec.level(), o));
+    let mut multis = gemvs.map(|g| {
+        let ra = g.row_align();
+        g.is_multi_row() && w_len > 0 && [a.data as usize, a.nb[1], a.nb[2], a.nb[3]].iter().all(|v| v.is_multiple_of(ra))
+    });
+    if q6_k_tiled(&b, wt, exec.level()) {
+        // 8 or more activation rows: upstream's tiled K-quant path's order, row by row
+        kerns[0] = RowDot::Q6K(crate::dot::q6_k::select_q6_k_tiled(exec.level()));
+        multis[0] = false;
+    }
     let align = block_align(wt);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let (r2, r3) = ((b.ne[2] / a.ne[2]) as usize, (b.ne[3] / a.ne[3]) as usize);
@@ -236,6 +257,8 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             for ib in ir0.clone().step_by(16) {
                 for j in jb..(jb + 16).min(ir1.end) {
                     let (i11, i12, i13) = unravel(j, ne11, ne12);
+                    let o = Order::for_row(repacked, i11, ne11) as usize;
+                    let (kern, gemv, multi) = (&kerns[o], &gemvs[o], multis[o]);
                     let x = acts.row(i11, i12, i13, ne11, ne12);
                     let w0 = offset(&a, 0, 0, i12 / r2, i13 / r3);
                     let out = d.data.wrapping_add(offset(&d, 0, i11, i12, i13)).cast::<f32>();
@@ -251,7 +274,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                         // SAFETY: weight row i of the broadcast slab and the activation row j,
                         // whole rows (supports); dst element (i, j) is written by this chunk only
                         unsafe {
-                            let v = dot(&kern, a.data.add(w0 + i * a.nb[1]), w_len, x, x_len, align, &mut tmp);
+                            let v = dot(kern, a.data.add(w0 + i * a.nb[1]), w_len, x, x_len, align, &mut tmp);
                             out.add(i).write_unaligned(v);
                         }
                     }
@@ -260,6 +283,14 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         }
     });
     Ok(())
+}
+
+/// Q6_K weights that upstream's native build hands to its tiled K-quant path (8 or more
+/// activation rows, F32 or Q8_K; [`crate::dot::q6_k::tiled_order_applies`]); the qgemm tiles
+/// of Q6_K sum in that order too (their `tiled` form), unless `GGML_RS_CPU_Q4_ORDER=vec_dot`
+fn q6_k_tiled(b: &View, wt: GgmlType, level: Level) -> bool {
+    let src1_ok = b.ty == raw_type::F32 || b.ty == GgmlType::Q8K as i32;
+    wt == GgmlType::Q6K && !crate::dot::vec_dot_only() && crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, level)
 }
 
 /// activation rows from which the tiled GEMM beats the row kernels (below, repacking the
@@ -287,9 +318,19 @@ fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 /// their quants and per-block sums, weights repacked 16 rows at a time (unless `packed`: repacked
 /// at load time, the repack buffer type), all in the scratch; then tiles of 16 rows × 8 columns,
 /// in chunks of 4 row blocks × the columns ([`gemm_chunks`]).
-fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<super::Packed>, exec: &mut Exec) {
+///
+/// With `repacked` ([`Order::repacked`]) the bits are upstream's repacked kernels': Q4_0's
+/// tiles already sum in that order (one fma per block by `f32(dw) · f32(dy)`, GEMM and GEMV
+/// rows alike); Q4_K's tiles (the k_pairs form) sum in its GEMM order, so the GEMM rows' Q8_K
+/// are written by the 4-row quantizer, and the last `ne11 % 4` rows of each plane (upstream's
+/// GEMV rows, quantized by the reference) are computed again, in the GEMV order, by the
+/// mat-vec kernels (phase 3).
+#[allow(clippy::too_many_arguments)]
+fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<super::Packed>, repacked: bool, exec: &mut Exec) {
     use crate::qgemm::{Aux, MAX_COLS, ROWS};
-    let kd = crate::qgemm::kind(wt).expect("use_qgemm checked the type");
+    let kd = crate::qgemm::kind_for(wt, repacked).expect("use_qgemm checked the type");
+    // weights repacked at load time are in kind(wt)'s form; another form is repacked here
+    let packed = packed.filter(|_| Some(kd) == crate::qgemm::kind(wt));
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     let k = a.ne[0] as usize;
     let nb = k / kd.block_len();
@@ -303,9 +344,15 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
     let aux_bytes = (nr1 * nb * size_of::<Aux>()).next_multiple_of(64);
     let nrb = nr0.div_ceil(ROWS);
     let w_bytes = if packed.is_some() { 0 } else { nrb * nb * bb };
-    let base = exec.scratch(qs_bytes + aux_bytes + w_bytes).ptr as usize;
+    // Q4_K's GEMV rows (the last ne11 % 4 of each plane): their Q8_K rows kept for phase 3
+    let tail = if repacked && wt == GgmlType::Q4K { ne11 % 4 } else { 0 };
+    let n_planes = nr1 / ne11.max(1);
+    let tail_bytes = (tail * n_planes * x_len).next_multiple_of(64);
+    let base = exec.scratch(qs_bytes + aux_bytes + tail_bytes + w_bytes).ptr as usize;
     let (qs_at, aux_at) = (base, base + qs_bytes);
-    let w_at = packed.map_or(base + qs_bytes + aux_bytes, |p| p.0 as usize);
+    let tail_at = base + qs_bytes + aux_bytes;
+    let w_at = packed.map_or(base + qs_bytes + aux_bytes + tail_bytes, |p| p.0 as usize);
+    let four_row = |i11: usize| Order::for_row(repacked, i11, ne11) == Order::RepackGemm;
     let (a, b) = (*a, *b);
     let src = Scalar::of(b.ty);
     // activations already in the vec-dot type are read in place where their rows suit the block view
@@ -336,12 +383,12 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                         match src {
                             Some(s) if b.ty != vdt as i32 => {
                                 if s == Scalar::F32 && (p as usize).is_multiple_of(4) {
-                                    super::copy::elem::quantize_from(vdt, std::slice::from_raw_parts(p.cast::<f32>(), k), xq.as_mut_ptr());
+                                    super::copy::elem::quantize_from_as(vdt, std::slice::from_raw_parts(p.cast::<f32>(), k), xq.as_mut_ptr(), four_row(i11));
                                 } else {
                                     for (i, v) in xf.iter_mut().enumerate() {
                                         *v = s.load(p.add(i * s.size()));
                                     }
-                                    super::copy::elem::quantize_from(vdt, &xf, xq.as_mut_ptr());
+                                    super::copy::elem::quantize_from_as(vdt, &xf, xq.as_mut_ptr(), four_row(i11));
                                 }
                             }
                             // already the vec-dot type, only not aligned: the bytes
@@ -349,9 +396,14 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                         }
                         &xq
                     };
+                    if i11 >= ne11 - tail {
+                        // a GEMV row of Q4_K: its Q8_K bytes for phase 3 (this chunk's alone)
+                        let t = (j / ne11) * tail + i11 - (ne11 - tail);
+                        std::ptr::copy_nonoverlapping(x.as_ptr(), (tail_at as *mut u8).add(t * x_len), x_len);
+                    }
                     let qs = std::slice::from_raw_parts_mut((qs_at as *mut i8).add(j * col_len), col_len);
                     let aux = std::slice::from_raw_parts_mut((aux_at as *mut Aux).add(j * nb), nb);
-                    crate::qgemm::prepare_column(wt, x, qs, aux);
+                    crate::qgemm::prepare_column_as(kd, wt, x, qs, aux);
                 }
             }
         } else {
@@ -362,7 +414,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                 .collect();
             // SAFETY: row block rb of the repacked area in the scratch, this chunk's alone
             let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(rb * nb * bb), nb * bb) };
-            crate::qgemm::repack(wt, &rows, k, out);
+            crate::qgemm::repack_as(kd, wt, &rows, k, out);
         }
     });
     // phase 2: the tiles
@@ -396,6 +448,29 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                 // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
                 // chunk only
                 unsafe { crate::qgemm::tile_raw(kd, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
+            }
+        }
+    });
+    if tail == 0 {
+        return;
+    }
+    // phase 3: Q4_K's GEMV rows again, in upstream's GEMV order (over the weights in place:
+    // rows aligned for the blocks, tile_shape), chunks of 64 weight rows
+    let gemv = Gemv::with_order(wt, exec.level(), Order::RepackGemv);
+    let n_chunks = nr0.div_ceil(64);
+    exec.parallel(n_chunks, |c| {
+        let (a, d) = (&a, &d);
+        let rows = chunk_range(c, 64, nr0);
+        for t in 0..tail * n_planes {
+            let (i12, i13) = ((t / tail) % ne12, t / tail / ne12);
+            let i11 = ne11 - tail + t % tail;
+            // SAFETY: the Q8_K row kept in phase 1 (x_len bytes); weight rows `rows` of slab 0
+            // (whole rows nb01 apart, aligned: tile_shape); dst elements `rows` of row
+            // (i11, i12, i13), dense, this chunk's alone
+            unsafe {
+                let x = std::slice::from_raw_parts((tail_at as *const u8).add(t * x_len), x_len);
+                let out = d.data.add(offset(d, 0, i11, i12, i13)).cast::<f32>().add(rows.start);
+                gemv.rows(a.data.add(offset(a, 0, rows.start, 0, 0)), a.nb[1], rows.len(), x, out);
             }
         }
     });

@@ -23,6 +23,34 @@ pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
     }
 }
 
+/// Q8_K as upstream's 4-row quantizer (`ggml_quantize_mat_q8_K_4x8`, x86) writes each row: the
+/// activation rows of a MUL_MAT whose weights upstream repacks (Q4_K, `crate::dot::Order`) that
+/// go through its GEMM, the first `ne11 - ne11 % 4` rows of a plane. The same as
+/// [`quantize_row_q8_k`] but for the sign of the scale on a tie: the reference takes the sign of
+/// the FIRST value of the largest magnitude, this one `-127 / amax` (d < 0) if ANY value equals
+/// `+amax`, else `+127 / amax`. Everything else (the rounding to nearest even, `d = 1 / iscale`,
+/// the exact bsums) is the reference's.
+pub fn quantize_row_q8_k_4x8(x: &[f32], y: &mut [BlockQ8K]) {
+    quantize_row_q8_k(x, y);
+    for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+        // the reference took a negative max (d > 0): the 4-row form differs if +amax occurs
+        if yb.d > 0.0 {
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            if xb.contains(&amax) {
+                quantize_block_with_max(xb, yb, amax);
+            }
+        }
+    }
+}
+
+/// one block of [`quantize_row_q8_k_4x8`], the scalar definition (the tests' reference)
+#[cfg(test)]
+fn quantize_block_4x8(xb: &[f32], yb: &mut BlockQ8K) {
+    let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let max = if xb.contains(&amax) { amax } else { -amax };
+    quantize_block_with_max(xb, yb, max);
+}
+
 /// one block of [`quantize_row_q8_k`], the scalar definition
 fn quantize_block(xb: &[f32], yb: &mut BlockQ8K) {
     let mut max = 0.0f32;
@@ -33,7 +61,13 @@ fn quantize_block(xb: &[f32], yb: &mut BlockQ8K) {
             max = v;
         }
     }
-    if amax == 0.0 {
+    quantize_block_with_max(xb, yb, max);
+}
+
+/// a block quantized with the scale `-127 / max` (`max` the value whose magnitude is largest,
+/// with the sign chosen); a zero block for `max == 0`
+fn quantize_block_with_max(xb: &[f32], yb: &mut BlockQ8K, max: f32) {
+    if max == 0.0 {
         yb.d = 0.0;
         yb.qs = [0; QK_K];
         // upstream leaves bsums as they were; a fresh block has them zero
@@ -152,5 +186,43 @@ mod tests {
             assert_eq!((g.d.to_bits(), g.qs, g.bsums), (want.d.to_bits(), want.qs, want.bsums), "block {i}");
         }
         assert!(got[1].d > 0.0, "the first of -9 and 9 sets the sign (d = max / -127 = 9 / 127)");
+    }
+
+    /// the 4-row quantizer's tie rule: blocks where -amax comes first and +amax later flip the
+    /// sign of the scale (and of every quant); all other blocks are the reference's, bit for bit
+    #[test]
+    fn four_row_quantizer_takes_the_positive_max_on_a_tie() {
+        let mut r = XorShift::new(79);
+        let n = QK_K * 16;
+        let mut x = r.model_like(n);
+        // block 1: -9 first, then 9 (the tie); block 2: only -9; block 3: 9 first, then -9;
+        // block 4: zero; block 5: a -0.0 and a tie of small values
+        x[QK_K + 40] = -9.0;
+        x[QK_K + 200] = 9.0;
+        x[2 * QK_K + 7] = -9.0;
+        x[3 * QK_K + 3] = 9.0;
+        x[3 * QK_K + 250] = -9.0;
+        x[4 * QK_K..5 * QK_K].fill(0.0);
+        x[5 * QK_K..6 * QK_K].fill(0.0);
+        x[5 * QK_K] = -0.0;
+        x[5 * QK_K + 1] = -0.25;
+        x[5 * QK_K + 255] = 0.25;
+        let blank = BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] };
+        let mut got = vec![blank; n / QK_K];
+        let mut reference = vec![blank; n / QK_K];
+        quantize_row_q8_k_4x8(&x, &mut got);
+        quantize_row_q8_k(&x, &mut reference);
+        for (i, xb) in x.chunks_exact(QK_K).enumerate() {
+            let mut want = blank;
+            quantize_block_4x8(xb, &mut want);
+            let g = &got[i];
+            assert_eq!((g.d.to_bits(), g.qs, g.bsums), (want.d.to_bits(), want.qs, want.bsums), "block {i}");
+            let flipped = matches!(i, 1 | 5);
+            assert_eq!(g.d.to_bits() != reference[i].d.to_bits(), flipped, "block {i}: differs from the reference only on a tie");
+        }
+        assert!(got[1].d < 0.0 && reference[1].d > 0.0, "the tie: +9 sets the sign in the 4-row form");
+        for (g, w) in got[1].qs.iter().zip(&reference[1].qs) {
+            assert!(*g == -*w || (*g, *w) == (-127, 127), "tie block quants are negated");
+        }
     }
 }

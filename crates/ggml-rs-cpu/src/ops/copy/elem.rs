@@ -197,6 +197,17 @@ pub unsafe fn dequantize_to(ty: GgmlType, src: *const u8, n: usize, dst: *mut u8
 /// # Safety
 /// `dst` is valid for writing `ty.row_size(x.len())` bytes and overlaps nothing `x` borrows.
 pub unsafe fn quantize_from(ty: GgmlType, x: &[f32], dst: *mut u8) {
+    // SAFETY: the caller's contract
+    unsafe { quantize_from_as(ty, x, dst, false) }
+}
+
+/// [`quantize_from`]; with `four_row` and `ty` Q8_K, as upstream's 4-row quantizer writes the
+/// row ([`crate::quants::quantize_row_q8_k_4x8`]: a MUL_MAT's GEMM rows where upstream repacks
+/// the weights, [`crate::dot::Order`])
+///
+/// # Safety
+/// as [`quantize_from`]
+pub unsafe fn quantize_from_as(ty: GgmlType, x: &[f32], dst: *mut u8, four_row: bool) {
     if x.is_empty() {
         // nothing to write: the pointer of an empty tensor may be null
         return;
@@ -205,6 +216,8 @@ pub unsafe fn quantize_from(ty: GgmlType, x: &[f32], dst: *mut u8) {
     let write = |out: &mut [u8]| {
         if ty == GgmlType::Q8_0 && cfg!(target_arch = "x86_64") {
             crate::quants::quantize_row_q8_0_x86(x, crate::block::as_blocks_mut(out, "q8_0 row"));
+        } else if ty == GgmlType::Q8K && four_row {
+            crate::quants::quantize_row_q8_k_4x8(x, crate::block::as_blocks_mut(out, "q8_K row"));
         } else {
             crate::quants::quantize_row(ty, x, out);
         }

@@ -359,3 +359,162 @@ fn mul_mat_f32_and_f16_are_upstream_natives_order_bit_for_bit() {
         }
     }
 }
+
+/// Q4_0 / Q4_K weights that upstream repacks (2-D, rows % 8 == 0, F32 activations) give its
+/// repacked kernels' bits at every SIMD level from AVX2: per plane, rows `0 .. ne11 - ne11 % 4`
+/// in the GEMM order (Q4_K: activations by the 4-row quantizer), the rest in the GEMV order;
+/// token generation, small batches (row kernels), prompts (tiles, with tails of 1..3 rows), 1
+/// and 3 threads, 1 and 2 activation planes, activations with ties of ±max (the 4-row rule)
+#[test]
+fn mul_mat_q4_is_upstreams_repacked_order_bit_for_bit() {
+    use crate::block::{BlockQ4_0, BlockQ4K, BlockQ8_0, BlockQ8K, as_blocks};
+    use crate::dot::q4_k::{q4_k_q8_k_gemm, q4_k_q8_k_gemv};
+    use crate::dot::q8_0::q4_0_q8_0_repack;
+    if crate::dot::vec_dot_only() {
+        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot: not tested");
+        return;
+    }
+    let mut r = XorShift::new(37);
+    for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
+        for wt in [GgmlType::Q4K, GgmlType::Q4_0] {
+            for (k, rows, tokens, planes) in
+                [(512, 40, 1, 1), (256, 16, 3, 1), (512, 24, 5, 1), (256, 32, 16, 1), (512, 48, 19, 1), (256, 16, 22, 2), (768, 40, 35, 1)]
+            {
+                let a = weights(&mut r, wt, [k as i64, rows as i64, 1, 1]);
+                let mut b = T::new(F32, [k as i64, tokens as i64, planes as i64, 1]).random(&mut r);
+                // ties of the largest magnitude in some rows' super-blocks: -m first, then +m
+                for i in 0..tokens * planes {
+                    if i % 2 == 0 {
+                        let (i11, i12) = (i % tokens, i / tokens);
+                        let m = 1000.0 + i as f32;
+                        b.set([3, i11, i12, 0], -m);
+                        b.set([200, i11, i12, 0], m);
+                    }
+                }
+                let what = format!("{} {} k={k} rows={rows} tokens={tokens} planes={planes}", wt.name(), level.name());
+                let dne = [rows as i64, tokens as i64, planes as i64, 1];
+                for threads in [1, 3] {
+                    let d = T::new(F32, dne);
+                    let n = node(Op::MulMat, &d, &[&a, &b], &[]);
+                    let mut pool = crate::pool::ThreadPool::new(threads);
+                    let mut scratch = crate::block::AlignedBytes::default();
+                    let mut exec = Exec::with_level(&mut pool, &mut scratch, level);
+                    crate::ops::compute(&n, &mut exec).unwrap();
+                    for i12 in 0..planes {
+                        for i11 in 0..tokens {
+                            let gemm = i11 < tokens - tokens % 4;
+                            let x = row(&b, i11, i12, 0);
+                            let vdt = wt.vec_dot_type().unwrap();
+                            let mut q = crate::block::AlignedBytes::zeroed(vdt.row_size(k));
+                            match vdt {
+                                GgmlType::Q8K if gemm => crate::quants::quantize_row_q8_k_4x8(&x, crate::block::as_blocks_mut(&mut q, "q")),
+                                // SAFETY: a row of k values into its Q8 row
+                                _ => unsafe { crate::ops::copy::elem::quantize_from(vdt, &x, q.as_mut_ptr()) },
+                            }
+                            for i01 in 0..rows {
+                                let at = a.off + i01 * a.nb[1];
+                                let mut w = crate::block::AlignedBytes::zeroed(wt.row_size(k));
+                                w.copy_from_slice(&a.buf[at..at + wt.row_size(k)]);
+                                let want = match (wt, gemm) {
+                                    (GgmlType::Q4_0, _) => q4_0_q8_0_repack(as_blocks::<BlockQ4_0>(&w, "w"), as_blocks::<BlockQ8_0>(&q, "x")),
+                                    (_, true) => q4_k_q8_k_gemm(as_blocks::<BlockQ4K>(&w, "w"), as_blocks::<BlockQ8K>(&q, "x")),
+                                    (_, false) => q4_k_q8_k_gemv(as_blocks::<BlockQ4K>(&w, "w"), as_blocks::<BlockQ8K>(&q, "x")),
+                                };
+                                let got = d.get([i01, i11, i12, 0]);
+                                assert_eq!(got.to_bits(), want.to_bits(), "{what} threads={threads}: ({i01}, {i11}, {i12}) = {got}, want {want}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Q6_K weights (never repacked on x86) give upstream native's bits: fewer than 8 activation
+/// rows `ggml_vec_dot_q6_K_q8_K`'s x86 order, 8 or more its tiled K-quant path's order (row
+/// kernels below 16 rows, the qgemm tiles from 16), 1 and 3 threads
+#[test]
+fn mul_mat_q6_k_is_upstream_natives_order_bit_for_bit() {
+    use crate::block::{BlockQ6K, BlockQ8K, as_blocks};
+    use crate::dot::q6_k::{q6_k_q8_k_tiled, q6_k_q8_k_x86};
+    if crate::dot::vec_dot_only() || crate::simd::detected() < Level::Avx512Vnni {
+        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot or no AVX-512 VNNI: not tested");
+        return;
+    }
+    let mut r = XorShift::new(38);
+    let level = Level::Avx512Vnni;
+    for (k, rows, tokens) in [(512, 40, 1), (256, 16, 7), (512, 24, 8), (256, 20, 12), (512, 48, 16), (768, 33, 22)] {
+        let a = weights(&mut r, GgmlType::Q6K, [k as i64, rows as i64, 1, 1]);
+        let b = T::new(F32, [k as i64, tokens as i64, 1, 1]).random(&mut r);
+        for threads in [1, 3] {
+            let d = T::new(F32, [rows as i64, tokens as i64, 1, 1]);
+            let n = node(Op::MulMat, &d, &[&a, &b], &[]);
+            let mut pool = crate::pool::ThreadPool::new(threads);
+            let mut scratch = crate::block::AlignedBytes::default();
+            let mut exec = Exec::with_level(&mut pool, &mut scratch, level);
+            crate::ops::compute(&n, &mut exec).unwrap();
+            for i11 in 0..tokens {
+                let x = row(&b, i11, 0, 0);
+                let mut q = crate::block::AlignedBytes::zeroed(GgmlType::Q8K.row_size(k));
+                // SAFETY: a row of k values into its Q8_K row
+                unsafe { crate::ops::copy::elem::quantize_from(GgmlType::Q8K, &x, q.as_mut_ptr()) };
+                for i01 in 0..rows {
+                    let at = a.off + i01 * a.nb[1];
+                    let mut w = crate::block::AlignedBytes::zeroed(GgmlType::Q6K.row_size(k));
+                    w.copy_from_slice(&a.buf[at..at + GgmlType::Q6K.row_size(k)]);
+                    let (wb, xb) = (as_blocks::<BlockQ6K>(&w, "w"), as_blocks::<BlockQ8K>(&q, "x"));
+                    let want = if tokens >= 8 { q6_k_q8_k_tiled(wb, xb) } else { q6_k_q8_k_x86(wb, xb) };
+                    let got = d.get([i01, i11, 0, 0]);
+                    assert_eq!(got.to_bits(), want.to_bits(), "k={k} rows={rows} tokens={tokens} threads={threads}: ({i01}, {i11}) = {got}, want {want}");
+                }
+            }
+        }
+    }
+}
+
+/// Q4_0 weights that upstream does not repack (rows % 8 != 0) give its x86 order (vec_dot's and
+/// tinyBLAS's 8 lanes, `dot::q8_0::q4_0_q8_0_x86`) bit for bit: row kernels, the mat-vec, the
+/// pairs tiles; 1 and 3 threads
+#[test]
+fn mul_mat_q4_0_not_repacked_is_upstreams_x86_order_bit_for_bit() {
+    use crate::block::{BlockQ4_0, BlockQ8_0, as_blocks};
+    if crate::dot::vec_dot_only() || crate::qgemm::q8_0_fast() {
+        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot or GGML_RS_CPU_Q8_0_TILES=fast: not tested");
+        return;
+    }
+    let mut r = XorShift::new(39);
+    for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
+        for (k, rows, tokens) in [(256, 20, 1), (512, 36, 5), (256, 12, 16), (512, 44, 19)] {
+            let a = weights(&mut r, GgmlType::Q4_0, [k as i64, rows as i64, 1, 1]);
+            let b = T::new(F32, [k as i64, tokens as i64, 1, 1]).random(&mut r);
+            for threads in [1, 3] {
+                let d = T::new(F32, [rows as i64, tokens as i64, 1, 1]);
+                let n = node(Op::MulMat, &d, &[&a, &b], &[]);
+                let mut pool = crate::pool::ThreadPool::new(threads);
+                let mut scratch = crate::block::AlignedBytes::default();
+                let mut exec = Exec::with_level(&mut pool, &mut scratch, level);
+                crate::ops::compute(&n, &mut exec).unwrap();
+                for i11 in 0..tokens {
+                    let x = row(&b, i11, 0, 0);
+                    let mut q = crate::block::AlignedBytes::zeroed(GgmlType::Q8_0.row_size(k));
+                    // SAFETY: a row of k values into its Q8_0 row
+                    unsafe { crate::ops::copy::elem::quantize_from(GgmlType::Q8_0, &x, q.as_mut_ptr()) };
+                    for i01 in 0..rows {
+                        let at = a.off + i01 * a.nb[1];
+                        let mut w = crate::block::AlignedBytes::zeroed(GgmlType::Q4_0.row_size(k));
+                        w.copy_from_slice(&a.buf[at..at + GgmlType::Q4_0.row_size(k)]);
+                        let want = crate::dot::q8_0::q4_0_q8_0_x86(as_blocks::<BlockQ4_0>(&w, "w"), as_blocks::<BlockQ8_0>(&q, "x"));
+                        let got = d.get([i01, i11, 0, 0]);
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{} k={k} rows={rows} tokens={tokens} threads={threads}: ({i01}, {i11}) = {got}, want {want}",
+                            level.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
