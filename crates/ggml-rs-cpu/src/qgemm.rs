@@ -551,17 +551,7 @@ mod x86 {
             // SAFETY: block b of the weights, of every column's quants and aux (caller)
             unsafe {
                 let wb = w.add(b * bb);
-                let mut isum = [_mm512_setzero_si512(); N];
-                for j in 0..N {
-                    isum[j] = _mm512_set1_epi32((*aux[j].add(b)).neg);
-                }
-                for g in 0..G {
-                    let wg = _mm512_loadu_si512(wb.add(g * 64).cast());
-                    for j in 0..N {
-                        let y = x[j].add(b * 4 * G + 4 * g).cast::<i32>().read_unaligned();
-                        isum[j] = _mm512_dpbusd_epi32(isum[j], wg, _mm512_set1_epi32(y));
-                    }
-                }
+                let isum = block_isums::<N, G>(wb, b, &x, &aux);
                 let sc = _mm512_loadu_si512(wb.add(ROWS * 4 * G).cast());
                 for j in 0..N {
                     s1[j] = _mm512_add_epi32(s1[j], _mm512_mullo_epi32(isum[j], sc));
@@ -581,6 +571,33 @@ mod x86 {
             // SAFETY: out[j] is writable for n_rows floats; the mask writes no more
             unsafe { _mm512_mask_storeu_ps(out[j], mask, acc[j]) };
         }
+    }
+
+    /// Block `b`'s integer sums of the 16 rows for each of the `N` columns, in the one-lane-per-row
+    /// forms: the column's start (`neg`: the unsigned offset taken back) plus `G` vpdpbusd of the
+    /// block's groups (64 bytes each at `wb`) with the column's quants 4 at a time.
+    ///
+    /// # Safety
+    /// `wb` points to block b's `G` weight groups; `x[j]` and `aux[j]` hold block b (the tiles'
+    /// callers)
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn block_isums<const N: usize, const G: usize>(wb: *const u8, b: usize, x: &[*const i8; N], aux: &[*const Aux; N]) -> [__m512i; N] {
+        let mut isum = [_mm512_setzero_si512(); N];
+        // SAFETY: block b of the weights, quants and aux (caller)
+        unsafe {
+            for j in 0..N {
+                isum[j] = _mm512_set1_epi32((*aux[j].add(b)).neg);
+            }
+            for g in 0..G {
+                let wg = _mm512_loadu_si512(wb.add(g * 64).cast());
+                for j in 0..N {
+                    let y = x[j].add(b * 4 * G + 4 * g).cast::<i32>().read_unaligned();
+                    isum[j] = _mm512_dpbusd_epi32(isum[j], wg, _mm512_set1_epi32(y));
+                }
+            }
+        }
+        isum
     }
 
     /// The k_pairs form ([`super::Kind::k_pairs`], Q4_K): 16 rows × `N` columns, each output
@@ -664,17 +681,7 @@ mod x86 {
             // SAFETY: block b of the weights, of every column's quants and aux (caller)
             unsafe {
                 let wb = w.add(b * bb);
-                let mut isum = [_mm512_setzero_si512(); N];
-                for j in 0..N {
-                    isum[j] = _mm512_set1_epi32((*aux[j].add(b)).neg);
-                }
-                for g in 0..G {
-                    let wg = _mm512_loadu_si512(wb.add(g * 64).cast());
-                    for j in 0..N {
-                        let y = x[j].add(b * 4 * G + 4 * g).cast::<i32>().read_unaligned();
-                        isum[j] = _mm512_dpbusd_epi32(isum[j], wg, _mm512_set1_epi32(y));
-                    }
-                }
+                let isum = block_isums::<N, G>(wb, b, &x, &aux);
                 let dw = _mm512_loadu_ps(wb.add(ROWS * 4 * G).cast());
                 for j in 0..N {
                     let s = _mm512_mul_ps(dw, _mm512_set1_ps((*aux[j].add(b)).d));

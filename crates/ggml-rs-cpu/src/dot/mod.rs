@@ -22,6 +22,29 @@
 //! applied to rows given as bytes. [`gemv::Gemv`] runs it over many rows, 4 rows per pass where a
 //! multi-row form exists (Q4_0, Q8_0 at AVX-512 VNNI, F16 at AVX-512), bit for bit the same.
 
+/// A kernel selector for a family with a plain-Rust definition (the scalar level, and every level
+/// off x86) and one AVX2 kernel (every x86 level above Scalar has AVX2, FMA and F16C):
+/// `fn name(level) -> Type { scalar: definition, avx2: kernel }`. Asserts that the CPU has the
+/// level asked for.
+macro_rules! avx2_selector {
+    ($(#[$m:meta])* $vis:vis fn $name:ident -> $ty:ty { scalar: $scalar:path, avx2: $avx2:path $(,)? }) => {
+        $(#[$m])*
+        $vis fn $name(level: Level) -> $ty {
+            assert!(level <= crate::simd::detected(), concat!(stringify!($name), ": {} is not supported by this CPU"), level.name());
+            match level {
+                Level::Scalar => $scalar,
+                #[cfg(target_arch = "x86_64")]
+                _ => |x, y| {
+                    // SAFETY: every level above Scalar has AVX2, FMA and F16C (asserted above)
+                    unsafe { $avx2(x, y) }
+                },
+                #[cfg(not(target_arch = "x86_64"))]
+                _ => $scalar,
+            }
+        }
+    };
+}
+
 pub mod float;
 pub mod gemv;
 pub mod q4_k;

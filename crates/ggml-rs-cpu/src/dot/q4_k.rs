@@ -126,49 +126,19 @@ pub fn q4_k_q8_k_gemm(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     acc - accm
 }
 
-/// the GEMV-order kernel of `level` ([`q4_k_q8_k_gemv`] bit for bit)
-pub fn select_q4_k_gemv(level: Level) -> Q4KDot {
-    assert!(level <= crate::simd::detected(), "select_q4_k_gemv: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q4_k_q8_k_gemv,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q4_k_q8_k_gemv_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q4_k_q8_k_gemv,
-    }
+avx2_selector! {
+    /// the GEMV-order kernel of `level` ([`q4_k_q8_k_gemv`] bit for bit)
+    pub fn select_q4_k_gemv -> Q4KDot { scalar: q4_k_q8_k_gemv, avx2: x86::q4_k_q8_k_gemv_avx2 }
 }
 
-/// the GEMM-order kernel of `level` ([`q4_k_q8_k_gemm`] bit for bit)
-pub fn select_q4_k_gemm(level: Level) -> Q4KDot {
-    assert!(level <= crate::simd::detected(), "select_q4_k_gemm: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q4_k_q8_k_gemm,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q4_k_q8_k_gemm_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q4_k_q8_k_gemm,
-    }
+avx2_selector! {
+    /// the GEMM-order kernel of `level` ([`q4_k_q8_k_gemm`] bit for bit)
+    pub fn select_q4_k_gemm -> Q4KDot { scalar: q4_k_q8_k_gemm, avx2: x86::q4_k_q8_k_gemm_avx2 }
 }
 
-/// the Q4_K · Q8_K kernel of `level`
-pub fn select_q4_k(level: Level) -> Q4KDot {
-    assert!(level <= crate::simd::detected(), "select_q4_k: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q4_k_q8_k_reference,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q4_k_q8_k_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q4_k_q8_k_reference,
-    }
+avx2_selector! {
+    /// the Q4_K · Q8_K kernel of `level`
+    pub fn select_q4_k -> Q4KDot { scalar: q4_k_q8_k_reference, avx2: x86::q4_k_q8_k_avx2 }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -35,34 +35,14 @@ pub fn q5_1_q8_1_reference(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     sum
 }
 
-/// the Q5_0 · Q8_0 kernel of `level`
-pub fn select_q5_0(level: Level) -> Q5_0Dot {
-    assert!(level <= crate::simd::detected(), "select_q5_0: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q5_0_q8_0_reference,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: every level above Scalar has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q5_0_q8_0_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q5_0_q8_0_reference,
-    }
+avx2_selector! {
+    /// the Q5_0 · Q8_0 kernel of `level`
+    pub fn select_q5_0 -> Q5_0Dot { scalar: q5_0_q8_0_reference, avx2: x86::q5_0_q8_0_avx2 }
 }
 
-/// the Q5_1 · Q8_1 kernel of `level`
-pub fn select_q5_1(level: Level) -> Q5_1Dot {
-    assert!(level <= crate::simd::detected(), "select_q5_1: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q5_1_q8_1_reference,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: every level above Scalar has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q5_1_q8_1_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q5_1_q8_1_reference,
-    }
+avx2_selector! {
+    /// the Q5_1 · Q8_1 kernel of `level`
+    pub fn select_q5_1 -> Q5_1Dot { scalar: q5_1_q8_1_reference, avx2: x86::q5_1_q8_1_avx2 }
 }
 
 #[cfg(target_arch = "x86_64")]

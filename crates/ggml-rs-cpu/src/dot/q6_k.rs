@@ -49,20 +49,10 @@ pub fn q6_k_q8_k_x86(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     crate::dot::q8_0::hsum8(acc)
 }
 
-/// the x86-order kernel of `level` ([`q6_k_q8_k_x86`] bit for bit; at the scalar level the
-/// reference, as upstream's non-x86 builds)
-pub fn select_q6_k_x86(level: Level) -> Q6KDot {
-    assert!(level <= crate::simd::detected(), "select_q6_k_x86: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q6_k_q8_k_reference,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q6_k_q8_k_x86_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q6_k_q8_k_reference,
-    }
+avx2_selector! {
+    /// the x86-order kernel of `level` ([`q6_k_q8_k_x86`] bit for bit; at the scalar level the
+    /// reference, as upstream's non-x86 builds)
+    pub fn select_q6_k_x86 -> Q6KDot { scalar: q6_k_q8_k_reference, avx2: x86::q6_k_q8_k_x86_avx2 }
 }
 
 /// Q6_K · Q8_K in the order of upstream's tiled K-quant path (`ggml-cpu/tiled`, AVX-512 VNNI
@@ -91,19 +81,9 @@ pub fn tiled_order_applies(ne11: i64, src1_ok: bool, level: Level) -> bool {
     ne11 >= 8 && src1_ok && level >= Level::Avx512Vnni
 }
 
-/// the tiled-order kernel of `level` ([`q6_k_q8_k_tiled`] bit for bit)
-pub fn select_q6_k_tiled(level: Level) -> Q6KDot {
-    assert!(level <= crate::simd::detected(), "select_q6_k_tiled: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q6_k_q8_k_tiled,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q6_k_q8_k_tiled_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q6_k_q8_k_tiled,
-    }
+avx2_selector! {
+    /// the tiled-order kernel of `level` ([`q6_k_q8_k_tiled`] bit for bit)
+    pub fn select_q6_k_tiled -> Q6KDot { scalar: q6_k_q8_k_tiled, avx2: x86::q6_k_q8_k_tiled_avx2 }
 }
 
 /// the Q6_K · Q8_K kernel of `level`: the reference at the scalar level, upstream's x86 order
@@ -112,20 +92,10 @@ pub fn select_q6_k(level: Level) -> Q6KDot {
     select_q6_k_x86(level)
 }
 
-/// the Q6_K · Q8_K kernel of `level` in the reference's order (one f32 sum of whole
-/// super-blocks; [`q6_k_q8_k_reference`] bit for bit)
-pub fn select_q6_k_reference_order(level: Level) -> Q6KDot {
-    assert!(level <= crate::simd::detected(), "select_q6_k: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q6_k_q8_k_reference,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q6_k_q8_k_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q6_k_q8_k_reference,
-    }
+avx2_selector! {
+    /// the Q6_K · Q8_K kernel of `level` in the reference's order (one f32 sum of whole
+    /// super-blocks; [`q6_k_q8_k_reference`] bit for bit)
+    pub fn select_q6_k_reference_order -> Q6KDot { scalar: q6_k_q8_k_reference, avx2: x86::q6_k_q8_k_avx2 }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -102,19 +102,9 @@ pub fn q4_0_q8_0_repack(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     acc
 }
 
-/// the repacked-order Q4_0 · Q8_0 kernel of `level` ([`q4_0_q8_0_repack`] bit for bit)
-pub fn select_q4_0_repack(level: Level) -> Q4_0Dot {
-    assert!(level <= crate::simd::detected(), "select_q4_0_repack: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q4_0_q8_0_repack,
-        #[cfg(target_arch = "x86_64")]
-        _ => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q4_0_q8_0_repack_avx2(x, y) }
-        },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => q4_0_q8_0_repack,
-    }
+avx2_selector! {
+    /// the repacked-order Q4_0 · Q8_0 kernel of `level` ([`q4_0_q8_0_repack`] bit for bit)
+    pub fn select_q4_0_repack -> Q4_0Dot { scalar: q4_0_q8_0_repack, avx2: x86::q4_0_q8_0_repack_avx2 }
 }
 
 /// the Q8_0 · Q8_0 kernel of `level`
