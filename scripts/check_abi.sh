@@ -68,9 +68,9 @@ n_unimpl=$(printf '%s' "$unimpl" | grep -c . || true)
 BASE=$BASE_DIR/libggml-base.so
 defined_in_base=$(nm -D --defined-only "$BASE" | awk '$2=="T"{print $3}' | sort -u | comm -12 - "$TMP/expected" | wc -l)
 [ "$defined_in_base" -eq 0 ] || err "ggml-base (ours) still defines $defined_in_base of the symbols"
-readelf -d "$BASE" | grep -q 'NEEDED.*libggml_rs.so' || err "ggml-base (ours) does not depend on libggml_rs.so"
+readelf -d "$BASE" | grep 'NEEDED.*libggml_rs.so' > /dev/null || err "ggml-base (ours) does not depend on libggml_rs.so"
 for so in $SOS; do
-    if LD_LIBRARY_PATH="$BASE_DIR:$(dirname "$LIB")" ldd -r "$BASE_DIR/$so" 2>&1 | grep -q 'undefined symbol'; then
+    if LD_LIBRARY_PATH="$BASE_DIR:$(dirname "$LIB")" ldd -r "$BASE_DIR/$so" 2>&1 | grep 'undefined symbol' > /dev/null; then
         err "$so has unresolved symbols against libggml_rs.so"
     fi
 done

@@ -59,9 +59,9 @@ cmd_abi() {
     [ -z "$extra" ] || { echo "FAIL: undocumented extra exports: $extra"; fail=1; }
     defined=$(nm -D --defined-only "$base" | awk '$2=="T"{print $3}' | sort -u | comm -12 - "$T/expected" | wc -l)
     [ "$defined" -eq 0 ] || { echo "FAIL: ggml-base (ours) still defines $defined of them"; fail=1; }
-    readelf -d "$base" | grep -q 'NEEDED.*libggml_rs.so' || { echo "FAIL: ggml-base (ours) does not need libggml_rs.so"; fail=1; }
+    readelf -d "$base" | grep 'NEEDED.*libggml_rs.so' > /dev/null || { echo "FAIL: ggml-base (ours) does not need libggml_rs.so"; fail=1; }
     for so in "$base" "$OURS"/ggml/src/libggml-cpu.so "$OURS"/ggml/src/libggml.so; do
-        if ldd -r "$so" 2>&1 | grep -q 'undefined symbol'; then
+        if ldd -r "$so" 2>&1 | grep 'undefined symbol' > /dev/null; then
             echo "FAIL: $(basename "$so") has unresolved symbols against libggml_rs.so"
             fail=1
         fi

@@ -559,8 +559,8 @@ check "test-llama-archs -b RSCPU (every architecture, against upstream's native 
 rscpu_alone() {
     local libs
     libs=$(ldd "$BUILD_RSCPU/bin/test-backend-ops" | awk '{print $1}')
-    echo "$libs" | grep -q 'libggml_rs_cpu.so' || { echo "libggml_rs_cpu.so is not linked"; return 1; }
-    echo "$libs" | grep -q 'libggml_rs.so' || { echo "libggml_rs.so is not linked"; return 1; }
+    grep -q 'libggml_rs_cpu.so' <<< "$libs" || { echo "libggml_rs_cpu.so is not linked"; return 1; }
+    grep -q 'libggml_rs.so' <<< "$libs" || { echo "libggml_rs.so is not linked"; return 1; }
     if echo "$libs" | grep -E 'libggml-(cpu|rpc|blas|cuda|vulkan)'; then echo "an upstream backend library is linked"; return 1; fi
     # a run that registers every backend (ggml_backend_load_all) and computes nothing
     LD_DEBUG=files "$BUILD_RSCPU/bin/test-backend-ops" test -o NO_SUCH_OP > /dev/null 2> "$T/ld.log"
@@ -624,7 +624,9 @@ else
     # ggml-base of sd-ours has none of the two files' functions and takes them from our library
     sd_ours_linked() {
         local base=$SD_BUILD_OURS/bin/libggml-base.so
-        ldd "$base" | grep -q "$SD_LIB" || { echo "libggml-base.so is not linked to $SD_LIB"; ldd "$base"; return 1; }
+        # grep reads all of ldd's output (with -q it would stop at the match, ldd could then die of
+        # SIGPIPE and pipefail fail the check: it did once in a rehearsal)
+        ldd "$base" | grep -F "$SD_LIB" > /dev/null || { echo "libggml-base.so is not linked to $SD_LIB"; ldd "$base"; return 1; }
         if nm -D --defined-only "$base" | grep -wE 'ggml_backend_sched_new|ggml_gallocr_new|ggml_backend_tensor_set'; then
             echo "libggml-base.so still defines functions of ggml-backend.cpp/ggml-alloc.c"
             return 1

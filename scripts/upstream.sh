@@ -60,7 +60,7 @@ cmd_deps() {
     command -v g++    >/dev/null || missing+=(g++)
     command -v pkg-config >/dev/null || missing+=(pkg-config)
     # libclang, for bindgen (crates/ggml-abi-gen, the Rust API's drift test); loaded at run time
-    ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' || missing+=(libclang-dev)
+    ldconfig -p 2>/dev/null | grep 'libclang[-.0-9]*\.so' > /dev/null || missing+=(libclang-dev)
     if [ ${#missing[@]} -gt 0 ]; then
         log "installing: ${missing[*]}"
         as_root apt-get update -qq || true
