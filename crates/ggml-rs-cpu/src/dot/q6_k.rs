@@ -18,14 +18,16 @@ use crate::simd::Level;
 
 pub type Q6KDot = fn(&[BlockQ6K], &[BlockQ8K]) -> f32;
 
+/// a super-block's exact integer sum `Σ scale · (q6 − 32) · q8`, which every order below shares
+fn block_sumi(a: &BlockQ6K, b: &BlockQ8K) -> i32 {
+    (0..QK_K).map(|e| a.scales[e / 16] as i32 * (q6_get(a, e) as i32 - 32) * b.qs[e] as i32).sum()
+}
+
 /// scalar reference (upstream's `ggml_vec_dot_q6_K_q8_K_generic`, integers kept exact)
 pub fn q6_k_q8_k_reference(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (a, b) in x.iter().zip(y) {
-        let mut sumi = 0i32;
-        for e in 0..QK_K {
-            sumi += a.scales[e / 16] as i32 * (q6_get(a, e) as i32 - 32) * b.qs[e] as i32;
-        }
+        let sumi = block_sumi(a, b);
         sum += (a.d.to_f32() * b.d) * sumi as f32;
     }
     sum
@@ -64,10 +66,7 @@ avx2_selector! {
 pub fn q6_k_q8_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut acc = 0.0f32;
     for (a, b) in x.iter().zip(y) {
-        let mut sumi = 0i32;
-        for e in 0..QK_K {
-            sumi += a.scales[e / 16] as i32 * (q6_get(a, e) as i32 - 32) * b.qs[e] as i32;
-        }
+        let sumi = block_sumi(a, b);
         let r = sumi as f32 * a.d.to_f32();
         acc = r.mul_add(b.d, acc);
     }
