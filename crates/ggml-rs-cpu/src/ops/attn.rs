@@ -21,6 +21,7 @@ use crate::GgmlType;
 use crate::dot::RowDot;
 use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86};
 
+mod rows;
 mod tiles;
 
 pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supports, compute };
@@ -200,6 +201,19 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let p = Params { scale, max_bias, softcap, vf: VecF::at(exec.level()) };
     let dot = RowDot::new(kt, exec.level());
     let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
+    if !rows::fast_order() {
+        match rows::path(&q, &k, kt, vt, exec.level()) {
+            rows::Path::Rows => {
+                run_rows(&ctx, exec, &work);
+                return Ok(());
+            }
+            rows::Path::SplitKv => {
+                run_split_kv(&ctx, exec, &work);
+                return Ok(());
+            }
+            rows::Path::Tiled => {}
+        }
+    }
     if tiles::applies(kt, vt, &q, &k, &v, exec.level(), exec.n_threads()) {
         let blocks = tiles::Blocks::of(&q, &k, &v);
         let tw = tiles::Work::new(kt, vt, dk as usize, dv as usize);
@@ -229,7 +243,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             let kv1 = (kv0 + split.per).min(k.ne[1]);
             one_group(&ctx, &g, kv0, kv1, &mut w);
             if split.ns == 1 {
-                finish_group(&ctx, &g, w.acc, w.m_run, w.s_run);
+                finish_group(&ctx, &g, w.acc, w.m_run, w.s_run, false);
             } else {
                 let nq = g.nq();
                 // SAFETY: item's own partials (disjoint per item), inside the scratch sized above
@@ -275,7 +289,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                     w.m_run[a] = m;
                     w.s_run[a] = s;
                 }
-                finish_group(&ctx, &g, w.acc, w.m_run, w.s_run);
+                finish_group(&ctx, &g, w.acc, w.m_run, w.s_run, false);
             }
         });
     }
@@ -334,6 +348,34 @@ fn v_to_f32(vt: GgmlType, bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+/// each query of group `g` in K's dot type (`q_words` apart in `w.qbuf`), or in f32 (packed, dk
+/// apart) for the tiled form of [`one_group`]
+fn convert_queries(c: &Ctx, g: &Group, w: &mut Areas, tiled: bool) {
+    let q = c.q;
+    let (_, _, qt) = c.types;
+    let dk = c.k.ne[0];
+    let dku = dk as usize;
+    let q_words = c.q_words;
+    let qbytes = qt.row_size(dku);
+    for a in 0..g.nq() {
+        let (iq1, iq2) = g.query(a);
+        let qrow = row_bytes(q.row(iq1, iq2, g.iq3), GgmlType::F32, dk);
+        let qf: &[f32] = crate::block::as_blocks(qrow, "flash_attn_ext q");
+        if tiled {
+            w.qbuf[a * dku..(a + 1) * dku].copy_from_slice(qf);
+            continue;
+        }
+        let words = &mut w.qbuf[a * q_words..(a + 1) * q_words];
+        // SAFETY: this chunk's own f32 words seen as bytes (any bit pattern is valid for both)
+        let qb = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, qbytes) };
+        if qt == GgmlType::Q8_0 {
+            quantize_row_q8_0_x86(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
+        } else {
+            quantize_row(qt, qf, qb);
+        }
+    }
+}
+
 /// the online softmax of group `g` over KV positions kv0 .. kv1: leaves each query's running
 /// maximum, sum and (unnormalised) accumulator in `w`
 fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
@@ -348,29 +390,10 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
     // the tiled path: K and V tiles in f32, all the group's queries against a tile at once (the
     // kernels have a vector form, K and V are float types, and there is more than one query)
     let tiled = p.vf.has_tiles() && matches!(kt, GgmlType::F16 | GgmlType::F32) && matches!(vt, GgmlType::F16 | GgmlType::F32) && nq >= 2;
-    // each query in K's dot type, or in f32 (packed, dk apart) for the tiled path
-    for a in 0..nq {
-        if tiled {
-            let (iq1, iq2) = g.query(a);
-            let qrow = row_bytes(q.row(iq1, iq2, g.iq3), GgmlType::F32, dk);
-            w.qbuf[a * dku..(a + 1) * dku].copy_from_slice(crate::block::as_blocks(qrow, "flash_attn_ext q"));
-            continue;
-        }
-        let (iq1, iq2) = g.query(a);
-        let qrow = row_bytes(q.row(iq1, iq2, g.iq3), GgmlType::F32, dk);
-        let qf: &[f32] = crate::block::as_blocks(qrow, "flash_attn_ext q");
-        let words = &mut w.qbuf[a * q_words..(a + 1) * q_words];
-        // SAFETY: this chunk's own f32 words seen as bytes (any bit pattern is valid for both)
-        let qb = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, qbytes) };
-        if qt == GgmlType::Q8_0 {
-            quantize_row_q8_0_x86(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
-        } else {
-            quantize_row(qt, qf, qb);
-        }
-    }
+    convert_queries(c, g, w, tiled);
     let q_bytes = |w: &Areas, a: usize| -> &[u8] {
         let words = &w.qbuf[a * q_words..(a + 1) * q_words];
-        // SAFETY: as above, read only
+        // SAFETY: the query's converted bytes (f32 words seen as bytes), read only
         unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, qbytes) }
     };
     // every head of the group reads the same K and V head (Split::of groups only those)
@@ -504,36 +527,127 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
     }
 }
 
-/// the sinks joined, the accumulators normalised and written to the permuted output
-fn finish_group(c: &Ctx, g: &Group, accs: &mut [f32], m_run: &[f32], s_run: &mut [f32]) {
+/// the sink of head `iq2` joined as a score with no V row: `S·ms + vs`, fused as upstream's
+/// tiled path compiles it when `fused`, else rounded twice as its one-row path does
+fn join_sink(c: &Ctx, iq2: i64, acc: &mut [f32], m: &mut f32, s_run: &mut f32, fused: bool) {
+    if let Some(sk) = c.sinks {
+        let s = super::unary::kit::get(sk, iq2, 0, 0, 0);
+        let (mut ms, mut vs) = (1f32, 1f32);
+        if s > *m {
+            ms = (*m - s).exp();
+            *m = s;
+            c.p.vf.scale(acc, ms);
+        } else {
+            vs = (s - *m).exp();
+        }
+        *s_run = if fused { s_run.mul_add(ms, vs) } else { *s_run * ms + vs };
+    }
+}
+
+/// `acc · inv` written as row (iq1, iq2, iq3) of the permuted output [DV, n_head, n_q, n_seq]
+fn write_out(c: &Ctx, iq1: i64, iq2: i64, iq3: i64, acc: &[f32], inv: f32) {
+    match f32_row_mut(c.d, acc.len() as i64, iq2, iq1, iq3) {
+        Some(out) => {
+            out.copy_from_slice(acc);
+            c.p.vf.scale(out, inv);
+        }
+        None => {
+            for (i0, x) in acc.iter().enumerate() {
+                set(c.d, i0 as i64, iq2, iq1, iq3, x * inv);
+            }
+        }
+    }
+}
+
+/// the sinks joined ([`join_sink`], `fused_sink` as there), the accumulators normalised and
+/// written to the permuted output
+fn finish_group(c: &Ctx, g: &Group, accs: &mut [f32], m_run: &mut [f32], s_run: &mut [f32], fused_sink: bool) {
     let dvu = c.v.ne[0] as usize;
     for a in 0..g.nq() {
         let (iq1, iq2) = g.query(a);
         let acc = &mut accs[a * dvu..(a + 1) * dvu];
-        if let Some(sk) = c.sinks {
-            let s = super::unary::kit::get(sk, iq2, 0, 0, 0);
-            if s > m_run[a] {
-                let ms = (m_run[a] - s).exp();
-                c.p.vf.scale(acc, ms);
-                s_run[a] = s_run[a] * ms + 1.0;
-            } else {
-                s_run[a] += (s - m_run[a]).exp();
-            }
-        }
+        join_sink(c, iq2, acc, &mut m_run[a], &mut s_run[a], fused_sink);
         let inv = if s_run[a] == 0.0 { 0.0 } else { 1.0 / s_run[a] };
-        // permuted output: [DV, n_head, n_q, n_seq]
-        match f32_row_mut(c.d, dvu as i64, iq2, iq1, g.iq3) {
-            Some(out) => {
-                out.copy_from_slice(acc);
-                c.p.vf.scale(out, inv);
-            }
-            None => {
-                for (i0, x) in acc.iter().enumerate() {
-                    set(c.d, i0 as i64, iq2, iq1, g.iq3, x * inv);
+        write_out(c, iq1, iq2, g.iq3, acc, inv);
+    }
+}
+
+/// upstream's one-row path over the whole node ([`rows::Path::Rows`]): the queries in groups
+/// sharing a K / V head, each query's arithmetic its own (so the grouping and the thread split
+/// change no bits)
+fn run_rows(ctx: &Ctx, exec: &mut Exec, work: &Work) {
+    let split = Split::of(ctx.q, ctx.k, ctx.v, 0);
+    let ops = rows::AccOps::at(exec.level());
+    let scratch = exec.scratch(max_chunks(exec) * work.words() * 4);
+    par_ranges_c(exec, split.units(ctx.q), |c, u0, u1| {
+        let mut w = chunk_work(&scratch, c, work);
+        for u in u0..u1 {
+            let (iq1, nr, h0, iq3) = split.unit(ctx.q, u);
+            let g = Group { iq1, nr, h0, hg: split.hg, iq3 };
+            convert_queries(ctx, &g, &mut w, false);
+            rows::row_pass(ctx, &g, 0, ctx.k.ne[1], &mut w, ops);
+            finish_group(ctx, &g, w.acc, w.m_run, w.s_run, false);
+        }
+    });
+}
+
+/// upstream's KV split ([`rows::Path::SplitKv`]: one query row, 512+ positions): `n_threads`
+/// chunks of `ceil(n_kv / n_threads)` positions, each run as the one-row path for every head (the
+/// sink in chunk 0), then per head the chunks merged in order ([`rows::merge`])
+fn run_split_kv(ctx: &Ctx, exec: &mut Exec, work: &Work) {
+    let (q, n_kv, dvu) = (ctx.q, ctx.k.ne[1], work.dv);
+    let nth = exec.n_threads() as i64;
+    let cs = (n_kv + nth - 1) / nth;
+    let n_chunks = (n_kv + cs - 1) / cs;
+    let split = Split::of(q, ctx.k, ctx.v, 0);
+    let ops = rows::AccOps::at(exec.level());
+    let pw = partial_words(dvu);
+    let n_head = q.ne[2];
+    let mc = max_chunks(exec);
+    let part_base = mc * work.words();
+    let scratch = exec.scratch((part_base + (n_head * n_chunks) as usize * pw) * 4);
+    let base = scratch.ptr as usize;
+    let part_ptr = |h: i64, t: i64| -> *mut f32 {
+        // SAFETY: partial (h, t) lies inside the area sized above, after the work areas
+        unsafe { (base as *mut f32).add(part_base + (h * n_chunks + t) as usize * pw) }
+    };
+    par_ranges_c(exec, n_chunks, |c, t0, t1| {
+        let mut w = chunk_work(&scratch, c, work);
+        for t in t0..t1 {
+            let (ic0, ic1) = (t * cs, ((t + 1) * cs).min(n_kv));
+            for u in 0..split.units(q) {
+                let (iq1, nr, h0, iq3) = split.unit(q, u);
+                let g = Group { iq1, nr, h0, hg: split.hg, iq3 };
+                convert_queries(ctx, &g, &mut w, false);
+                rows::row_pass(ctx, &g, ic0, ic1, &mut w, ops);
+                for a in 0..g.nq() {
+                    let (_, iq2) = g.query(a);
+                    let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
+                    if ic0 == 0 {
+                        join_sink(ctx, iq2, acc, &mut w.m_run[a], &mut w.s_run[a], false);
+                    }
+                    // SAFETY: chunk t's own partial of head iq2 (each (head, chunk) written once)
+                    let part = unsafe { std::slice::from_raw_parts_mut(part_ptr(iq2, t), pw) };
+                    part[0] = w.m_run[a];
+                    part[1] = w.s_run[a];
+                    part[2..].copy_from_slice(acc);
                 }
             }
         }
-    }
+    });
+    par_ranges_c(exec, n_head, |c, h0, h1| {
+        let w = chunk_work(&scratch, c, work);
+        let acc = &mut w.acc[..dvu];
+        for h in h0..h1 {
+            let mut parts = (0..n_chunks).map(|t| {
+                // SAFETY: written by the first phase (joined), read only here
+                let part = unsafe { std::slice::from_raw_parts(part_ptr(h, t) as *const f32, pw) };
+                (part[0], part[1], &part[2..])
+            });
+            let s = rows::merge(&mut parts, acc);
+            write_out(ctx, 0, h, 0, acc, if s != 0.0 { 1.0 / s } else { 1.0 });
+        }
+    });
 }
 
 #[cfg(test)]
@@ -666,10 +780,11 @@ mod tests {
             let (scale, max_bias, softcap) = (1.0 / (dk as f32).sqrt(), if case % 5 == 4 { 8.0 } else { 0.0 }, if case % 6 == 5 { 30.0 } else { 0.0 });
             let (got, want) =
                 run_case(&q, &k, &v, (&kvals, &vvals), with_mask.then_some(&mask), with_sinks.then_some((&sk, &sinks[..])), [scale, max_bias, softcap], 3);
-            // Q is rounded to K's dot type by the kernel: a loose tolerance for the quantized K
+            // Q is rounded to K's dot type by the kernel: a loose tolerance for the quantized K;
+            // an F16 V is accumulated in f16 (upstream's one-row path)
             let tol = match kt {
-                GgmlType::F32 => 1e-5,
-                GgmlType::F16 => 2e-3,
+                GgmlType::F32 if vt != GgmlType::F16 => 1e-5,
+                GgmlType::F32 | GgmlType::F16 => 2e-3,
                 _ => 2e-2,
             };
             assert_close(&format!("case {case}: K {kt:?} V {vt:?} dk {dk} dv {dv} n_kv {n_kv} mask {with_mask} sinks {with_sinks}"), &got, &want, tol);
@@ -752,14 +867,18 @@ mod tests {
             let (with_mask, with_sinks) = (case != 1, case % 3 == 0);
             let (max_bias, softcap) = (if case == 3 { 8.0 } else { 0.0 }, if case == 2 || case == 5 { 20.0 } else { 0.0 });
             let scale = 1.0 / (dk as f32).sqrt();
-            // the blocks run wherever the kernels run AVX-512 (elsewhere, as under
-            // GGML_RS_CPU_SIMD=avx2, this checks the row paths, which round Q to K's dot type)
-            let blocks = crate::simd::active() >= crate::simd::Level::Avx512;
-            assert_eq!(tiles::applies(kt, vt, &q.view, &k.view, &v.view, crate::simd::active(), threads), blocks, "case {case}");
+            // the blocks run where upstream takes its tiled path (64+ rows, K and V both F32 or
+            // both F16) and the kernels run AVX-512 (elsewhere, as under GGML_RS_CPU_SIMD=avx2,
+            // this checks the row paths, which round Q to K's dot type and accumulate an F16 V
+            // in f16)
+            let tiled = rows::path(&q.view, &k.view, kt, vt, crate::simd::active()) == rows::Path::Tiled;
+            assert_eq!(tiled, kt == vt && kt != GgmlType::BF16 && n_q >= 64 && crate::simd::active() > crate::simd::Level::Scalar, "case {case}");
+            let blocks = tiled && crate::simd::active() >= crate::simd::Level::Avx512;
+            assert!(!blocks || tiles::applies(kt, vt, &q.view, &k.view, &v.view, crate::simd::active(), threads), "case {case}");
             let tol = match kt {
                 _ if blocks => 1e-4,
-                GgmlType::F32 => 1e-5,
-                GgmlType::F16 => 2e-3,
+                GgmlType::F32 if vt != GgmlType::F16 => 1e-5,
+                GgmlType::F32 | GgmlType::F16 => 2e-3,
                 _ => 2e-2,
             };
             let (got, want) = run_case(

@@ -179,7 +179,8 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
             ic0 += n as i64;
             continue;
         }
-        let direct = nq < DIRECT;
+        // (upstream's order: every score is the GEMM's one FMA chain, whatever the row count)
+        let direct = nq < DIRECT && super::rows::fast_order();
         if direct {
             // few queries: each query dotted with the K rows it sees
             let k0 = k.row(ic0, ik2, ik3);
@@ -253,7 +254,7 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
         }
         ic0 += n as i64;
     }
-    finish_group(c, g, a.o, a.m, a.l);
+    finish_group(c, g, a.o, a.m, a.l, !super::rows::fast_order());
 }
 
 /// position `j`'s V row (`vrow`) cut into the strips of the packed V tile: strip `b` holds R
@@ -296,7 +297,11 @@ fn softmax_step(c: &Ctx, s: &mut [f32], live: u64, mrow: *const u16, slope: f32,
     }
     let mp = if mrow.is_null() { mrow } else { mrow.wrapping_add(ic0 as usize) };
     // SAFETY: s holds KB floats; the mask row KB positions from ic0 where live (AVX-512: applies)
-    let tmax = unsafe { prep_row(s, live, mp, slope, scale) };
+    let tmax = unsafe { prep_row(s, live, mp, slope, scale, !super::rows::fast_order()) };
+    if tmax == f32::NEG_INFINITY {
+        s.fill(0.0);
+        return;
+    }
     if tmax > *m {
         if *m != f32::NEG_INFINITY {
             let ms = (*m - tmax).exp();
@@ -305,7 +310,13 @@ fn softmax_step(c: &Ctx, s: &mut [f32], live: u64, mrow: *const u16, slope: f32,
         }
         *m = tmax;
     }
-    *l += p.vf.exp_sub_sum(s, *m) as f32;
+    if super::rows::fast_order() {
+        *l += p.vf.exp_sub_sum(s, *m) as f32;
+    } else {
+        // upstream's tiled path: its softmax row (`ggml_vec_soft_max_f32`) over the 64 positions,
+        // the sum joined in f64
+        *l = (f64::from(*l) + crate::ops::expf::exp_sub_sum_row(p.vf.level(), s, *m)) as f32;
+    }
 }
 
 /// the positions 0..n (n <= 64) of a mask row that are not `-inf`, as bits
@@ -349,20 +360,21 @@ unsafe fn dot_rows(kt: GgmlType, q: &[f32], k0: *const u8, stride: usize, live: 
 }
 
 /// `s[j] = s[j]·scale + slope·mask[j]` where `live` has bit j, `-inf` elsewhere (KB positions);
-/// returns the row's maximum
+/// returns the row's maximum. `rounded`: `slope·mask` rounded before it is added (upstream's
+/// order), else one fused multiply-add
 ///
 /// # Safety
 /// AVX-512 F/BW/VL; `s` holds KB floats; `mask` is null or readable at every live position
-unsafe fn prep_row(s: &mut [f32], live: u64, mask: *const u16, slope: f32, scale: f32) -> f32 {
+unsafe fn prep_row(s: &mut [f32], live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
     assert!(s.len() >= KB, "attn tiles: a score row of {} floats", s.len());
     #[cfg(target_arch = "x86_64")]
     // SAFETY: forwarded, length checked
     unsafe {
-        x86::prep_row(s.as_mut_ptr(), live, mask, slope, scale)
+        x86::prep_row(s.as_mut_ptr(), live, mask, slope, scale, rounded)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (live, mask, slope, scale);
+        let _ = (live, mask, slope, scale, rounded);
         unreachable!("attn tiles: x86-64 only (applies)")
     }
 }
@@ -435,7 +447,7 @@ mod x86 {
     /// # Safety
     /// as [`super::prep_row`], `s` KB floats
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-    pub(super) unsafe fn prep_row(s: *mut f32, live: u64, mask: *const u16, slope: f32, scale: f32) -> f32 {
+    pub(super) unsafe fn prep_row(s: *mut f32, live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
         let (sc, sl, ninf) = (_mm512_set1_ps(scale), _mm512_set1_ps(slope), _mm512_set1_ps(f32::NEG_INFINITY));
         let mut mx = ninf;
         for t in 0..KB / 16 {
@@ -445,7 +457,7 @@ mod x86 {
                 let mut x = _mm512_mul_ps(_mm512_loadu_ps(s.add(16 * t)), sc);
                 if !mask.is_null() {
                     let mv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, mask.add(16 * t).cast()));
-                    x = _mm512_fmadd_ps(mv, sl, x);
+                    x = if rounded { _mm512_add_ps(x, _mm512_mul_ps(mv, sl)) } else { _mm512_fmadd_ps(mv, sl, x) };
                 }
                 let x = _mm512_mask_blend_ps(k, ninf, x);
                 _mm512_storeu_ps(s.add(16 * t), x);

@@ -1,0 +1,568 @@
+//! FLASH_ATTN_EXT in the order of upstream's native CPU build: its one-row path and its KV split
+//! (`docs/flash-attn-order.md` §1, §2 and §4 say what upstream does, with line references).
+//!
+//! Which path: one query row over 512 or more F32 / F16 KV positions (K and V the same type) is
+//! split over the KV positions, one chunk per thread, the chunks merged pairwise in chunk order
+//! ([`Path::SplitKv`]: the result depends on the thread count, as upstream's does); 64 or more
+//! query rows with F32 / F16 K = V go to the prompt blocks of `tiles.rs` ([`Path::Tiled`]);
+//! everything else runs one query row at a time ([`Path::Rows`]): prompts under 64 tokens and
+//! token generation under 512 positions, which is what llama.cpp's default (flash attention on)
+//! runs for short prompts.
+//!
+//! One row: Q converted to K's dot type; per KV position in order, a position masked `-inf` is
+//! skipped, `s = dot·scale` (`softcap·tanhf` when soft-capped) `+ slope·mask`; when `s` is a new
+//! maximum the accumulator is rescaled by `expf(M_old − s)` and the row weighs 1, otherwise it
+//! weighs `expf(s − M)`; the V row is weighted in and `S = fma(S, ms, vs)`. An F16 V is
+//! accumulated in **f16**, rounded at every position, as upstream does: on a build with
+//! AVX512-FP16 (upstream's native build on a CPU that has it) the first `DV & !127` elements in
+//! f16 arithmetic (one rounding of `y + x·f16(vs)`), the others as the scalar tail (`f32` fused
+//! multiply-add, then rounded to f16). [`mad16_def`] and [`scale16_def`] define both; the
+//! AVX-512 and AVX2 kernels equal them bit for bit. Other V types accumulate in f32 with fused
+//! multiply-adds. `GGML_RS_CPU_FA_ORDER=fast` keeps the previous paths (tiles for decode and short
+//! prompts, the KV split chosen by idle threads).
+
+use super::{Areas, Ctx, Group, row_bytes, v_to_f32};
+use crate::GgmlType;
+use crate::ops::View;
+use crate::simd::Level;
+use half::f16;
+
+/// upstream's three paths
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Path {
+    Rows,
+    Tiled,
+    SplitKv,
+}
+
+/// the path upstream's CPU takes for this node (`ops.cpp:9490`, `:9547`); the scalar level
+/// (`ggml_backend_cpu_set_use_ref`) takes the one-row path, as upstream's use_ref does
+pub(super) fn path(q: &View, k: &View, kt: GgmlType, vt: GgmlType, level: Level) -> Path {
+    let float_same = kt == vt && matches!(kt, GgmlType::F32 | GgmlType::F16);
+    if level == Level::Scalar || !float_same {
+        Path::Rows
+    } else if q.ne[1] == 1 && q.ne[3] == 1 && k.ne[1] >= 512 {
+        Path::SplitKv
+    } else if q.ne[1] >= 64 {
+        Path::Tiled
+    } else {
+        Path::Rows
+    }
+}
+
+/// `GGML_RS_CPU_FA_ORDER=fast`: the previous paths, faster for token generation, not upstream's bits
+pub(super) fn fast_order() -> bool {
+    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAST.get_or_init(|| match std::env::var("GGML_RS_CPU_FA_ORDER") {
+        Ok(s) if s == "fast" => true,
+        Ok(s) if s.is_empty() || s == "upstream" => false,
+        Ok(s) => {
+            eprintln!("ggml-rs-cpu: GGML_RS_CPU_FA_ORDER={s} is not one of upstream, fast; using upstream");
+            false
+        }
+        Err(_) => false,
+    })
+}
+
+/// the number of leading elements of an F16 accumulator of `dv` that upstream's native build adds
+/// in f16 arithmetic: `dv & !127` where the CPU has AVX512-FP16 (`GGML_F16_STEP` 128 there), none
+/// elsewhere (its F16 vector macros widen to f32)
+pub(super) fn f16_native_len(dv: usize) -> usize {
+    if fp16_arith() { dv & !127 } else { 0 }
+}
+
+fn fp16_arith() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| std::arch::is_x86_feature_detected!("avx512fp16"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `x` rounded once to f16 (nearest, ties to even): through f32 rounded to odd, which keeps the
+/// sticky bit (24 bits ≥ 11 + 2), then f32 → f16 nearest-even
+pub fn rne16_f64(x: f64) -> f16 {
+    let mut f = x as f32;
+    if f.is_finite() && (f as f64).abs() > x.abs() {
+        // rounded away from zero: the truncation is one below in magnitude
+        f = f32::from_bits(f.to_bits() - 1);
+    }
+    if f.is_finite() && f as f64 != x {
+        f = f32::from_bits(f.to_bits() | 1);
+    }
+    f16::from_f32(f)
+}
+
+/// upstream's `ggml_vec_scale_f16(y, ms)` on its native build: the first `np` elements
+/// `rne16(y · rne16(ms))` (the product of two f16 is exact in f32), the rest `rne16(f32(y) · ms)`
+pub fn scale16_def(y: &mut [f16], ms: f32, np: usize) {
+    let h = f16::from_f32(ms).to_f32();
+    for (i, e) in y.iter_mut().enumerate() {
+        *e = f16::from_f32(e.to_f32() * if i < np { h } else { ms });
+    }
+}
+
+/// upstream's `ggml_vec_mad_f16(y, x, vs)` on its native build: the first `np` elements
+/// `rne16(y + x · rne16(vs))` with one rounding, the rest `rne16(fma(f32(x), vs, f32(y)))`
+pub fn mad16_def(y: &mut [f16], x: &[f16], vs: f32, np: usize) {
+    let h = f16::from_f32(vs).to_f32();
+    for (i, (e, xv)) in y.iter_mut().zip(x).enumerate() {
+        *e = if i < np {
+            // x·h is exact in f32; the f64 sum of it and an f16 is exact or far below an f16 ulp
+            rne16_f64(e.to_f64() + f64::from(xv.to_f32() * h))
+        } else {
+            f16::from_f32(xv.to_f32().mul_add(vs, e.to_f32()))
+        };
+    }
+}
+
+/// `y[i] = fma(x[i], s, y[i])` (upstream's `ggml_vec_mad_f32`, its tail fused by GCC too)
+fn mad32_def(y: &mut [f32], x: &[f32], s: f32) {
+    y.iter_mut().zip(x).for_each(|(a, b)| *a = b.mul_add(s, *a));
+}
+
+/// the accumulator kernels at a level, bit for bit the definitions above
+#[derive(Clone, Copy)]
+pub struct AccOps {
+    level: Level,
+    /// the f16-arithmetic part in AVX512-FP16 instructions (else emulated exactly in f64 lanes)
+    fp16: bool,
+}
+
+impl AccOps {
+    pub fn at(level: Level) -> AccOps {
+        AccOps { level: level.min(crate::simd::detected()), fp16: fp16_arith() }
+    }
+
+    pub fn scale16(self, y: &mut [f16], ms: f32, np: usize) {
+        match self.level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the level is at most the detected one (AVX-512 F/BW/VL, AVX2/FMA/F16C)
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::scale16_512(y, ms, np, self.fp16) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the detected level has AVX2, FMA and F16C
+            Level::Avx2 => unsafe { x86::scale16_256(y, ms, np) },
+            _ => scale16_def(y, ms, np),
+        }
+    }
+
+    pub fn mad16(self, y: &mut [f16], x: &[f16], vs: f32, np: usize) {
+        assert_eq!(y.len(), x.len(), "attn mad16: lengths differ");
+        match self.level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in scale16
+            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::mad16_512(y, x, vs, np, self.fp16) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in scale16
+            Level::Avx2 => unsafe { x86::mad16_256(y, x, vs, np) },
+            _ => mad16_def(y, x, vs, np),
+        }
+    }
+
+    pub fn mad32(self, y: &mut [f32], x: &[f32], s: f32) {
+        assert_eq!(y.len(), x.len(), "attn mad32: lengths differ");
+        match self.level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in scale16
+            Level::Avx512 | Level::Avx512Vnni | Level::Avx2 => unsafe { x86::mad32_fma(y, x, s) },
+            _ => mad32_def(y, x, s),
+        }
+    }
+}
+
+/// query `a`'s accumulator as `dv` f16 (the first half of its f32 words)
+fn acc16(acc: &mut [f32], a: usize, dv: usize) -> &mut [f16] {
+    let words = &mut acc[a * dv..(a + 1) * dv];
+    // SAFETY: dv f16 fit in dv f32 words (2-byte aligned); any bit pattern is an f16
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut f16, dv) }
+}
+
+/// upstream's one-row pass (`one_chunk`) for every query of group `g` over KV positions
+/// `kv0 .. kv1`, the queries converted to K's dot type in `w.qbuf` (`super::convert_queries`):
+/// leaves each query's maximum, sum and accumulator (widened to f32) in `w`
+pub(super) fn row_pass(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas, ops: AccOps) {
+    let (q, k, v, p) = (c.q, c.k, c.v, c.p);
+    let (kt, vt, qt) = c.types;
+    let (dk, dv) = (k.ne[0], v.ne[0]);
+    let dvu = dv as usize;
+    let nq = g.nq();
+    let qbytes = qt.row_size(dk as usize);
+    let f16v = vt == GgmlType::F16;
+    let np = f16_native_len(dvu);
+    let (ik2, ik3) = (g.h0 / (q.ne[2] / k.ne[2]), g.iq3 / (q.ne[3] / k.ne[3]));
+    let (iv2, iv3) = (g.h0 / (q.ne[2] / v.ne[2]), g.iq3 / (q.ne[3] / v.ne[3]));
+    let mut slopes = [1f32; super::QT];
+    let mut mrows = [std::ptr::null::<u8>(); super::QT];
+    for a in 0..nq {
+        let (iq1, iq2) = g.query(a);
+        slopes[a] = super::alibi_slope(p.max_bias, q.ne[2] as u32, iq2 as u32);
+        if let Some(m) = c.mask {
+            mrows[a] = m.row(iq1, iq2 % m.ne[2], g.iq3 % m.ne[3]);
+        }
+    }
+    w.acc[..nq * dvu].fill(0.0);
+    w.m_run[..nq].fill(f32::NEG_INFINITY);
+    w.s_run[..nq].fill(0.0);
+    for ic in kv0..kv1 {
+        let krow = row_bytes(k.row(ic, ik2, ik3), kt, dk);
+        let vbytes = row_bytes(v.row(ic, iv2, iv3), vt, dv);
+        let mut v_ready = f16v;
+        for a in 0..nq {
+            let mv = match c.mask {
+                // SAFETY: element ic < n_kv <= mask ne[0] of a packed F16 mask row (refusal checks)
+                Some(_) => slopes[a] * f16::from_bits(unsafe { (mrows[a].add(ic as usize * 2) as *const u16).read_unaligned() }).to_f32(),
+                None => 0.0,
+            };
+            if mv == f32::NEG_INFINITY {
+                continue;
+            }
+            let qw = &w.qbuf[a * c.q_words..(a + 1) * c.q_words];
+            // SAFETY: the query's own converted bytes (f32 words seen as bytes, read only)
+            let qb = unsafe { std::slice::from_raw_parts(qw.as_ptr() as *const u8, qbytes) };
+            let mut s = c.dot.dot(krow, qb) * p.scale;
+            if p.softcap != 0.0 {
+                s = p.softcap * s.tanh();
+            }
+            s += mv;
+            let m_old = w.m_run[a];
+            let (mut ms, mut vs) = (1f32, 1f32);
+            if s > m_old {
+                w.m_run[a] = s;
+                ms = (m_old - s).exp();
+            } else {
+                vs = (s - m_old).exp();
+            }
+            if f16v {
+                let acc = acc16(w.acc, a, dvu);
+                if s > m_old {
+                    ops.scale16(acc, ms, np);
+                }
+                ops.mad16(acc, crate::block::as_blocks(vbytes, "flash_attn_ext v"), vs, np);
+            } else {
+                if !v_ready {
+                    v_to_f32(vt, vbytes, w.v32);
+                    v_ready = true;
+                }
+                let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
+                if s > m_old {
+                    p.vf.scale(acc, ms);
+                }
+                ops.mad32(acc, w.v32, vs);
+            }
+            w.s_run[a] = w.s_run[a].mul_add(ms, vs);
+        }
+    }
+    if f16v {
+        for a in 0..nq {
+            let h = acc16(w.acc, a, dvu);
+            for (o, x) in w.v32.iter_mut().zip(h.iter()) {
+                *o = x.to_f32();
+            }
+            w.acc[a * dvu..(a + 1) * dvu].copy_from_slice(w.v32);
+        }
+    }
+}
+
+/// upstream's merge of the KV chunks' partials of one query (`ggml_flash_attn_ext_reduce_partials`):
+/// in chunk order, skipping chunks with a zero sum, `M = fmaxf(M, M_c)`, both sides rescaled by
+/// `expf`, the accumulator `fma(acc, a, acc_c·b)` and the sum `fma(S, a, S_c·b)`; the result is
+/// left unnormalised with its sum
+pub(super) fn merge(parts: &mut dyn Iterator<Item = (f32, f32, &[f32])>, acc: &mut [f32]) -> f32 {
+    let (mut m, mut s) = (f32::NEG_INFINITY, 0f32);
+    acc.fill(0.0);
+    for (mc, sc, ac) in parts {
+        if sc == 0.0 {
+            continue;
+        }
+        let mn = m.max(mc);
+        let (a, b) = ((m - mn).exp(), (mc - mn).exp());
+        for (y, x) in acc.iter_mut().zip(ac) {
+            *y = y.mul_add(a, x * b);
+        }
+        s = s.mul_add(a, sc * b);
+        m = mn;
+    }
+    s
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{mad16_def, scale16_def};
+    use half::f16;
+    use std::arch::x86_64::*;
+
+    const RNE: i32 = _MM_FROUND_TO_NEAREST_INT;
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn scale16_512(y: &mut [f16], ms: f32, np: usize, fp16: bool) {
+        let n = y.len();
+        let n16 = n - n % 16;
+        let h = f16::from_f32(ms).to_f32();
+        let mut i = 0;
+        if np > 0 && fp16 && np <= n {
+            // SAFETY: np (a multiple of 128) f16; the CPU has AVX512-FP16
+            unsafe { fp16_native(0, y.as_mut_ptr(), std::ptr::null(), np, f16::from_f32(ms)) };
+            i = np;
+        }
+        while i < n16 {
+            let s = _mm512_set1_ps(if i < np { h } else { ms });
+            // SAFETY: i + 16 <= n16 <= y.len(): 16 f16, 32 bytes; np is a multiple of 128
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m256i;
+                _mm256_storeu_si256(p, _mm512_cvtps_ph::<RNE>(_mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(p)), s)));
+            }
+            i += 16;
+        }
+        scale16_def(&mut y[n16..], ms, np.saturating_sub(n16));
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn scale16_256(y: &mut [f16], ms: f32, np: usize) {
+        let n = y.len();
+        let n8 = n - n % 8;
+        let h = f16::from_f32(ms).to_f32();
+        let mut i = 0;
+        while i < n8 {
+            let s = _mm256_set1_ps(if i < np { h } else { ms });
+            // SAFETY: i + 8 <= n8 <= y.len(): 8 f16, 16 bytes
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m128i;
+                _mm_storeu_si128(p, _mm256_cvtps_ph::<RNE>(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(p)), s)));
+            }
+            i += 8;
+        }
+        scale16_def(&mut y[n8..], ms, np.saturating_sub(n8));
+    }
+
+    /// `y[i..i + 8] = rne16(y + x·h)` with one rounding: the exact sum in f64, truncated to f32
+    /// with the sticky bit ORed in (round to odd), then rounded to f16
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    fn mad16_native8(y: *mut f16, x: *const f16, h: __m256) {
+        // SAFETY: the caller's: 8 f16 at y and at x
+        unsafe {
+            let yf = _mm256_cvtph_ps(_mm_loadu_si128(y as *const __m128i));
+            let p = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(x as *const __m128i)), h);
+            let sum = _mm512_add_pd(_mm512_cvtps_pd(yf), _mm512_cvtps_pd(p));
+            let t = _mm512_cvt_roundpd_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(sum);
+            let inexact = _mm512_cmp_pd_mask::<_CMP_NEQ_OQ>(_mm512_cvtps_pd(t), sum);
+            let ti = _mm256_castps_si256(t);
+            let odd = _mm256_mask_or_epi32(ti, inexact, ti, _mm256_set1_epi32(1));
+            _mm_storeu_si128(y as *mut __m128i, _mm256_cvtps_ph::<RNE>(_mm256_castsi256_ps(odd)));
+        }
+    }
+
+    /// `n` (a multiple of 32, > 0) f16 at `y`: `y = y·h` (`op` 0, `vmulph`) or `y = y + x·h`
+    /// (`op` 1, `vfmadd231ph`), in AVX512-FP16 arithmetic as upstream's native build does
+    ///
+    /// # Safety
+    /// The CPU has AVX512-FP16 (and AVX-512 F/BW); `n` f16 readable at `x` (op 1) and readable and
+    /// writable at `y`
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn fp16_native(op: u8, y: *mut f16, x: *const f16, n: usize, h: f16) {
+        debug_assert!(n > 0 && n.is_multiple_of(32));
+        // SAFETY: the caller's; the loop reads and writes n f16 (64 bytes a step) at y and x
+        unsafe {
+            if op == 0 {
+                std::arch::asm!(
+                    "vpbroadcastw {hv}, {hs:e}",
+                    "2:",
+                    "vmulph {a}, {hv}, zmmword ptr [{y}]",
+                    "vmovdqu16 zmmword ptr [{y}], {a}",
+                    "add {y}, 64",
+                    "sub {n}, 32",
+                    "jnz 2b",
+                    y = inout(reg) y => _, n = inout(reg) n => _, hs = in(reg) u32::from(h.to_bits()),
+                    hv = out(zmm_reg) _, a = out(zmm_reg) _,
+                    options(nostack),
+                );
+            } else {
+                std::arch::asm!(
+                    "vpbroadcastw {hv}, {hs:e}",
+                    "2:",
+                    "vmovdqu16 {a}, zmmword ptr [{y}]",
+                    "vfmadd231ph {a}, {hv}, zmmword ptr [{x}]",
+                    "vmovdqu16 zmmword ptr [{y}], {a}",
+                    "add {y}, 64",
+                    "add {x}, 64",
+                    "sub {n}, 32",
+                    "jnz 2b",
+                    y = inout(reg) y => _, x = inout(reg) x => _, n = inout(reg) n => _, hs = in(reg) u32::from(h.to_bits()),
+                    hv = out(zmm_reg) _, a = out(zmm_reg) _,
+                    options(nostack),
+                );
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(super) fn mad16_512(y: &mut [f16], x: &[f16], vs: f32, np: usize, fp16: bool) {
+        let n = y.len();
+        let n16 = n - n % 16;
+        let h = _mm256_set1_ps(f16::from_f32(vs).to_f32());
+        let v = _mm512_set1_ps(vs);
+        let mut i = 0;
+        if np > 0 && fp16 && np <= n {
+            // SAFETY: np (a multiple of 128) f16 of both; the CPU has AVX512-FP16
+            unsafe { fp16_native(1, y.as_mut_ptr(), x.as_ptr(), np, f16::from_f32(vs)) };
+            i = np;
+        }
+        while i < np.min(n16) {
+            // SAFETY: i + 16 <= n16 <= both lengths (np is a multiple of 128)
+            unsafe {
+                mad16_native8(y.as_mut_ptr().add(i), x.as_ptr().add(i), h);
+                mad16_native8(y.as_mut_ptr().add(i + 8), x.as_ptr().add(i + 8), h);
+            }
+            i += 16;
+        }
+        while i < n16 {
+            // SAFETY: i + 16 <= n16 <= both lengths
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m256i;
+                let xf = _mm512_cvtph_ps(_mm256_loadu_si256(x.as_ptr().add(i) as *const __m256i));
+                _mm256_storeu_si256(p, _mm512_cvtps_ph::<RNE>(_mm512_fmadd_ps(xf, v, _mm512_cvtph_ps(_mm256_loadu_si256(p)))));
+            }
+            i += 16;
+        }
+        mad16_def(&mut y[n16..], &x[n16..], vs, np.saturating_sub(n16));
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn mad16_256(y: &mut [f16], x: &[f16], vs: f32, np: usize) {
+        let n = y.len();
+        // the f16-arithmetic part as defined (a CPU with AVX512-FP16 run at the AVX2 level)
+        let np = np.min(n);
+        mad16_def(&mut y[..np], &x[..np], vs, np);
+        let n8 = np + (n - np) / 8 * 8;
+        let v = _mm256_set1_ps(vs);
+        let mut i = np;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= both lengths
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m128i;
+                let xf = _mm256_cvtph_ps(_mm_loadu_si128(x.as_ptr().add(i) as *const __m128i));
+                _mm_storeu_si128(p, _mm256_cvtps_ph::<RNE>(_mm256_fmadd_ps(xf, v, _mm256_cvtph_ps(_mm_loadu_si128(p)))));
+            }
+            i += 8;
+        }
+        mad16_def(&mut y[n8..], &x[n8..], vs, 0);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn mad32_fma(y: &mut [f32], x: &[f32], s: f32) {
+        let n = y.len();
+        let n8 = n - n % 8;
+        let sv = _mm256_set1_ps(s);
+        for i in (0..n8).step_by(8) {
+            // SAFETY: i + 8 <= n8 <= both lengths
+            unsafe {
+                let p = y.as_mut_ptr().add(i);
+                _mm256_storeu_ps(p, _mm256_fmadd_ps(_mm256_loadu_ps(x.as_ptr().add(i)), sv, _mm256_loadu_ps(p)));
+            }
+        }
+        y[n8..].iter_mut().zip(&x[n8..]).for_each(|(a, b)| *a = b.mul_add(s, *a));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::XorShift;
+
+    fn bits(y: &[f16]) -> Vec<u16> {
+        y.iter().map(|h| h.to_bits()).collect()
+    }
+
+    /// rounding once to f16 from f64: ties to even, the sticky bit kept across the f32 step
+    /// (a value just above an f16 midpoint that f32 alone would round onto the midpoint)
+    #[test]
+    fn rne16_f64_rounds_once() {
+        // 1 + 2^-11 is the midpoint between 1 and 1 + 2^-10: ties to even gives 1
+        assert_eq!(rne16_f64(1.0 + 2f64.powi(-11)).to_bits(), f16::ONE.to_bits());
+        // just above the midpoint, by less than f32 keeps: must round up
+        let above = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(above as f32, 1.0 + 2f32.powi(-11), "f32 alone lands on the midpoint");
+        assert_eq!(rne16_f64(above).to_bits(), f16::from_f32(1.0 + 2f32.powi(-10)).to_bits());
+        assert_ne!(f16::from_f32(above as f32).to_bits(), rne16_f64(above).to_bits(), "double rounding differs here");
+        assert_eq!(rne16_f64(-above).to_bits(), (-f16::from_f32(1.0 + 2f32.powi(-10))).to_bits());
+        assert_eq!(rne16_f64(1e6).to_bits(), f16::INFINITY.to_bits());
+        assert_eq!(rne16_f64(0.0).to_bits(), 0);
+    }
+
+    /// the f16-arithmetic rule and the scalar-tail rule give different bits on the same inputs
+    /// (so a test at np = 0 and one at np = dv check different things), and every kernel level
+    /// equals the definition bit for bit, for lengths around the 8-, 16- and 128-element steps
+    #[test]
+    fn f16_accumulator_kernels_equal_their_definition() {
+        let mut rng = XorShift::new(71);
+        let mut differ = 0;
+        for dv in [1usize, 8, 15, 16, 40, 64, 80, 128, 136, 192, 256, 260] {
+            for np in [0, dv & !127] {
+                let x: Vec<f16> = (0..dv).map(|_| f16::from_f32(rng.f32_in(-2.0, 2.0))).collect();
+                let y0: Vec<f16> = (0..dv).map(|_| f16::from_f32(rng.f32_in(-30.0, 30.0))).collect();
+                let (vs, ms) = (rng.f32_in(0.0, 1.0), rng.f32_in(0.0, 1.0));
+                let mut want = y0.clone();
+                mad16_def(&mut want, &x, vs, np);
+                scale16_def(&mut want, ms, np);
+                mad16_def(&mut want, &x, 1.0, np);
+                if np > 0 {
+                    let mut other = y0.clone();
+                    mad16_def(&mut other, &x, vs, 0);
+                    scale16_def(&mut other, ms, 0);
+                    mad16_def(&mut other, &x, 1.0, 0);
+                    differ += bits(&other).iter().zip(bits(&want)).filter(|(a, b)| *a != b).count();
+                }
+                // the AVX-512 level twice: the f16 part emulated, and in AVX512-FP16 instructions
+                // where the CPU has them
+                for (level, fp16) in [(Level::Scalar, false), (Level::Avx2, false), (Level::Avx512, false), (Level::Avx512, true)] {
+                    if level > crate::simd::detected() || (fp16 && !fp16_arith()) {
+                        continue;
+                    }
+                    let ops = AccOps { fp16, ..AccOps::at(level) };
+                    let mut got = y0.clone();
+                    ops.mad16(&mut got, &x, vs, np);
+                    ops.scale16(&mut got, ms, np);
+                    ops.mad16(&mut got, &x, 1.0, np);
+                    assert_eq!(bits(&got), bits(&want), "dv {dv} np {np} level {level:?} fp16 {fp16}");
+                }
+            }
+        }
+        assert!(differ > 0, "the two f16 rules never differed");
+    }
+
+    #[test]
+    fn mad32_is_fused() {
+        let mut rng = XorShift::new(72);
+        for n in [1usize, 7, 8, 33] {
+            let x: Vec<f32> = (0..n).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let y0: Vec<f32> = (0..n).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let mut want = y0.clone();
+            mad32_def(&mut want, &x, 0.3);
+            for level in [Level::Scalar, Level::Avx2] {
+                if level > crate::simd::detected() {
+                    continue;
+                }
+                let mut got = y0.clone();
+                AccOps::at(level).mad32(&mut got, &x, 0.3);
+                assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n {n}");
+            }
+        }
+    }
+
+    /// the merge: a chunk of zero sum is skipped, the order of chunks is kept, one chunk is
+    /// itself; and the merged result is the softmax of all chunks (to rounding)
+    #[test]
+    fn merge_follows_upstream() {
+        let a = [1.0f32, 2.0];
+        let mut acc = [0f32; 2];
+        let s = merge(&mut [(0.5f32, 3.0f32, &a[..])].into_iter(), &mut acc);
+        assert_eq!((s, acc), (3.0, a));
+        let b = [4.0f32, -1.0];
+        let z = [9.0f32, 9.0];
+        let s = merge(&mut [(0.5f32, 3.0f32, &a[..]), (7.0, 0.0, &z[..]), (1.5, 2.0, &b[..])].into_iter(), &mut acc);
+        let e = (0.5f32 - 1.5).exp();
+        assert!((s - (3.0 * e + 2.0)).abs() < 1e-6);
+        assert!((acc[0] - (1.0 * e + 4.0)).abs() < 1e-6 && (acc[1] - (2.0 * e - 1.0)).abs() < 1e-6);
+    }
+}
