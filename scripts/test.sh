@@ -32,7 +32,9 @@
 #      test-barrier, test-rope, test-quantize-fns, test-opt; whole models against upstream's native
 #      CPU (scripts/cpu_compare.sh): 64 greedy tokens, every position's top token and logits,
 #      llama-perplexity within 0.1%; on an AVX-512 machine all ten tiny / medium models (f32, f16,
-#      q8_0, q4_0, q4_K) with logits identical to upstream native's (error <= 1e-9)
+#      q8_0, q4_0, q4_K) with logits identical to upstream native's (error <= 1e-9), with flash
+#      attention off and on (llama.cpp's default), and on the long prompt (its tiled attention)
+#      and 300 tokens (its KV split) too
 #  14. the image job: stable-diffusion.cpp (its own ggml, 0.9.8) on a random-weight Flux.2-klein:
 #      stock is deterministic (run to run, -t 1 / -t 2), and the image is byte-identical with
 #      ggml-base linked to our library built with the 0.9.8 ABI profile and with that library in
@@ -585,7 +587,8 @@ rscpu_models() {
     make_cpu_models || return 1
     local rc=0
     # every MUL_MAT (F32, F16, Q8_0, Q4_0 / Q4_K / Q6_K on the path upstream takes for it),
-    # SWIGLU and SOFT_MAX in the bits of upstream's AVX-512 build: all ten models' logits are
+    # SWIGLU, SOFT_MAX and FLASH_ATTN_EXT (each of its three paths; an F16 V accumulated in f16,
+    # in AVX512-FP16 arithmetic where the CPU has it) in the bits of upstream's AVX-512 build: all ten models' logits are
     # identical where upstream's native build is an AVX-512 one without AMX kernels (elsewhere it
     # runs other float code: tiny f32 within the issue's 1e-4, the same checks as for the others)
     local native_flags exact=0
@@ -596,8 +599,13 @@ rscpu_models() {
     if [ "$exact" = 1 ]; then
         "$ROOT/scripts/cpu_compare.sh" --max-error 1e-9 "$MODELS"/tiny-{f32,f16,q8_0,q4_0,q4_K}.gguf || rc=1
         "$ROOT/scripts/cpu_compare.sh" --max-error 1e-9 "$MODELS"/medium-{f32,f16,q8_0,q4_0,q4_K}.gguf || rc=1
+        # flash attention on: one query row at a time (prompt under 64 tokens, decode under 512
+        # positions), the tiled path (a prompt over 64 tokens), the KV split (300 tokens: n_kv 512)
+        "$ROOT/scripts/cpu_compare.sh" --fa on --no-ppl --max-error 1e-9 "$MODELS"/{tiny,medium}-{f32,f16,q8_0,q4_0,q4_K}.gguf || rc=1
+        "$ROOT/scripts/cpu_compare.sh" --fa on --long-prompt -n 300 --no-ppl --no-nodes --max-error 1e-9 "$MODELS"/tiny-{f32,f16}.gguf "$MODELS/medium-q4_K.gguf" || rc=1
     else
         "$ROOT/scripts/cpu_compare.sh" --max-error 1e-4 "$MODELS/tiny-f32.gguf" || rc=1
+        "$ROOT/scripts/cpu_compare.sh" --fa on --no-ppl --max-error 1e-4 "$MODELS/tiny-f32.gguf" || rc=1
         "$ROOT/scripts/cpu_compare.sh" --calibrate "$MODELS"/tiny-{f16,q8_0,q4_0,q4_K}.gguf || rc=1
         "$ROOT/scripts/cpu_compare.sh" --gen-report-only "$MODELS"/medium-{f32,f16,q8_0,q4_0,q4_K}.gguf || rc=1
     fi
