@@ -18,7 +18,7 @@
 //! | Q8_0   | Q8_0       | AVX-512 VNNI (vpdpbusd)  |
 //! | F16    | F16        | AVX-512 (and VNNI level) |
 //! | Q4_K   | Q8_K       | AVX2 and up (aligned rows)|
-//! | Q6_K   | Q8_K       | AVX2 and up (aligned rows)|
+//! | Q6_K   | Q8_K       | AVX2, AVX-512 (aligned rows)|
 //! | others | ...        | the row kernel per row   |
 
 use super::{Order, RowDot};
@@ -48,6 +48,9 @@ enum Kind {
     Q4KAvx2,
     #[cfg(target_arch = "x86_64")]
     Q6KAvx2,
+    /// as Q6KAvx2, both halves of a super-block in 512-bit vectors
+    #[cfg(target_arch = "x86_64")]
+    Q6KAvx512,
 }
 
 /// the mat-vec kernel for one weight type and level, chosen once
@@ -84,6 +87,7 @@ impl Gemv {
             (GgmlType::Q8_0, Level::Avx512Vnni) => Kind::Q8_0Vnni,
             (GgmlType::F16, Level::Avx512 | Level::Avx512Vnni) => Kind::F16Avx512,
             (GgmlType::Q4K, l) if l >= Level::Avx2 => Kind::Q4KAvx2,
+            (GgmlType::Q6K, l) if l >= Level::Avx512 => Kind::Q6KAvx512,
             (GgmlType::Q6K, l) if l >= Level::Avx2 => Kind::Q6KAvx2,
             _ => Kind::Rows,
         };
@@ -197,6 +201,13 @@ impl Gemv {
                 use super::q6_k::x86::q6_k_rows_x86 as q6_k_rows;
                 let y = crate::block::as_blocks(x, "gemv q6_K activations");
                 // SAFETY: as above
+                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q6_k_rows::<4>(w, stride, y, o) } else { q6_k_rows::<1>(w, stride, y, o) }) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q6KAvx512 => {
+                use super::q6_k::x86::q6_k_rows_x86_512 as q6_k_rows;
+                let y = crate::block::as_blocks(x, "gemv q6_K activations");
+                // SAFETY: selected only at an AVX-512 level (the CPU has AVX-512 F/BW); as above
                 unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q6_k_rows::<4>(w, stride, y, o) } else { q6_k_rows::<1>(w, stride, y, o) }) }
             }
         }

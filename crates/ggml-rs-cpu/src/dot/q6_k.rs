@@ -199,6 +199,73 @@ pub(crate) mod x86 {
         }
     }
 
+    /// `[lo, hi]` as one 512-bit vector
+    #[inline(always)]
+    fn join(lo: __m256i, hi: __m256i) -> __m512i {
+        // SAFETY: AVX-512 F (every caller's target features)
+        unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi) }
+    }
+
+    /// [`q6k_lanes`]'s 8 lanes (the same exact integers) with the super-block's two halves side
+    /// by side in 512-bit vectors, then the two 256-bit halves added; `qs[k]` is quarter `k` of
+    /// both halves of the activations (`b.qs[32k..]`, `b.qs[128 + 32k..]`)
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw")]
+    fn q6k_lanes_512(a: &BlockQ6K, bsums: __m256i, qs: &[__m512i; 4]) -> __m256i {
+        // SAFETY: reads the 16 scale bytes (unaligned load)
+        let sc16 = _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(a.scales.as_ptr().cast()) });
+        let bias = _mm256_madd_epi16(sc16, bsums);
+        let acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(bias, 5));
+        // 128-bit lanes: scales 0..8 twice (half 0), then 8..16 twice (half 1)
+        let scz = _mm512_castsi256_si512(sc16);
+        let sch = _mm512_shuffle_i64x2::<0b01_01_00_00>(scz, scz);
+        let ql0 = join(load_u8x32(arr32(&a.ql, 0)), load_u8x32(arr32(&a.ql, 64)));
+        let ql1 = join(load_u8x32(arr32(&a.ql, 32)), load_u8x32(arr32(&a.ql, 96)));
+        let qh = join(load_u8x32(arr32(&a.qh, 0)), load_u8x32(arr32(&a.qh, 32)));
+        let m4 = _mm512_set1_epi8(0x0f);
+        let q = [
+            _mm512_or_si512(_mm512_and_si512(ql0, m4), _mm512_slli_epi16::<4>(_mm512_and_si512(qh, _mm512_set1_epi8(0x03)))),
+            _mm512_or_si512(_mm512_and_si512(ql1, m4), _mm512_slli_epi16::<2>(_mm512_and_si512(qh, _mm512_set1_epi8(0x0c)))),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql0), m4), _mm512_and_si512(qh, _mm512_set1_epi8(0x30))),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql1), m4), _mm512_srli_epi16::<2>(_mm512_and_si512(qh, _mm512_set1_epi8(0xc0u8 as i8)))),
+        ];
+        let mut acc512 = _mm512_setzero_si512();
+        for (k, qk) in q.into_iter().enumerate() {
+            let p = _mm512_maddubs_epi16(qk, qs[k]);
+            let (j0, j1) = (4 * k as i16, 4 * k as i16 + 2);
+            let pick = _mm256_set_m128i(_mm_set1_epi16(j1 | ((j1 + 1) << 8)), _mm_set1_epi16(j0 | ((j0 + 1) << 8)));
+            acc512 = _mm512_add_epi32(acc512, _mm512_madd_epi16(p, _mm512_shuffle_epi8(sch, join(pick, pick))));
+        }
+        let halves = _mm256_add_epi32(_mm512_castsi512_si256(acc512), _mm512_extracti64x4_epi64::<1>(acc512));
+        _mm256_add_epi32(acc, halves)
+    }
+
+    /// [`q6_k_rows_x86`] with both halves of each super-block in 512-bit vectors
+    /// ([`q6k_lanes_512`]), the activations' quarters loaded once for the R rows: the same lanes,
+    /// the same fma per block, so the same bits
+    ///
+    /// # Safety
+    /// as [`q6_k_rows_x86`]; the CPU has AVX-512 F/BW
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw")]
+    pub(crate) unsafe fn q6_k_rows_x86_512<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (i, b) in y.iter().enumerate() {
+            // SAFETY: the 32 bytes of `bsums` (unaligned load)
+            let bsums = unsafe { _mm256_loadu_si256(b.bsums.as_ptr().cast()) };
+            let qs: [__m512i; 4] = std::array::from_fn(|k| join(load_i8x32(arr32(&b.qs, 32 * k)), load_i8x32(arr32(&b.qs, 128 + 32 * k))));
+            for r in 0..R {
+                // SAFETY: block i of row r, aligned (caller)
+                let a = unsafe { &*w.add(r * stride).cast::<BlockQ6K>().add(i) };
+                let lanes = q6k_lanes_512(a, bsums, &qs);
+                let d = _mm256_set1_ps(b.d * f16_product(a.d, half::f16::ONE));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[r]);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(hsum_ps(acc[r])) };
+        }
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn q6_k_q8_k_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         let mut sum = 0.0f32;
