@@ -17,7 +17,7 @@
 //! | Q4_0   | Q8_0       | AVX-512 VNNI (vpdpbusd)  |
 //! | Q8_0   | Q8_0       | AVX-512 VNNI (vpdpbusd)  |
 //! | F16    | F16        | AVX-512 (and VNNI level) |
-//! | Q4_K   | Q8_K       | AVX2 and up (aligned rows)|
+//! | Q4_K   | Q8_K       | AVX2, AVX-512 VNNI (aligned rows)|
 //! | Q6_K   | Q8_K       | AVX2, AVX-512 (aligned rows)|
 //! | others | ...        | the row kernel per row   |
 
@@ -39,6 +39,12 @@ enum Kind {
     /// Q4_K in upstream's repacked GEMV order (rows aligned for the blocks)
     #[cfg(target_arch = "x86_64")]
     Q4KGemvAvx2,
+    /// as Q4KGemvAvx2, the integers by 512-bit vectors and vpdpwssd
+    #[cfg(target_arch = "x86_64")]
+    Q4KGemvVnni,
+    /// as Q4KAvx2, the integers by 512-bit vectors and vpdpwssd
+    #[cfg(target_arch = "x86_64")]
+    Q4KVnni,
     #[cfg(target_arch = "x86_64")]
     Q8_0Vnni,
     #[cfg(target_arch = "x86_64")]
@@ -76,6 +82,7 @@ impl Gemv {
             let kind = match (ty, order, level) {
                 (GgmlType::Q4_0, _, Level::Avx512Vnni) => Kind::Q4_0RepackVnni,
                 (GgmlType::Q4_0, _, l) if l >= Level::Avx2 => Kind::Q4_0RepackAvx2,
+                (GgmlType::Q4K, Order::RepackGemv, Level::Avx512Vnni) => Kind::Q4KGemvVnni,
                 (GgmlType::Q4K, Order::RepackGemv, l) if l >= Level::Avx2 => Kind::Q4KGemvAvx2,
                 _ => Kind::Rows,
             };
@@ -86,6 +93,7 @@ impl Gemv {
             (GgmlType::Q4_0, Level::Avx512Vnni) => Kind::Q4_0Vnni,
             (GgmlType::Q8_0, Level::Avx512Vnni) => Kind::Q8_0Vnni,
             (GgmlType::F16, Level::Avx512 | Level::Avx512Vnni) => Kind::F16Avx512,
+            (GgmlType::Q4K, Level::Avx512Vnni) => Kind::Q4KVnni,
             (GgmlType::Q4K, l) if l >= Level::Avx2 => Kind::Q4KAvx2,
             (GgmlType::Q6K, l) if l >= Level::Avx512 => Kind::Q6KAvx512,
             (GgmlType::Q6K, l) if l >= Level::Avx2 => Kind::Q6KAvx2,
@@ -171,6 +179,20 @@ impl Gemv {
                 unsafe {
                     by_four(rows, stride, w, out, |w, o, four| if four { q4_k_rows_gemv::<4>(w, stride, y, o) } else { q4_k_rows_gemv::<1>(w, stride, y, o) })
                 }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4KGemvVnni => {
+                use super::q4_k::x86::q4_k_rows_gemv_512 as f;
+                let y = crate::block::as_blocks(x, "gemv q4_K activations");
+                // SAFETY: selected only at the AVX-512 VNNI level; rows readable and aligned (caller)
+                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { f::<4>(w, stride, y, o) } else { f::<1>(w, stride, y, o) }) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4KVnni => {
+                use super::q4_k::x86::q4_k_rows_512 as f;
+                let y = crate::block::as_blocks(x, "gemv q4_K activations");
+                // SAFETY: as above
+                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { f::<4>(w, stride, y, o) } else { f::<1>(w, stride, y, o) }) }
             }
             #[cfg(target_arch = "x86_64")]
             Kind::Q8_0Vnni => {

@@ -294,6 +294,107 @@ pub(crate) mod x86 {
         }
     }
 
+    /// one super-block's activations as [`q4k_ints_512`] reads them: the elements each 512-bit
+    /// vector of weight nibbles meets (see there), and `bsums`
+    pub(crate) struct Q8K512 {
+        y: [__m512i; 4],
+        bsums: __m256i,
+    }
+
+    /// `[lo, hi]` as one 512-bit vector
+    #[inline(always)]
+    fn join(lo: __m256i, hi: __m256i) -> __m512i {
+        // SAFETY: AVX-512 F (every caller's target features)
+        unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
+    pub(crate) fn q8k_512(b: &BlockQ8K) -> Q8K512 {
+        let q = |at: usize| load_i8x32(arr32(&b.qs, at));
+        // SAFETY: the 32 bytes of bsums (unaligned load)
+        let bsums = unsafe { _mm256_loadu_si256(b.bsums.as_ptr().cast()) };
+        Q8K512 { y: [join(q(0), q(64)), join(q(32), q(96)), join(q(128), q(192)), join(q(160), q(224))], bsums }
+    }
+
+    /// one super-block's exact integers `(Σ scale · nibble · y, Σ min · bsums)`, the totals
+    /// [`q4k_block`] returns, by 512-bit vectors: nibble bytes 0..64 (groups 0 and 1) and 64..128
+    /// (groups 2 and 3), their low nibbles meeting elements (0..32, 64..96) and (128..160,
+    /// 192..224) with scales (0, 2) and (4, 6), their high nibbles the next 32 of each with
+    /// scales (1, 3) and (5, 7); `vpmaddubsw` then `vpdpwssd` with the scales (the totals are
+    /// exact integers, so any grouping gives them)
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
+    pub(crate) fn q4k_ints_512(a: &BlockQ4K, b: &Q8K512) -> (i32, i32) {
+        // [`unpack_scales_mins`] built in a register (its array, stored and loaded back, stalled
+        // the load on the four stores)
+        let w = |i: usize| u32::from_le_bytes([a.scales[4 * i], a.scales[4 * i + 1], a.scales[4 * i + 2], a.scales[4 * i + 3]]);
+        let (w0, w1, w2) = (w(0), w(1), w(2));
+        let sc_hi = (w2 & 0x0f0f_0f0f) | (((w0 >> 6) & 0x0303_0303) << 4);
+        let m_hi = ((w2 >> 4) & 0x0f0f_0f0f) | (((w1 >> 6) & 0x0303_0303) << 4);
+        let sm = _mm_set_epi32(m_hi as i32, (w1 & 0x3f3f_3f3f) as i32, sc_hi as i32, (w0 & 0x3f3f_3f3f) as i32);
+        let pairs = _mm_hadd_epi16(_mm256_castsi256_si128(b.bsums), _mm256_extracti128_si256(b.bsums, 1));
+        let mp = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), pairs);
+        let m4 = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0b01_00_11_10));
+        let summ = _mm_cvtsi128_si32(_mm_add_epi32(m4, _mm_shuffle_epi32(m4, 0b10_11_00_01)));
+        let sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+        let pick = |j0: i16, j1: i16| _mm512_permutexvar_epi16(join(_mm256_set1_epi16(j0), _mm256_set1_epi16(j1)), sc);
+        let mask = _mm512_set1_epi8(0x0f);
+        // SAFETY: the 128 nibble bytes (two unaligned 64-byte loads)
+        let (q01, q23) = unsafe { (_mm512_loadu_si512(a.qs.as_ptr().cast()), _mm512_loadu_si512(a.qs.as_ptr().add(64).cast())) };
+        let lo = |q: __m512i| _mm512_and_si512(q, mask);
+        let hi = |q: __m512i| _mm512_and_si512(_mm512_srli_epi16::<4>(q), mask);
+        let mut acc = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(lo(q01), b.y[0]), pick(0, 2));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(hi(q01), b.y[1]), pick(1, 3));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lo(q23), b.y[2]), pick(4, 6));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(hi(q23), b.y[3]), pick(5, 7));
+        (_mm512_reduce_add_epi32(acc), summ)
+    }
+
+    /// [`q4_k_rows_gemv`] with [`q4k_ints_512`] (the same integers, so the same bits)
+    ///
+    /// # Safety
+    /// as [`q4_k_rows`]; the CPU has AVX-512 F/BW/VNNI
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
+    pub(crate) unsafe fn q4_k_rows_gemv_512<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+        let (mut acc, mut accm) = ([0.0f32; R], [0.0f32; R]);
+        for (i, b) in y.iter().enumerate() {
+            let b5 = q8k_512(b);
+            for r in 0..R {
+                // SAFETY: block i of row r, aligned (caller)
+                let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };
+                let (sumi, summ) = q4k_ints_512(a, &b5);
+                let (d, dmin) = f16_pair(a.d, a.dmin);
+                (acc[r], accm[r]) = gemv_step(acc[r], accm[r], sumi, summ, d * b.d, dmin * b.d);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(acc[r] - accm[r]) };
+        }
+    }
+
+    /// [`q4_k_rows`] with [`q4k_ints_512`] (the same integers, so the same bits)
+    ///
+    /// # Safety
+    /// as [`q4_k_rows`]; the CPU has AVX-512 F/BW/VNNI
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
+    pub(crate) unsafe fn q4_k_rows_512<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+        let mut sum = [0.0f32; R];
+        for (i, b) in y.iter().enumerate() {
+            let b5 = q8k_512(b);
+            for r in 0..R {
+                // SAFETY: block i of row r, aligned (caller)
+                let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };
+                let (sumi, summ) = q4k_ints_512(a, &b5);
+                let (d, dmin) = f16_pair(a.d, a.dmin);
+                sum[r] = combine(sum[r], b, sumi, summ, d, dmin);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: R writable floats (caller)
+            unsafe { out.add(r).write_unaligned(sum[r]) };
+        }
+    }
+
     /// `R` rows as [`q4_k_rows`], each summed as [`q4_k_q8_k_gemv_avx2`] sums it (upstream's
     /// repacked GEMV order)
     ///
