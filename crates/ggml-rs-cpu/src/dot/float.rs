@@ -79,6 +79,81 @@ pub fn bf16_reference(x: &[bf16], y: &[bf16]) -> f32 {
     x.iter().zip(y).map(|(a, b)| a.to_f64() * b.to_f64()).sum::<f64>() as f32
 }
 
+/// BF16 · BF16 as upstream's build with AVX512-BF16 sums it (`ggml_vec_dot_bf16` under
+/// `__AVX512BF16__`, vec.cpp:148-158; a native build on a CPU that has it): blocks of 64 into two
+/// accumulators of 16 lanes by `vdpbf16ps`, accumulator j's lane l taking positions
+/// `p = i + 32j + 2l` and `p + 1` as `lane = fma(x[p], y[p], fma(x[p+1], y[p+1], lane))` (the odd
+/// one first; Intel's definition of the instruction: RNE, bf16 denormal inputs read as zero, a
+/// denormal result flushed to zero, MXCSR not consulted); each accumulator reduced in GCC's
+/// `_mm512_reduce_add_ps` order and added to an f64 sum, then the `n mod 64` values left each
+/// added in f64 as their f32 product. The products of two bf16 are exact in f32, so each step
+/// rounds once.
+pub fn bf16_dpbf16_order(x: &[bf16], y: &[bf16]) -> f32 {
+    fn daz(v: bf16) -> f32 {
+        let f = v.to_f32();
+        if f.is_subnormal() { 0f32.copysign(f) } else { f }
+    }
+    fn step(lane: f32, a: bf16, b: bf16) -> f32 {
+        let r = daz(a).mul_add(daz(b), lane);
+        if r.is_subnormal() { 0f32.copysign(r) } else { r }
+    }
+    let n = x.len().min(y.len());
+    let mut acc = [[0f32; 16]; 2];
+    for i in (0..n - n % 64).step_by(64) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            for (l, lane) in a.iter_mut().enumerate() {
+                let p = i + 32 * j + 2 * l;
+                *lane = step(step(*lane, x[p + 1], y[p + 1]), x[p], y[p]);
+            }
+        }
+    }
+    let mut sum = f64::from(crate::ops::expf::reduce_add16(&acc[0]));
+    sum += f64::from(crate::ops::expf::reduce_add16(&acc[1]));
+    for p in n - n % 64..n {
+        sum += f64::from(x[p].to_f32() * y[p].to_f32());
+    }
+    sum as f32
+}
+
+/// BF16 · BF16 as upstream's AVX-512 build without AVX512-BF16 sums it (`ggml_vec_dot_bf16`
+/// under `__AVX512F__`, vec.cpp:160-169): blocks of 32 into two accumulators of 16 lanes
+/// (`lane += x·y`, the product exact), each reduced in GCC's order into an f64 sum, then the
+/// `n mod 32` values left in f64 as their f32 products.
+pub fn bf16_avx512f_order(x: &[bf16], y: &[bf16]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = [[0f32; 16]; 2];
+    for i in (0..n - n % 32).step_by(32) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            for (l, lane) in a.iter_mut().enumerate() {
+                let p = i + 16 * j + l;
+                *lane = x[p].to_f32().mul_add(y[p].to_f32(), *lane);
+            }
+        }
+    }
+    let mut sum = f64::from(crate::ops::expf::reduce_add16(&acc[0]));
+    sum += f64::from(crate::ops::expf::reduce_add16(&acc[1]));
+    for p in n - n % 32..n {
+        sum += f64::from(x[p].to_f32() * y[p].to_f32());
+    }
+    sum as f32
+}
+
+/// BF16 · BF16 in the order of upstream's native build on this CPU (`ggml_vec_dot_bf16`, what
+/// its FLASH_ATTN_EXT dots a BF16 K with): at the AVX-512 levels [`bf16_dpbf16_order`] where the
+/// CPU has AVX512-BF16 (as `-march=native` compiles it there), else [`bf16_avx512f_order`];
+/// below AVX-512, [`select_bf16`]'s kernel. Plain Rust (the definitions themselves): no SIMD
+/// form yet.
+pub fn select_bf16_native(level: Level) -> Bf16Dot {
+    if level < Level::Avx512 {
+        return select_bf16(level);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512bf16") {
+        return bf16_dpbf16_order;
+    }
+    bf16_avx512f_order
+}
+
 macro_rules! selector {
     ($name:ident, $ty:ty, $reference:ident, $avx2:ident, $avx512:ident) => {
         /// the kernel of `level`

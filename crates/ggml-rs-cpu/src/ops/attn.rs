@@ -7,7 +7,8 @@
 //!
 //! As upstream's CPU: each query row is converted once to K's `vec_dot_type` (F16 for F16 K, Q8_0
 //! for Q8_0 / Q4_0 K, quantized as upstream's CPU quantizes activations) and dotted with the K rows
-//! by the same dot kernels MUL_MAT uses; the scores are `s·scale` (through `softcap·tanh` when
+//! by the same dot kernels MUL_MAT uses (BF16: in upstream native's `ggml_vec_dot_bf16` order,
+//! `dot::float::select_bf16_native`); the scores are `s·scale` (through `softcap·tanh` when
 //! soft-capped) plus `slope·mask`; a masked `-inf` position is skipped. The softmax is online, over
 //! tiles of KV: a tile's scores first, then the running maximum, the rescale of the f32 V
 //! accumulator and the sum, then the V rows (converted to f32) weighted in. The sink joins the
@@ -23,6 +24,14 @@ use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86};
 
 mod rows;
 mod tiles;
+
+/// how many leading elements of an F16 V accumulator of `dv` elements the one-row path adds in
+/// f16 arithmetic (one rounding of `y + x·f16(vs)`) rather than as an f32 fused multiply-add
+/// rounded to f16: `dv & !127` where the CPU has AVX512-FP16 (upstream's native build there),
+/// else 0 (`docs/flash-attn-order.md` §2). Public for the comparison with upstream's library.
+pub fn f16_native_len(dv: usize) -> usize {
+    rows::f16_native_len(dv)
+}
 
 pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supports, compute };
 
@@ -199,7 +208,8 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         scale /= softcap;
     }
     let p = Params { scale, max_bias, softcap, vf: VecF::at(exec.level()) };
-    let dot = RowDot::new(kt, exec.level());
+    // BF16 K as upstream's native `ggml_vec_dot_bf16` sums it (not our BF16 MUL_MAT kernel)
+    let dot = if kt == GgmlType::BF16 { RowDot::Bf16(crate::dot::float::select_bf16_native(exec.level())) } else { RowDot::new(kt, exec.level()) };
     let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
     if !rows::fast_order() {
         match rows::path(&q, &k, kt, vt, exec.level()) {

@@ -30,6 +30,7 @@ mod train;
 mod unary;
 pub(crate) mod vecf;
 
+pub use attn::f16_native_len as flash_attn_f16_native_len;
 pub use enums::{GluOp, Op, UnaryOp};
 pub(crate) use norm::{rms_norm_mul, rms_norm_mul_fusable};
 

@@ -22,18 +22,50 @@
 //!     int64_t           nrows;         // 24
 //! };
 //! ```
+//!
+//! For whole ops (`flash_attn_ext_is_upstreams_bit_for_bit`), [`Context`] builds a one-node graph
+//! with upstream's ggml-base (`ggml_init`, `ggml_new_tensor_4d`, the op's constructor,
+//! `ggml_new_graph`, `ggml_build_forward_expand`) and computes it with upstream's libggml-cpu
+//! (`ggml_graph_compute_with_ctx`, its work buffer taken from the context). The tensors and the
+//! graph are upstream's structs, which ours mirror (`ggml_abi::sys`, checked against the pinned
+//! headers), so our backend can compute the very same graph afterwards.
 
 #![allow(dead_code)]
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::PathBuf;
 
+use ggml_abi::sys::{ggml_cgraph, ggml_tensor};
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
 
 pub type ToFloat = unsafe extern "C" fn(x: *const c_void, y: *mut f32, k: i64);
 pub type FromFloat = unsafe extern "C" fn(x: *const f32, y: *mut c_void, k: i64);
 pub type VecDot = unsafe extern "C" fn(n: c_int, s: *mut f32, bs: usize, x: *const c_void, bx: usize, y: *const c_void, by: usize, nrc: c_int);
 type QuantizeChunk = unsafe extern "C" fn(ty: u32, src: *const f32, dst: *mut c_void, start: i64, nrows: i64, n_per_row: i64, imatrix: *const f32) -> usize;
+
+/// `struct ggml_init_params` of ggml.h
+#[repr(C)]
+struct InitParams {
+    mem_size: usize,
+    mem_buffer: *mut c_void,
+    no_alloc: bool,
+}
+
+/// the graph-building functions of ggml.h and `ggml_graph_compute_with_ctx` of ggml-cpu.h
+struct GraphFns {
+    init: unsafe extern "C" fn(InitParams) -> *mut c_void,
+    free: unsafe extern "C" fn(*mut c_void),
+    tensor_overhead: unsafe extern "C" fn() -> usize,
+    graph_overhead: unsafe extern "C" fn() -> usize,
+    new_tensor_4d: unsafe extern "C" fn(*mut c_void, c_int, i64, i64, i64, i64) -> *mut ggml_tensor,
+    flash_attn_ext:
+        unsafe extern "C" fn(*mut c_void, *mut ggml_tensor, *mut ggml_tensor, *mut ggml_tensor, *mut ggml_tensor, f32, f32, f32) -> *mut ggml_tensor,
+    flash_attn_ext_set_prec: unsafe extern "C" fn(*mut ggml_tensor, c_int),
+    flash_attn_ext_add_sinks: unsafe extern "C" fn(*mut ggml_tensor, *mut ggml_tensor),
+    new_graph: unsafe extern "C" fn(*mut c_void) -> *mut ggml_cgraph,
+    build_forward_expand: unsafe extern "C" fn(*mut ggml_cgraph, *mut ggml_tensor),
+    graph_compute_with_ctx: unsafe extern "C" fn(*mut c_void, *mut ggml_cgraph, c_int) -> c_int,
+}
 
 #[repr(C)]
 pub struct TypeTraits {
@@ -63,6 +95,7 @@ pub struct Upstream {
     quantize_chunk: QuantizeChunk,
     type_traits: unsafe extern "C" fn(u32) -> *const TypeTraits,
     type_traits_cpu: unsafe extern "C" fn(u32) -> *const TypeTraitsCpu,
+    graph: GraphFns,
     /// libggml-cpu was compiled for AVX-512 F (`ggml_cpu_has_avx512`: a native build on such a
     /// CPU, not the stock one)
     pub avx512_build: bool,
@@ -97,7 +130,20 @@ impl Upstream {
             cpu_init();
             let has_avx512 = *cpu.get::<unsafe extern "C" fn() -> c_int>(b"ggml_cpu_has_avx512\0").map_err(|e| e.to_string())?;
             let avx512_build = has_avx512() != 0;
-            Ok(Upstream { quantize_chunk, type_traits, type_traits_cpu, avx512_build, _cpu: cpu, _base: base })
+            let graph = GraphFns {
+                init: *base.get(b"ggml_init\0").map_err(|e| e.to_string())?,
+                free: *base.get(b"ggml_free\0").map_err(|e| e.to_string())?,
+                tensor_overhead: *base.get(b"ggml_tensor_overhead\0").map_err(|e| e.to_string())?,
+                graph_overhead: *base.get(b"ggml_graph_overhead\0").map_err(|e| e.to_string())?,
+                new_tensor_4d: *base.get(b"ggml_new_tensor_4d\0").map_err(|e| e.to_string())?,
+                flash_attn_ext: *base.get(b"ggml_flash_attn_ext\0").map_err(|e| e.to_string())?,
+                flash_attn_ext_set_prec: *base.get(b"ggml_flash_attn_ext_set_prec\0").map_err(|e| e.to_string())?,
+                flash_attn_ext_add_sinks: *base.get(b"ggml_flash_attn_ext_add_sinks\0").map_err(|e| e.to_string())?,
+                new_graph: *base.get(b"ggml_new_graph\0").map_err(|e| e.to_string())?,
+                build_forward_expand: *base.get(b"ggml_build_forward_expand\0").map_err(|e| e.to_string())?,
+                graph_compute_with_ctx: *cpu.get(b"ggml_graph_compute_with_ctx\0").map_err(|e| e.to_string())?,
+            };
+            Ok(Upstream { quantize_chunk, type_traits, type_traits_cpu, graph, avx512_build, _cpu: cpu, _base: base })
         }
     }
 
@@ -165,4 +211,98 @@ impl Upstream {
         unsafe { f(n as c_int, &mut s, 0, x.as_ptr().cast(), 0, y.as_ptr().cast(), 0, 1) };
         s
     }
+}
+
+impl Upstream {
+    /// a ggml context of upstream's with `data_bytes` for tensor data and work buffers (the
+    /// per-tensor and graph overheads are added here), or None when ggml_init fails
+    pub fn context(&self, data_bytes: usize, n_tensors: usize) -> Option<Context<'_>> {
+        // SAFETY: plain functions of ggml-base without arguments
+        let overhead = unsafe { (self.graph.tensor_overhead)() * (n_tensors + 1) + (self.graph.graph_overhead)() };
+        let params = InitParams { mem_size: data_bytes + overhead + 4096, mem_buffer: std::ptr::null_mut(), no_alloc: false };
+        // SAFETY: ggml_init allocates its own buffer (mem_buffer NULL)
+        let ctx = unsafe { (self.graph.init)(params) };
+        (!ctx.is_null()).then_some(Context { u: self, ctx })
+    }
+}
+
+/// A context of upstream's ggml-base: the tensors and graphs made in it live as long as it does.
+/// Upstream's functions assert (abort) on misuse; the callers keep to ggml.h's rules.
+pub struct Context<'a> {
+    u: &'a Upstream,
+    ctx: *mut c_void,
+}
+
+impl Context<'_> {
+    /// the `struct ggml_context *`
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.ctx
+    }
+
+    /// `ggml_new_tensor_4d`: a contiguous tensor with its data in the context
+    pub fn new_tensor(&self, ty: u32, ne: [i64; 4]) -> *mut ggml_tensor {
+        // SAFETY: a live context; ggml asserts the type and that the context has room
+        let t = unsafe { (self.u.graph.new_tensor_4d)(self.ctx, ty as c_int, ne[0], ne[1], ne[2], ne[3]) };
+        assert!(!t.is_null(), "ggml_new_tensor_4d returned NULL");
+        t
+    }
+
+    /// `ggml_flash_attn_ext(ctx, q, k, v, mask, scale, max_bias, logit_softcap)`, then
+    /// `ggml_flash_attn_ext_add_sinks` when `sinks` is not NULL and
+    /// `ggml_flash_attn_ext_set_prec` when `prec` is not 0 (GGML_PREC_DEFAULT)
+    #[allow(clippy::too_many_arguments)]
+    pub fn flash_attn_ext(
+        &self,
+        q: *mut ggml_tensor,
+        k: *mut ggml_tensor,
+        v: *mut ggml_tensor,
+        mask: *mut ggml_tensor,
+        sinks: *mut ggml_tensor,
+        params: [f32; 3],
+        prec: i32,
+    ) -> *mut ggml_tensor {
+        // SAFETY: tensors of this context (ggml asserts the shapes and types)
+        unsafe {
+            let t = (self.u.graph.flash_attn_ext)(self.ctx, q, k, v, mask, params[0], params[1], params[2]);
+            if !sinks.is_null() {
+                (self.u.graph.flash_attn_ext_add_sinks)(t, sinks);
+            }
+            if prec != 0 {
+                (self.u.graph.flash_attn_ext_set_prec)(t, prec);
+            }
+            t
+        }
+    }
+
+    /// `ggml_new_graph` + `ggml_build_forward_expand(out)`
+    pub fn graph(&self, out: *mut ggml_tensor) -> *mut ggml_cgraph {
+        // SAFETY: a live context and a tensor of it
+        unsafe {
+            let g = (self.u.graph.new_graph)(self.ctx);
+            (self.u.graph.build_forward_expand)(g, out);
+            g
+        }
+    }
+
+    /// upstream's `ggml_graph_compute_with_ctx` (its `enum ggml_status`)
+    pub fn compute(&self, graph: *mut ggml_cgraph, n_threads: usize) -> c_int {
+        // SAFETY: a graph of this context; the work buffer comes from the context
+        unsafe { (self.u.graph.graph_compute_with_ctx)(self.ctx, graph, n_threads as c_int) }
+    }
+}
+
+impl Drop for Context<'_> {
+    fn drop(&mut self) {
+        // SAFETY: made by ggml_init, freed once
+        unsafe { (self.u.graph.free)(self.ctx) }
+    }
+}
+
+/// the bytes of a contiguous tensor (`nb[3] · ne[3]`)
+///
+/// # Safety
+/// `t` is a live contiguous tensor with its data allocated, not otherwise borrowed meanwhile.
+pub unsafe fn tensor_bytes<'a>(t: *mut ggml_tensor) -> &'a mut [u8] {
+    // SAFETY: the caller's contract
+    unsafe { std::slice::from_raw_parts_mut((*t).data as *mut u8, (*t).nb[3] * (*t).ne[3] as usize) }
 }
