@@ -156,7 +156,14 @@ impl Gemv {
                 // SAFETY: selected only at the AVX-512 VNNI level (RowDot::new asserted the CPU has
                 // it); the rows are readable (caller)
                 unsafe {
-                    by_four(rows, stride, w, out, |w, o, four| {
+                    let eights = rows / 8 * 8;
+                    let mut r = 0;
+                    while r < eights {
+                        prefetch(w.wrapping_add(r * stride + PREFETCH_AHEAD), 8 * stride);
+                        x86::q4_0_rows8_repack_vnni(w.wrapping_add(r * stride), stride, y, out.wrapping_add(r));
+                        r += 8;
+                    }
+                    by_four(rows - eights, stride, w.wrapping_add(eights * stride), out.wrapping_add(eights), |w, o, four| {
                         if four { x86::q4_0_rows_repack_vnni::<4>(w, stride, y, o) } else { x86::q4_0_rows_repack_vnni::<1>(w, stride, y, o) }
                     })
                 }
@@ -340,6 +347,57 @@ mod x86 {
                 unsafe { $out.add(r).write_unaligned(*v) };
             }
         }};
+    }
+
+    /// 8 Q4_0 rows · Q8_0 `y` in upstream's repacked order ([`q4_0_repack_rows`]' per-row
+    /// chains, the same bits), two rows per 512-bit vector: per block the activation's 32 bytes
+    /// twice, rows `2k` and `2k + 1` as `[low nibbles, high nibbles]` each, one `vpdpbusd` per
+    /// pair accumulating onto `-8·Σy`'s lanes (so each row's lanes sum to its exact integer), the
+    /// 4 pairs' lanes summed by an unpack-and-add transpose into one 8-lane vector of the rows in
+    /// the order 0, 2, 4, 6, 1, 3, 5, 7 (exact integers), the scale products taken in that order,
+    /// one 8-lane fma per block
+    ///
+    /// # Safety
+    /// as [`q4_0_rows`] with R = 8; the CPU has AVX-512 F/BW/VL and VNNI
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn q4_0_rows8_repack_vnni(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
+        const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+        let mut acc = _mm256_setzero_ps();
+        let eight = _mm512_set1_epi8(8);
+        let m4 = _mm512_set1_epi8(0x0f);
+        let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q4_0_BYTES);
+        for (b, yb) in y.iter().enumerate() {
+            let qy = _mm512_broadcast_i64x4(load_i8x32(&yb.qs));
+            let neg_sy = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, qy));
+            let (mut lo, mut hi) = (0u64, 0u64);
+            for (i, r) in ORDER.iter().enumerate() {
+                // SAFETY: the scale of block b of row r (caller)
+                let bits = unsafe { f16_at(block(*r, b)) }.to_bits() as u64;
+                if i < 4 { lo |= bits << (16 * i) } else { hi |= bits << (16 * (i - 4)) }
+            }
+            let prods = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set_epi64x(hi as i64, lo as i64)), _mm256_set1_ps(yb.d.to_f32()));
+            let v: [__m512i; 4] = std::array::from_fn(|k| {
+                // SAFETY: the 16 nibble bytes of block b of rows 2k and 2k + 1 (caller)
+                let (xa, xb) = unsafe { (_mm_loadu_si128(block(2 * k, b).add(2).cast()), _mm_loadu_si128(block(2 * k + 1, b).add(2).cast())) };
+                let t = _mm512_castsi256_si512(_mm256_set_m128i(xb, xa));
+                let z = _mm512_shuffle_i64x2::<0b01_01_00_00>(t, t);
+                let z = _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xff00_ff00, z, 4), m4);
+                _mm512_dpbusd_epi32(neg_sy, z, qy)
+            });
+            let s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+            let s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+            let s4 = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+            let u = _mm512_add_epi32(s4, _mm512_shuffle_i64x2::<0b10_11_00_01>(s4, s4));
+            let isum = _mm512_castsi512_si256(_mm512_shuffle_i64x2::<0b00_00_10_00>(u, u));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), prods, acc);
+        }
+        let mut o = [0f32; 8];
+        // SAFETY: 8 floats
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), acc) };
+        for (i, r) in ORDER.iter().enumerate() {
+            // SAFETY: 8 writable floats (caller)
+            unsafe { out.add(*r).write_unaligned(o[i]) };
+        }
     }
 
     /// [`q4_0_repack_rows`] with vpdpbusd

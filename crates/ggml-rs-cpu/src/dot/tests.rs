@@ -431,7 +431,7 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
                 }
             }
         }
-        // the multi-row forms: rows 0..9 (4-row passes and the rows left), padded strides, Q4_0
+        // the multi-row forms: rows 0..16 (8- and 4-row passes and the rows left), padded strides, Q4_0
         // rows at odd addresses (unaligned loads), against the definitions
         for (ty, order) in
             [(GgmlType::Q4_0, Order::RepackGemv), (GgmlType::Q4_0, Order::RepackGemm), (GgmlType::Q4K, Order::RepackGemv), (GgmlType::Q4K, Order::RepackGemm)]
@@ -441,7 +441,7 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
             for k in [256usize, 512, 2048 + 256] {
                 let w_len = ty.row_size(k);
                 let (stride, shift) = if g.row_align() == 1 { (w_len + 7, 1) } else { (w_len + 8, 0) };
-                for rows in [0usize, 1, 3, 4, 5, 9] {
+                for rows in [0usize, 1, 3, 4, 5, 8, 9, 13, 16] {
                     let mut buf = AlignedBytes::zeroed(rows * stride + 16);
                     for i in 0..rows {
                         let mut row = AlignedBytes::zeroed(w_len);
