@@ -189,17 +189,17 @@ impl Gemv {
             }
             #[cfg(target_arch = "x86_64")]
             Kind::Q4KGemvVnni => {
-                use super::q4_k::x86::q4_k_rows_gemv_512 as f;
+                use super::q4_k::x86::q4_k_rows_512 as f;
                 let y = crate::block::as_blocks(x, "gemv q4_K activations");
                 // SAFETY: selected only at the AVX-512 VNNI level; rows readable and aligned (caller)
-                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { f::<4>(w, stride, y, o) } else { f::<1>(w, stride, y, o) }) }
+                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { f::<4, true>(w, stride, y, o) } else { f::<1, true>(w, stride, y, o) }) }
             }
             #[cfg(target_arch = "x86_64")]
             Kind::Q4KVnni => {
                 use super::q4_k::x86::q4_k_rows_512 as f;
                 let y = crate::block::as_blocks(x, "gemv q4_K activations");
                 // SAFETY: as above
-                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { f::<4>(w, stride, y, o) } else { f::<1>(w, stride, y, o) }) }
+                unsafe { by_four(rows, stride, w, out, |w, o, four| if four { f::<4, false>(w, stride, y, o) } else { f::<1, false>(w, stride, y, o) }) }
             }
             #[cfg(target_arch = "x86_64")]
             Kind::Q8_0Vnni => {

@@ -349,12 +349,13 @@ pub(crate) mod x86 {
         (_mm512_reduce_add_epi32(acc), summ)
     }
 
-    /// [`q4_k_rows_gemv`] with [`q4k_ints_512`] (the same integers, so the same bits)
+    /// `R` rows with [`q4k_ints_512`] (the same integers, so the same bits): with `GEMV` as
+    /// [`q4_k_rows_gemv`] sums them (upstream's repacked GEMV order), else as [`q4_k_rows`]
     ///
     /// # Safety
     /// as [`q4_k_rows`]; the CPU has AVX-512 F/BW/VNNI
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
-    pub(crate) unsafe fn q4_k_rows_gemv_512<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
+    pub(crate) unsafe fn q4_k_rows_512<const R: usize, const GEMV: bool>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
         let (mut acc, mut accm) = ([0.0f32; R], [0.0f32; R]);
         for (i, b) in y.iter().enumerate() {
             let b5 = q8k_512(b);
@@ -363,35 +364,16 @@ pub(crate) mod x86 {
                 let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };
                 let (sumi, summ) = q4k_ints_512(a, &b5);
                 let (d, dmin) = f16_pair(a.d, a.dmin);
-                (acc[r], accm[r]) = gemv_step(acc[r], accm[r], sumi, summ, d * b.d, dmin * b.d);
+                if GEMV {
+                    (acc[r], accm[r]) = gemv_step(acc[r], accm[r], sumi, summ, d * b.d, dmin * b.d);
+                } else {
+                    acc[r] = combine(acc[r], b, sumi, summ, d, dmin);
+                }
             }
         }
         for r in 0..R {
             // SAFETY: R writable floats (caller)
             unsafe { out.add(r).write_unaligned(acc[r] - accm[r]) };
-        }
-    }
-
-    /// [`q4_k_rows`] with [`q4k_ints_512`] (the same integers, so the same bits)
-    ///
-    /// # Safety
-    /// as [`q4_k_rows`]; the CPU has AVX-512 F/BW/VNNI
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
-    pub(crate) unsafe fn q4_k_rows_512<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
-        let mut sum = [0.0f32; R];
-        for (i, b) in y.iter().enumerate() {
-            let b5 = q8k_512(b);
-            for r in 0..R {
-                // SAFETY: block i of row r, aligned (caller)
-                let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };
-                let (sumi, summ) = q4k_ints_512(a, &b5);
-                let (d, dmin) = f16_pair(a.d, a.dmin);
-                sum[r] = combine(sum[r], b, sumi, summ, d, dmin);
-            }
-        }
-        for r in 0..R {
-            // SAFETY: R writable floats (caller)
-            unsafe { out.add(r).write_unaligned(sum[r]) };
         }
     }
 
