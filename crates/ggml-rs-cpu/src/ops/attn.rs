@@ -9,10 +9,14 @@
 //! for Q8_0 / Q4_0 K, quantized as upstream's CPU quantizes activations) and dotted with the K rows
 //! by the same dot kernels MUL_MAT uses (BF16: in upstream native's `ggml_vec_dot_bf16` order,
 //! `dot::float::select_bf16_native`); the scores are `s·scale` (through `softcap·tanh` when
-//! soft-capped) plus `slope·mask`; a masked `-inf` position is skipped. The softmax is online, over
-//! tiles of KV: a tile's scores first, then the running maximum, the rescale of the f32 V
-//! accumulator and the sum, then the V rows (converted to f32) weighted in. The sink joins the
+//! soft-capped) plus `slope·mask`; a masked `-inf` position is skipped. The sink joins the
 //! softmax as a score with no V row. A row with nothing to attend to is 0.
+//!
+//! By default each node takes the path upstream's CPU takes for it, in that path's order
+//! (`rows.rs`: one query row at a time, or the KV split; `tiles.rs`: the prompt blocks). Under
+//! `GGML_RS_CPU_FA_ORDER=fast`, and for the prompt blocks' nodes below AVX-512, [`one_group`] runs
+//! instead: an online softmax over tiles of KV (a tile's scores first, then the running maximum,
+//! the rescale of the f32 V accumulator and the sum, then the V rows weighted in).
 
 use super::softmax::alibi_slope;
 use super::unary::kit::{f32_row_mut, max_chunks, par_ranges_c, set};
@@ -358,6 +362,29 @@ fn v_to_f32(vt: GgmlType, bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+/// what every query of a group reads besides Q: the K and V head (every head of a group reads
+/// the same ones: `Split::of` groups only those), and per query its ALiBi slope and mask row
+struct GroupRows {
+    k: (i64, i64),
+    v: (i64, i64),
+    slopes: [f32; QT],
+    mrows: [*const u8; QT],
+}
+
+fn group_rows(c: &Ctx, g: &Group) -> GroupRows {
+    let (q, k, v) = (c.q, c.k, c.v);
+    let mut slopes = [1f32; QT];
+    let mut mrows = [std::ptr::null::<u8>(); QT];
+    for a in 0..g.nq() {
+        let (iq1, iq2) = g.query(a);
+        slopes[a] = alibi_slope(c.p.max_bias, q.ne[2] as u32, iq2 as u32);
+        if let Some(m) = c.mask {
+            mrows[a] = m.row(iq1, iq2 % m.ne[2], g.iq3 % m.ne[3]);
+        }
+    }
+    GroupRows { k: (g.h0 / (q.ne[2] / k.ne[2]), g.iq3 / (q.ne[3] / k.ne[3])), v: (g.h0 / (q.ne[2] / v.ne[2]), g.iq3 / (q.ne[3] / v.ne[3])), slopes, mrows }
+}
+
 /// each query of group `g` in K's dot type (`q_words` apart in `w.qbuf`), or in f32 (packed, dk
 /// apart) for the tiled form of [`one_group`]
 fn convert_queries(c: &Ctx, g: &Group, w: &mut Areas, tiled: bool) {
@@ -389,7 +416,7 @@ fn convert_queries(c: &Ctx, g: &Group, w: &mut Areas, tiled: bool) {
 /// the online softmax of group `g` over KV positions kv0 .. kv1: leaves each query's running
 /// maximum, sum and (unnormalised) accumulator in `w`
 fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
-    let (q, k, v, p) = (c.q, c.k, c.v, c.p);
+    let (k, v, p) = (c.k, c.v, c.p);
     let (kt, vt, qt) = c.types;
     let (dk, dv) = (k.ne[0], v.ne[0]);
     let dvu = dv as usize;
@@ -406,18 +433,7 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
         // SAFETY: the query's converted bytes (f32 words seen as bytes), read only
         unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, qbytes) }
     };
-    // every head of the group reads the same K and V head (Split::of groups only those)
-    let (ik2, ik3) = (g.h0 / (q.ne[2] / k.ne[2]), g.iq3 / (q.ne[3] / k.ne[3]));
-    let (iv2, iv3) = (g.h0 / (q.ne[2] / v.ne[2]), g.iq3 / (q.ne[3] / v.ne[3]));
-    let mut slopes = [1f32; QT];
-    let mut mrows = [std::ptr::null::<u8>(); QT];
-    for a in 0..nq {
-        let (iq1, iq2) = g.query(a);
-        slopes[a] = alibi_slope(p.max_bias, q.ne[2] as u32, iq2 as u32);
-        if let Some(m) = c.mask {
-            mrows[a] = m.row(iq1, iq2 % m.ne[2], g.iq3 % m.ne[3]);
-        }
-    }
+    let GroupRows { k: (ik2, ik3), v: (iv2, iv3), slopes, mrows } = group_rows(c, g);
     w.acc[..nq * dvu].fill(0.0);
     w.m_run[..nq].fill(f32::NEG_INFINITY);
     w.s_run[..nq].fill(0.0);

@@ -183,7 +183,7 @@ fn acc16(acc: &mut [f32], a: usize, dv: usize) -> &mut [f16] {
 /// `kv0 .. kv1`, the queries converted to K's dot type in `w.qbuf` (`super::convert_queries`):
 /// leaves each query's maximum, sum and accumulator (widened to f32) in `w`
 pub(super) fn row_pass(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas, ops: AccOps) {
-    let (q, k, v, p) = (c.q, c.k, c.v, c.p);
+    let (k, v, p) = (c.k, c.v, c.p);
     let (kt, vt, qt) = c.types;
     let (dk, dv) = (k.ne[0], v.ne[0]);
     let dvu = dv as usize;
@@ -191,17 +191,7 @@ pub(super) fn row_pass(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas, op
     let qbytes = qt.row_size(dk as usize);
     let f16v = vt == GgmlType::F16;
     let np = f16_native_len(dvu);
-    let (ik2, ik3) = (g.h0 / (q.ne[2] / k.ne[2]), g.iq3 / (q.ne[3] / k.ne[3]));
-    let (iv2, iv3) = (g.h0 / (q.ne[2] / v.ne[2]), g.iq3 / (q.ne[3] / v.ne[3]));
-    let mut slopes = [1f32; super::QT];
-    let mut mrows = [std::ptr::null::<u8>(); super::QT];
-    for a in 0..nq {
-        let (iq1, iq2) = g.query(a);
-        slopes[a] = super::alibi_slope(p.max_bias, q.ne[2] as u32, iq2 as u32);
-        if let Some(m) = c.mask {
-            mrows[a] = m.row(iq1, iq2 % m.ne[2], g.iq3 % m.ne[3]);
-        }
-    }
+    let super::GroupRows { k: (ik2, ik3), v: (iv2, iv3), slopes, mrows } = super::group_rows(c, g);
     w.acc[..nq * dvu].fill(0.0);
     w.m_run[..nq].fill(f32::NEG_INFINITY);
     w.s_run[..nq].fill(0.0);
