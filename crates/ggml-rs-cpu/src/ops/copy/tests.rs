@@ -225,19 +225,20 @@ fn set_rows_converts_rows_into_every_cache_type_with_broadcast_indices() {
 #[test]
 fn set_rows_f32_to_f16_rows_of_one_element_and_more() {
     let mut r = XorShift::new(8);
-    for n in [1usize, 3, 8, 37] {
-        let rows = 50;
+    // 150 rows: one-element rows go in runs of 64 (two whole runs and a part)
+    for (n, rows) in [(1usize, 50i64), (1, 150), (3, 50), (8, 50), (37, 50)] {
         let a = T::new(F32, [n as i64, rows, 1, 1]).random(&mut r);
         let mut b = T::new(I64, [rows, 1, 1, 1]);
+        // distinct destination rows: 7 is prime to 160
         for i in 0..rows as usize {
-            b.set_i64([i, 0, 0, 0], ((i * 7) % 64) as i64);
+            b.set_i64([i, 0, 0, 0], ((i * 7) % 160) as i64);
         }
-        let d = T::new(F16, [n as i64, 64, 1, 1]);
+        let d = T::new(F16, [n as i64, 160, 1, 1]);
         run(&node(Op::SetRows, &d, &[&a, &b], &[]), 2);
         for i in 0..rows as usize {
             for k in 0..n {
                 let want = half::f16::from_f32_const(a.get([k, i, 0, 0])).to_f32();
-                assert_eq!(d.get([k, (i * 7) % 64, 0, 0]), want, "n={n} row {i} element {k}");
+                assert_eq!(d.get([k, (i * 7) % 160, 0, 0]), want, "n={n} row {i} element {k}");
             }
         }
     }
