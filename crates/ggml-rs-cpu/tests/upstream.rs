@@ -206,6 +206,17 @@ fn vec_dot_f32_and_f16_are_an_avx512_builds_bit_for_bit() {
         return;
     }
     let mut r = XorShift::new(22);
+    // which leftover values the native build fuses (GCC's tuning on the machine it was built on):
+    // the one power of two whose order gives its bits on every length 1..=40
+    let fused = native_f32_fused_tail(&u, &mut r);
+    assert_eq!(
+        fused,
+        Some(ggml_rs_cpu::dot::float::F32_FUSED_TAIL),
+        "the native build's ggml_vec_dot_f32 fuses the last n mod {fused:?} values, this build of ggml-rs-cpu the last n mod {} \
+         (build.rs reads GCC's -mprefer-vector-width; was upstream built with another compiler or on another machine? \
+         GGML_RS_CPU_F32_FUSED_TAIL=N at build time overrides)",
+        ggml_rs_cpu::dot::float::F32_FUSED_TAIL
+    );
     for ty in [GgmlType::F32, GgmlType::F16] {
         for n in (0..300).chain([512, 1536, 2048 + 57, 4096 + 7, 5632]) {
             for _ in 0..3 {
@@ -235,6 +246,23 @@ fn vec_dot_f32_and_f16_are_an_avx512_builds_bit_for_bit() {
             assert_eq!(ours.to_bits(), theirs.to_bits(), "bf16 native order {} n={n}: upstream {theirs}, ours {ours}", level.name());
         }
     }
+}
+
+/// the `fused` of `f32_avx512_order_fusing` that gives the bits of `u`'s ggml_vec_dot_f32 on
+/// every length from 1 to 40 (each kind of leftover), if one does
+fn native_f32_fused_tail(u: &Upstream, r: &mut XorShift) -> Option<usize> {
+    let rows: Vec<(Vec<f32>, Vec<f32>, f32)> = (1..=40)
+        .flat_map(|n| [n; 4])
+        .map(|n| {
+            let (w, a) = (r.model_like(n), r.model_like(n).into_iter().map(|v| v * 40.0).collect::<Vec<_>>());
+            let (mut wq, mut aq) = (AlignedBytes::zeroed(4 * n), AlignedBytes::zeroed(4 * n));
+            quantize_row(GgmlType::F32, &w, &mut wq);
+            quantize_row(GgmlType::F32, &a, &mut aq);
+            let theirs = u.vec_dot(GgmlType::F32 as u32, n, &wq, &aq);
+            (w, a, theirs)
+        })
+        .collect();
+    [1, 2, 4, 8, 16].into_iter().find(|&f| rows.iter().all(|(w, a, t)| ggml_rs_cpu::dot::float::f32_avx512_order_fusing(w, a, f).to_bits() == t.to_bits()))
 }
 
 /// integer paths exactly: power-of-two scales and small activations make every float operation

@@ -38,16 +38,37 @@ pub fn f16_avx512_order(x: &[f16], y: &[f16]) -> f32 {
     sum as f32
 }
 
+/// how many values at the end of an F32 row [`f32_avx512_order`] fuses: what GCC does with
+/// ggml_vec_dot_f32's leftover loop on the machine this crate was built on (build.rs: 8 under
+/// generic tuning, 4 where GCC tunes for a 256-bit preference)
+pub const F32_FUSED_TAIL: usize = {
+    let s = env!("GGML_RS_CPU_F32_FUSED_TAIL").as_bytes();
+    let mut n = 0;
+    let mut i = 0;
+    while i < s.len() {
+        n = 10 * n + (s[i] - b'0') as usize;
+        i += 1;
+    }
+    n
+};
+
 /// F32 · F32 as upstream's AVX-512 build sums it (`ggml_vec_dot_f32`): the blocks of 64 as
 /// [`avx512_blocks`] (4 accumulators of 16 lanes, GCC's reduce), kept in f32 (the C keeps `sumf`
 /// a float). The `n mod 64` values left go into that f32 in order as GCC compiled `sumf +=
-/// x[i]*y[i]` (read in the native build's disassembly): the leftover loop is vectorised by 16
-/// then 8 with the products rounded (`vmulps`, then in-order `vaddss`), the last `n mod 8`
-/// contracted to one fused multiply-add each (`vfmadd231ss`). The definition the AVX-512 row kernel is tested against bit for bit.
+/// x[i]*y[i]` (read in the native builds' disassembly): the leftover loop vectorised at the
+/// tuning's width with the products rounded (`vmulps`, then in-order `vaddss`), the last `n mod`
+/// [`F32_FUSED_TAIL`] contracted to one fused multiply-add each (`vfmadd231ss`): by 16 then 8,
+/// 8 fused, under generic tuning; by 8 then 4, 4 fused, at `-mprefer-vector-width=256`. The
+/// definition the AVX-512 row kernel is tested against bit for bit.
 pub fn f32_avx512_order(x: &[f32], y: &[f32]) -> f32 {
+    f32_avx512_order_fusing(x, y, F32_FUSED_TAIL)
+}
+
+/// [`f32_avx512_order`] with the last `n mod fused` values fused (`fused` a power of two)
+pub fn f32_avx512_order_fusing(x: &[f32], y: &[f32], fused: usize) -> f32 {
     let n = x.len().min(y.len());
     let mut sum = avx512_blocks(n, |p| (x[p], y[p]));
-    let (done, rounded) = (n - n % 64, n - n % 8);
+    let (done, rounded) = (n - n % 64, n - n % fused);
     for p in done..rounded {
         sum += x[p] * y[p];
     }
@@ -323,7 +344,7 @@ mod x86 {
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     pub(super) fn f32_avx512(x: &[f32], y: &[f32]) -> f32 {
         let (mut sum, done, x, y) = avx512_blocks!(x, y, ld16_f32);
-        let rounded = x.len() - x.len() % 8;
+        let rounded = x.len() - x.len() % super::F32_FUSED_TAIL;
         for j in done..rounded {
             sum += x[j] * y[j];
         }
