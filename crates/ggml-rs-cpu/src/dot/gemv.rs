@@ -157,12 +157,7 @@ impl Gemv {
                 // it); the rows are readable (caller)
                 unsafe {
                     let eights = rows / 8 * 8;
-                    let mut r = 0;
-                    while r < eights {
-                        prefetch(w.wrapping_add(r * stride + PREFETCH_AHEAD), 8 * stride);
-                        x86::q4_0_rows8_repack_vnni(w.wrapping_add(r * stride), stride, y, out.wrapping_add(r));
-                        r += 8;
-                    }
+                    x86::q4_0_rows8_span_vnni(w, stride, rows / 8, y, out);
                     by_four(rows - eights, stride, w.wrapping_add(eights * stride), out.wrapping_add(eights), |w, o, four| {
                         if four { x86::q4_0_rows_repack_vnni::<4>(w, stride, y, o) } else { x86::q4_0_rows_repack_vnni::<1>(w, stride, y, o) }
                     })
@@ -350,54 +345,123 @@ mod x86 {
     }
 
     /// 8 Q4_0 rows · Q8_0 `y` in upstream's repacked order ([`q4_0_repack_rows`]' per-row
-    /// chains, the same bits), two rows per 512-bit vector: per block the activation's 32 bytes
-    /// twice, rows `2k` and `2k + 1` as `[low nibbles, high nibbles]` each, one `vpdpbusd` per
-    /// pair accumulating onto `-8·Σy`'s lanes (so each row's lanes sum to its exact integer), the
-    /// 4 pairs' lanes summed by an unpack-and-add transpose into one 8-lane vector of the rows in
-    /// the order 0, 2, 4, 6, 1, 3, 5, 7 (exact integers), the scale products taken in that order,
-    /// one 8-lane fma per block
+    /// chains, the same bits), four rows per 512-bit vector, one in each 128-bit lane: per block
+    /// rows 0-3 and 4-7 each as their 16 nibble bytes (one load, three inserts from memory: no
+    /// shuffle-port work), their low nibbles by the activation's first 16 bytes and their high
+    /// nibbles by its last 16 (both broadcast to the four lanes), two `vpdpbusd` onto `-8·Σy`'s
+    /// lanes, so that each row's 4 lanes sum to its exact integer; those sums by one unpack-and-
+    /// add, one in-lane swap and one permute into an 8-lane vector of the rows in order (4
+    /// shuffle-port operations a block where two rows per vector took 8 more), the scale
+    /// products taken in that order, one 8-lane fma per block
     ///
     /// # Safety
     /// as [`q4_0_rows`] with R = 8; the CPU has AVX-512 F/BW/VL and VNNI
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn q4_0_rows8_repack_vnni(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32) {
-        const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
-        let mut acc = _mm256_setzero_ps();
+        // SAFETY: the caller's contract
+        unsafe { q4_0_rows8_core(w, stride, y, out, |_, yb| q4_0_block_acts(yb)) }
+    }
+
+    /// the activation block's part of [`q4_0_rows8_repack_vnni`], the same for every 8 rows:
+    /// `-8·Σy` on each dword lane's 4 + 4 values (lane `l` of each 128-bit lane: quants 4l..4l + 4
+    /// and 16 + 4l..16 + 4l + 4) and its scale as f32
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    fn q4_0_block_acts(yb: &BlockQ8_0) -> (__m512i, f32) {
         let eight = _mm512_set1_epi8(8);
+        // SAFETY: the block's 32 quant bytes, 16 and 16
+        let (qlo, qhi) =
+            unsafe { (_mm512_broadcast_i32x4(_mm_loadu_si128(yb.qs.as_ptr().cast())), _mm512_broadcast_i32x4(_mm_loadu_si128(yb.qs.as_ptr().add(16).cast()))) };
+        let sy = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, qlo), eight, qhi);
+        (_mm512_sub_epi32(_mm512_setzero_si512(), sy), yb.d.to_f32())
+    }
+
+    /// [`q4_0_rows8_repack_vnni`] over `groups` · 8 rows, the next rows' bytes prefetched before
+    /// each 8; with 2 groups or more (and at most 256 blocks) each activation block's part
+    /// ([`q4_0_block_acts`]) is taken once for all of them
+    ///
+    /// # Safety
+    /// as [`q4_0_rows`] for `8 · groups` rows; the CPU has AVX-512 F/BW/VL and VNNI
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn q4_0_rows8_span_vnni(w: *const u8, stride: usize, groups: usize, y: &[BlockQ8_0], out: *mut f32) {
+        const MAX: usize = 256;
+        if groups < 2 || y.len() > MAX {
+            for g in 0..groups {
+                super::prefetch(w.wrapping_add(8 * g * stride + super::PREFETCH_AHEAD), 8 * stride);
+                // SAFETY: rows 8g..8g + 8 (caller)
+                unsafe { q4_0_rows8_repack_vnni(w.wrapping_add(8 * g * stride), stride, y, out.wrapping_add(8 * g)) };
+            }
+            return;
+        }
+        // written before read: the first y.len() entries only (no 17 KB cleared per call)
+        let mut neg_sy = [const { std::mem::MaybeUninit::<__m512i>::uninit() }; MAX];
+        let mut dy = [const { std::mem::MaybeUninit::<f32>::uninit() }; MAX];
+        for (b, yb) in y.iter().enumerate() {
+            let (n, d) = q4_0_block_acts(yb);
+            neg_sy[b].write(n);
+            dy[b].write(d);
+        }
+        // SAFETY: entries 0..y.len() were written just above
+        let (neg_sy, dy) = unsafe {
+            (
+                std::mem::transmute::<&[std::mem::MaybeUninit<__m512i>], &[__m512i]>(&neg_sy[..y.len()]),
+                std::mem::transmute::<&[std::mem::MaybeUninit<f32>], &[f32]>(&dy[..y.len()]),
+            )
+        };
+        for g in 0..groups {
+            super::prefetch(w.wrapping_add(8 * g * stride + super::PREFETCH_AHEAD), 8 * stride);
+            // SAFETY: rows 8g..8g + 8 (caller); b < y.len(), the length of both tables
+            unsafe {
+                q4_0_rows8_core(w.wrapping_add(8 * g * stride), stride, y, out.wrapping_add(8 * g), |b, _| (*neg_sy.get_unchecked(b), *dy.get_unchecked(b)))
+            };
+        }
+    }
+
+    /// [`q4_0_rows8_repack_vnni`]'s loop, `acts(b, block)` giving block b's [`q4_0_block_acts`]
+    ///
+    /// # Safety
+    /// as [`q4_0_rows8_repack_vnni`]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn q4_0_rows8_core(w: *const u8, stride: usize, y: &[BlockQ8_0], out: *mut f32, acts: impl Fn(usize, &BlockQ8_0) -> (__m512i, f32)) {
+        let mut acc = _mm256_setzero_ps();
         let m4 = _mm512_set1_epi8(0x0f);
+        // after the reduction row j < 4 is at dword 4j, row 4 + j at dword 4j + 1
+        let rows_in_order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
         let block = |r: usize, b: usize| w.wrapping_add(r * stride + b * Q4_0_BYTES);
         for (b, yb) in y.iter().enumerate() {
-            let qy = _mm512_broadcast_i64x4(load_i8x32(&yb.qs));
-            let neg_sy = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, qy));
+            // SAFETY: the block's 32 quant bytes, 16 and 16
+            let (qlo, qhi) = unsafe {
+                (_mm512_broadcast_i32x4(_mm_loadu_si128(yb.qs.as_ptr().cast())), _mm512_broadcast_i32x4(_mm_loadu_si128(yb.qs.as_ptr().add(16).cast())))
+            };
+            let (neg_sy, dy) = acts(b, yb);
             let (mut lo, mut hi) = (0u64, 0u64);
-            for (i, r) in ORDER.iter().enumerate() {
+            for r in 0..8 {
                 // SAFETY: the scale of block b of row r (caller)
-                let bits = unsafe { f16_at(block(*r, b)) }.to_bits() as u64;
-                if i < 4 { lo |= bits << (16 * i) } else { hi |= bits << (16 * (i - 4)) }
+                let bits = unsafe { f16_at(block(r, b)) }.to_bits() as u64;
+                if r < 4 { lo |= bits << (16 * r) } else { hi |= bits << (16 * (r - 4)) }
             }
-            let prods = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set_epi64x(hi as i64, lo as i64)), _mm256_set1_ps(yb.d.to_f32()));
-            let v: [__m512i; 4] = std::array::from_fn(|k| {
-                // SAFETY: the 16 nibble bytes of block b of rows 2k and 2k + 1 (caller)
-                let (xa, xb) = unsafe { (_mm_loadu_si128(block(2 * k, b).add(2).cast()), _mm_loadu_si128(block(2 * k + 1, b).add(2).cast())) };
-                let t = _mm512_castsi256_si512(_mm256_set_m128i(xb, xa));
-                let z = _mm512_shuffle_i64x2::<0b01_01_00_00>(t, t);
-                let z = _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xff00_ff00, z, 4), m4);
-                _mm512_dpbusd_epi32(neg_sy, z, qy)
-            });
-            let s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
-            let s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
-            let s4 = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
-            let u = _mm512_add_epi32(s4, _mm512_shuffle_i64x2::<0b10_11_00_01>(s4, s4));
-            let isum = _mm512_castsi512_si256(_mm512_shuffle_i64x2::<0b00_00_10_00>(u, u));
+            let prods = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set_epi64x(hi as i64, lo as i64)), _mm256_set1_ps(dy));
+            let four = |r0: usize| {
+                // SAFETY: the 16 nibble bytes of block b of rows r0..r0 + 4 (caller)
+                let x = unsafe {
+                    let x = _mm512_castsi128_si512(_mm_loadu_si128(block(r0, b).add(2).cast()));
+                    let x = _mm512_inserti32x4::<1>(x, _mm_loadu_si128(block(r0 + 1, b).add(2).cast()));
+                    let x = _mm512_inserti32x4::<2>(x, _mm_loadu_si128(block(r0 + 2, b).add(2).cast()));
+                    _mm512_inserti32x4::<3>(x, _mm_loadu_si128(block(r0 + 3, b).add(2).cast()))
+                };
+                let (xl, xh) = (_mm512_and_si512(x, m4), _mm512_and_si512(_mm512_srli_epi16(x, 4), m4));
+                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg_sy, xl, qlo), xh, qhi)
+            };
+            let (a, c) = (four(0), four(4));
+            // lane j: [a0 + a2, c0 + c2, a1 + a3, c1 + c3], then + its 64-bit halves swapped
+            let s = _mm512_add_epi32(_mm512_unpacklo_epi32(a, c), _mm512_unpackhi_epi32(a, c));
+            let s = _mm512_add_epi32(s, _mm512_shuffle_epi32::<0b01_00_11_10>(s));
+            let isum = _mm512_castsi512_si256(_mm512_permutexvar_epi32(rows_in_order, s));
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), prods, acc);
         }
-        let mut o = [0f32; 8];
-        // SAFETY: 8 floats
-        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), acc) };
-        for (i, r) in ORDER.iter().enumerate() {
-            // SAFETY: 8 writable floats (caller)
-            unsafe { out.add(*r).write_unaligned(o[i]) };
-        }
+        // SAFETY: 8 writable floats (caller)
+        unsafe { _mm256_storeu_ps(out, acc) };
     }
 
     /// [`q4_0_repack_rows`] with vpdpbusd

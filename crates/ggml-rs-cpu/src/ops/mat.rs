@@ -253,8 +253,12 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         let (c0, c1) = (c % nc0, c / nc0);
         let (ir0, ir1) = (chunk_range(c0, dr0, nr0), chunk_range(c1, dr1, nr1));
         let mut tmp = Vec::new();
+        // blocks of 16 weight rows × 16 activation rows; one activation row (token generation):
+        // the chunk's weight rows in one call (the multi-row kernels take the activation's
+        // per-block work once for all of them)
+        let bw = if ir1.len() == 1 { ir0.len().max(1) } else { 16 };
         for jb in ir1.clone().step_by(16) {
-            for ib in ir0.clone().step_by(16) {
+            for ib in ir0.clone().step_by(bw) {
                 for j in jb..(jb + 16).min(ir1.end) {
                     let (i11, i12, i13) = unravel(j, ne11, ne12);
                     let o = Order::for_row(repacked, i11, ne11) as usize;
@@ -263,14 +267,14 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                     let w0 = offset(&a, 0, 0, i12 / r2, i13 / r3);
                     let out = d.data.wrapping_add(offset(&d, 0, i11, i12, i13)).cast::<f32>();
                     if multi {
-                        let n = (ib + 16).min(ir0.end) - ib;
+                        let n = (ib + bw).min(ir0.end) - ib;
                         // SAFETY: weight rows ib..ib + n of the broadcast slab (whole rows, nb01
                         // apart: supports), the activation row j (x_len bytes), dst elements
                         // (ib.., j) written by this chunk only
                         unsafe { gemv.rows(a.data.add(w0 + ib * a.nb[1]), a.nb[1], n, std::slice::from_raw_parts(x, x_len), out.add(ib)) };
                         continue;
                     }
-                    for i in ib..(ib + 16).min(ir0.end) {
+                    for i in ib..(ib + bw).min(ir0.end) {
                         // SAFETY: weight row i of the broadcast slab and the activation row j,
                         // whole rows (supports); dst element (i, j) is written by this chunk only
                         unsafe {

@@ -200,6 +200,15 @@ impl Upstream {
         (t.vec_dot.expect("type has vec_dot"), t.vec_dot_type)
     }
 
+    /// a function libggml-cpu exports, by its (NUL-terminated) name, or None
+    ///
+    /// # Safety
+    /// `T` is the function's true type.
+    pub unsafe fn cpu_symbol<T: Copy>(&self, name: &[u8]) -> Option<T> {
+        // SAFETY: the caller names the symbol's type
+        unsafe { self._cpu.get::<T>(name).ok().map(|s| *s) }
+    }
+
     /// one call of `vec_dot` on `n` elements (nrc 1)
     pub fn vec_dot(&self, ty: u32, n: usize, x: &[u8], y: &[u8]) -> f32 {
         let (f, _) = self.vec_dot_fn(ty);
