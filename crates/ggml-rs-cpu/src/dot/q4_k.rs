@@ -280,6 +280,7 @@ pub(crate) mod x86 {
         let mut sum = [0.0f32; R];
         let mask = _mm256_set1_epi8(0x0f);
         for (i, b) in y.iter().enumerate() {
+            crate::dot::gemv::prefetch_next::<R>(w, stride, i * size_of::<BlockQ4K>(), size_of::<BlockQ4K>());
             for r in 0..R {
                 // SAFETY: block i of row r, aligned (caller)
                 let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };
@@ -358,6 +359,7 @@ pub(crate) mod x86 {
     pub(crate) unsafe fn q4_k_rows_512<const R: usize, const GEMV: bool>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
         let (mut acc, mut accm) = ([0.0f32; R], [0.0f32; R]);
         for (i, b) in y.iter().enumerate() {
+            crate::dot::gemv::prefetch_next::<R>(w, stride, i * size_of::<BlockQ4K>(), size_of::<BlockQ4K>());
             let b5 = q8k_512(b);
             for r in 0..R {
                 // SAFETY: block i of row r, aligned (caller)
@@ -387,6 +389,7 @@ pub(crate) mod x86 {
         let (mut acc, mut accm) = ([0.0f32; R], [0.0f32; R]);
         let mask = _mm256_set1_epi8(0x0f);
         for (i, b) in y.iter().enumerate() {
+            crate::dot::gemv::prefetch_next::<R>(w, stride, i * size_of::<BlockQ4K>(), size_of::<BlockQ4K>());
             for r in 0..R {
                 // SAFETY: block i of row r, aligned (caller)
                 let a = unsafe { &*w.add(r * stride).cast::<BlockQ4K>().add(i) };

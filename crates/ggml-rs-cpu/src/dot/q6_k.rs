@@ -185,6 +185,7 @@ pub(crate) mod x86 {
         let mut acc = [_mm256_setzero_ps(); R];
         let m4 = _mm256_set1_epi8(0x0f);
         for (i, b) in y.iter().enumerate() {
+            crate::dot::gemv::prefetch_next::<R>(w, stride, i * size_of::<BlockQ6K>(), size_of::<BlockQ6K>());
             for r in 0..R {
                 // SAFETY: block i of row r, aligned (caller)
                 let a = unsafe { &*w.add(r * stride).cast::<BlockQ6K>().add(i) };
@@ -249,6 +250,7 @@ pub(crate) mod x86 {
     pub(crate) unsafe fn q6_k_rows_x86_512<const R: usize>(w: *const u8, stride: usize, y: &[BlockQ8K], out: *mut f32) {
         let mut acc = [_mm256_setzero_ps(); R];
         for (i, b) in y.iter().enumerate() {
+            crate::dot::gemv::prefetch_next::<R>(w, stride, i * size_of::<BlockQ6K>(), size_of::<BlockQ6K>());
             // SAFETY: the 32 bytes of `bsums` (unaligned load)
             let bsums = unsafe { _mm256_loadu_si256(b.bsums.as_ptr().cast()) };
             let qs: [__m512i; 4] = std::array::from_fn(|k| join(load_i8x32(arr32(&b.qs, 32 * k)), load_i8x32(arr32(&b.qs, 128 + 32 * k))));
