@@ -398,9 +398,10 @@ mod x86 {
         (_mm512_sub_epi32(_mm512_setzero_si512(), sy), yb.d.to_f32())
     }
 
-    /// [`q4_0_rows8_repack_vnni`] over `groups` · 8 rows (the first 8 prefetched at the start, each
-    /// group prefetching the next: [`super::prefetch_next`]); with 2 groups or more (and at most 256 blocks) each activation block's part
-    /// ([`q4_0_block_acts`]) is taken once for all of them
+    /// [`q4_0_rows8_repack_vnni`] over `groups` · 8 rows (the first 8 prefetched at the start,
+    /// each group prefetching the next: [`super::prefetch_next`]); with 2 groups or more (and at
+    /// most 256 blocks) each activation block's part ([`q4_0_block_acts`]) is taken once for all
+    /// of them
     ///
     /// # Safety
     /// as [`q4_0_rows`] for `8 · groups` rows; the CPU has AVX-512 F/BW/VL and VNNI
