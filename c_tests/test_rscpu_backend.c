@@ -390,6 +390,48 @@ static int cpuinfo_has(const char * flag) {
     return found;
 }
 
+// a feature beyond the kernel set capped by GGML_RS_CPU_SIMD reads as absent (upstream's build of
+// that set on this machine)
+static int capped_away(const char * flag) {
+    const char * cap = getenv("GGML_RS_CPU_SIMD");
+    if (cap == NULL) {
+        return 0;
+    }
+    if (strcmp(cap, "scalar") == 0) {
+        return strcmp(flag, "ssse3") != 0;
+    }
+    if (strcmp(cap, "avx2") == 0) {
+        return strncmp(flag, "avx512", 6) == 0;
+    }
+    if (strcmp(cap, "avx512") == 0) {
+        return strcmp(flag, "avx512_vnni") == 0;
+    }
+    return 0;
+}
+
+// ggml_backend_get_features ends with KERNELS = the active kernel set (the cap, or what the CPU runs)
+static void test_features_name_the_kernel_set(void) {
+    typedef struct ggml_backend_feature * (*get_features_t)(ggml_backend_reg_t);
+    get_features_t get = (get_features_t) ggml_backend_reg_get_proc_address(g_reg, "ggml_backend_get_features");
+    CHECK(get != NULL, "ggml_backend_get_features");
+    const char * kernels = NULL;
+    int avx2 = 0;
+    for (struct ggml_backend_feature * f = get(g_reg); f->name != NULL; f++) {
+        if (strcmp(f->name, "KERNELS") == 0) {
+            kernels = f->value;
+        }
+        avx2 |= strcmp(f->name, "AVX2") == 0;
+    }
+    CHECK(kernels != NULL, "no KERNELS entry in the feature list");
+    const char * cap = getenv("GGML_RS_CPU_SIMD");
+    if (cap != NULL && strcmp(cap, "scalar") == 0) {
+        CHECK(strcmp(kernels, "scalar") == 0 && !avx2, "capped at scalar: KERNELS = %s, AVX2 listed: %d", kernels, avx2);
+    } else if (cap != NULL && strcmp(cap, "avx2") == 0 && SYM(ggml_cpu_has_avx2)()) {
+        CHECK(strcmp(kernels, "avx2") == 0, "capped at avx2: KERNELS = %s", kernels);
+    }
+    CHECK(avx2 == SYM(ggml_cpu_has_avx2)(), "AVX2 listed %d, ggml_cpu_has_avx2 %d", avx2, SYM(ggml_cpu_has_avx2)());
+}
+
 static void test_cpu_has_reads_this_cpu(void) {
     struct {
         int (*fn)(void);
@@ -401,7 +443,7 @@ static void test_cpu_has_reads_this_cpu(void) {
         { SYM(ggml_cpu_has_avx512_bf16), "avx512_bf16" }, { SYM(ggml_cpu_has_ssse3), "ssse3" },
     };
     for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
-        int want = cpuinfo_has(q[i].flag);
+        int want = capped_away(q[i].flag) ? 0 : cpuinfo_has(q[i].flag);
         if (want >= 0) {
             CHECK(q[i].fn() == want, "ggml_cpu_has for %s: %d, /proc/cpuinfo says %d", q[i].flag, q[i].fn(), want);
         }
@@ -592,6 +634,7 @@ int main(int argc, char ** argv) {
     RUN(test_element_api_matches_upstream);
     RUN(test_conversions_and_type_traits_match_upstream);
     RUN(test_cpu_has_reads_this_cpu);
+    RUN(test_features_name_the_kernel_set);
     RUN(test_use_ref_runs_the_scalar_references);
     printf("%d tests passed\n", g_tests_run);
     return 0;

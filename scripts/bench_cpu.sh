@@ -9,7 +9,11 @@
 # Prints a markdown table: medians of each build, the median of the per-round ratios (ours /
 # upstream, paired: runs close in time share the machine's load), their range, and the load.
 #
-#   scripts/bench_cpu.sh [ROUNDS]        (default 7; bench.sh runs it as table 4)
+#   scripts/bench_cpu.sh [--isa avx2] [ROUNDS]   (default 7; bench.sh runs it as table 4)
+#
+# --isa avx2: the AVX2 kernel set against upstream built for AVX2 only (issue 30's second
+# table): ours with GGML_RS_CPU_SIMD=avx2, upstream's `build avx2` (GGML_NATIVE=OFF, AVX2 + FMA +
+# F16C, no AVX-512), built on first use.
 #
 # GGML_RS_CPU_REF_BIN / GGML_RS_CPU_OURS_BIN override the two program folders (default: the
 # native and rscpu builds' bin/); GGML_RS_CPU_BENCH_MODELS the models (default "medium-f16
@@ -19,7 +23,21 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 bench_cpu_backend() {
+    local isa=native
+    if [ "${1:-}" = --isa ]; then
+        isa=${2:?--isa avx2}
+        shift 2
+    fi
     local rounds=${1:-7} ref=${GGML_RS_CPU_REF_BIN:-$GGML_RS_BUILD_NATIVE/bin} ours=${GGML_RS_CPU_OURS_BIN:-$GGML_RS_BUILD_RSCPU/bin}
+    local simd=()
+    case "$isa" in
+        native) ;;
+        avx2)
+            ref=${GGML_RS_CPU_REF_BIN:-$GGML_RS_BUILD_AVX2/bin}
+            [ -x "$ref/llama-bench" ] || "$ROOT/scripts/upstream.sh" build avx2 >&2 || return 1
+            simd=(env GGML_RS_CPU_SIMD=avx2) ;;
+        *) echo "bench_cpu.sh: --isa $isa: only avx2 (or none: native)" >&2; return 2 ;;
+    esac
     local models=${GGML_RS_CPU_BENCH_MODELS:-medium-f16 medium-q8_0 medium-q4_0 medium-q4_K large-q8_0 large-q4_0}
     local dir r m which order n=0 t0 total
     dir=$(mktemp -d)
@@ -35,17 +53,18 @@ bench_cpu_backend() {
             order="native rscpu"
             [ $((r % 2)) = 0 ] && order="rscpu native"
             for which in $order; do
-                local bin=$ref
-                [ "$which" = rscpu ] && bin=$ours
-                "$bin/llama-bench" -m "$MODELS/$m.gguf" -p 512 -n 128 -fa 0,1 -t 2 -r 1 -o csv \
+                local bin=$ref pre=()
+                [ "$which" = rscpu ] && bin=$ours && pre=("${simd[@]}")
+                "${pre[@]}" "$bin/llama-bench" -m "$MODELS/$m.gguf" -p 512 -n 128 -fa 0,1 -t 2 -r 1 -o csv \
                     > "$dir/$which-$m-$r.csv" 2> "$dir/err" || { tail -n 3 "$dir/err"; rm -rf "$dir"; return 1; }
             done
         done
     done
+    echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1); kernel sets: upstream $isa build, ours $([ "$isa" = avx2 ] && echo 'GGML_RS_CPU_SIMD=avx2' || echo 'native');"
     echo "llama-bench -t 2, $rounds interleaved rounds, $(nproc) cores;" \
         "load average (1, 5, 15 min) before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
-    python3 - "$dir" "$rounds" $models <<'PY'
+    BENCH_ISA=$isa python3 - "$dir" "$rounds" $models <<'PY'
 import csv, os, statistics, sys
 d, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 ts = {}
@@ -56,7 +75,7 @@ for r in range(1, rounds + 1):
                 test = f"pp{row['n_prompt']}" if row["n_gen"] == "0" else f"tg{row['n_gen']}"
                 fa = "on" if row["flash_attn"] in ("1", "true", "True") else "off"
                 ts.setdefault((which, model, test, fa), []).append(float(row["avg_ts"]))
-print("| model | test | flash attn | upstream CPU, native (t/s) | Rust CPU backend (t/s) | ours/upstream, paired median | range of the paired ratios |")
+print(f"| model | test | flash attn | upstream CPU, {os.environ.get('BENCH_ISA', 'native')} (t/s) | Rust CPU backend (t/s) | ours/upstream, paired median | range of the paired ratios |")
 print("|---|---|---|---:|---:|---:|---:|")
 below = []
 for model in models:
@@ -76,5 +95,5 @@ PY
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    bench_cpu_backend "${1:-7}"
+    bench_cpu_backend "$@"
 fi

@@ -1,5 +1,6 @@
 //! The prompt tiles of the tiled int8 GEMM ([`ggml_rs_cpu::qgemm`]) per form: one 16-row × 8-column
-//! tile over k, in thread CPU time (min of the repeats), one thread; AVX-512 VNNI only.
+//! tile over k, in thread CPU time (min of the repeats), one thread; at each level the tiles run
+//! at on this CPU (AVX2's kernels, AVX-512 VNNI's; `GGML_RS_CPU_SIMD` caps them).
 //!
 //!     cargo run --release -p ggml-rs-cpu --example qgemm_bench [-- <repeats>]
 //!
@@ -21,8 +22,11 @@ fn cpu_ns() -> u64 {
 }
 
 fn main() {
-    if ggml_rs_cpu::simd::detected() < ggml_rs_cpu::simd::Level::Avx512Vnni {
-        println!("no AVX-512 VNNI: the tiles do not run here");
+    use ggml_rs_cpu::simd::Level;
+    let levels: Vec<Level> =
+        Level::available().into_iter().filter(|l| matches!(l, Level::Avx2 | Level::Avx512Vnni) && *l <= ggml_rs_cpu::simd::active()).collect();
+    if levels.is_empty() {
+        println!("no AVX2: the tiles do not run here");
         return;
     }
     let reps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(200);
@@ -38,7 +42,10 @@ fn main() {
         ("q8_0 pairs", GgmlType::Q8_0, kind_of(GgmlType::Q8_0, true).unwrap()),
     ];
     println!("k = {k}; us per 16 × 8 tile (min of {reps})");
-    for (name, ty, kd) in forms {
+    for (level, (name, ty, kd)) in levels.iter().flat_map(|l| forms.iter().map(move |f| (*l, *f))) {
+        if kd.tiled && level < Level::Avx512Vnni {
+            continue;
+        }
         let vt = ty.vec_dot_type().unwrap();
         let rows: Vec<AlignedBytes> = (0..ROWS)
             .map(|_| {
@@ -66,11 +73,11 @@ fn main() {
             let mut outr: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
             let t = cpu_ns();
             for _ in 0..10 {
-                tile(kd, &packed, &qsr, &auxr, &mut outr, ROWS);
+                tile(kd, level, &packed, &qsr, &auxr, &mut outr, ROWS);
             }
             best = best.min(cpu_ns() - t);
             std::hint::black_box(&out);
         }
-        println!("{name:14} {:6.2} us", best as f64 / 10.0 / 1000.0);
+        println!("{:10} {name:14} {:6.2} us", level.name(), best as f64 / 10.0 / 1000.0);
     }
 }

@@ -16,6 +16,11 @@
 //!
 //! The weights are repacked per MUL_MAT call (one pass over them, cheap next to the 512-column
 //! product); a repacking buffer type would do it once at load time.
+//!
+//! At AVX2 (16 registers of 8 lanes) the same repacked blocks are taken as two halves of 16
+//! rows, each a pass over k with two registers of weights and up to [`AVX2_COLS`] columns'
+//! accumulators; every (row, column) sum is the same chain of fused multiply-adds, so the AVX2
+//! tiles give the AVX-512 tiles' bits (tests).
 
 use crate::GgmlType;
 
@@ -25,15 +30,17 @@ use crate::GgmlType;
 pub const ROWS: usize = 32;
 /// activation rows per tile
 pub const MAX_COLS: usize = 8;
+/// columns per pass of the AVX2 kernel (8 accumulators of a 16-row half)
+pub const AVX2_COLS: usize = 4;
 
 /// the weight types this GEMM takes
 pub fn supports(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
 }
 
-/// whether a node at `level` runs the tiled kernel (AVX-512 or above; use_ref caps it to scalar)
+/// whether a node at `level` runs the tiled kernel (AVX2 or above; use_ref caps it to scalar)
 pub fn available(level: crate::simd::Level) -> bool {
-    level >= crate::simd::Level::Avx512
+    cfg!(target_arch = "x86_64") && level >= crate::simd::Level::Avx2
 }
 
 /// bytes of one repacked weight element (F16 / BF16 stay 16-bit)
@@ -116,8 +123,8 @@ fn repack_n<const EB: usize>(rows: &[&[u8]], out: &mut [u8]) {
 /// results of each column are written.
 ///
 /// Panics if the sizes do not agree or the CPU lacks AVX-512.
-pub fn tile(ty: GgmlType, w: &[u8], x: &[&[f32]], out: &mut [&mut [f32]], n_rows: usize, accumulate: bool) {
-    assert!(crate::simd::detected() >= crate::simd::Level::Avx512, "fgemm::tile: the CPU has no AVX-512");
+pub fn tile(ty: GgmlType, level: crate::simd::Level, w: &[u8], x: &[&[f32]], out: &mut [&mut [f32]], n_rows: usize, accumulate: bool) {
+    assert!(available(level) && level <= crate::simd::detected(), "fgemm::tile: no tiles at {} on this CPU", level.name());
     let eb = elem_bytes(ty);
     let kc = w.len() / (ROWS * eb);
     assert_eq!(w.len(), kc * ROWS * eb, "fgemm::tile: weights of {} bytes are not rows of {ROWS}", w.len());
@@ -129,17 +136,44 @@ pub fn tile(ty: GgmlType, w: &[u8], x: &[&[f32]], out: &mut [&mut [f32]], n_rows
         assert!(x[j].len() == kc && out[j].len() >= n_rows, "fgemm::tile: column {j} is not {kc} elements / {n_rows} outputs");
         (xp[j], op[j]) = (x[j].as_ptr(), out[j].as_mut_ptr());
     }
-    // SAFETY: the CPU has AVX-512 (asserted); every pointer covers kc elements / n_rows outputs
+    // SAFETY: the CPU runs `level` (asserted); every pointer covers kc elements / n_rows outputs
     // (asserted above)
-    unsafe { tile_raw(ty, w.as_ptr(), kc, &xp[..x.len()], &op[..x.len()], n_rows, accumulate) }
+    unsafe { tile_raw(ty, level, w.as_ptr(), kc, &xp[..x.len()], &op[..x.len()], n_rows, accumulate) }
 }
 
 /// [`tile`] on raw pointers, dispatching on the weight type and the column count.
 ///
 /// # Safety
-/// The CPU has AVX-512; `w` holds `32 · kc` repacked elements of `ty`; each `x[j]` `kc` floats;
-/// each `out[j]` is readable and writable for `n_rows ≤ 32` floats; 1 ≤ columns ≤ 8.
-pub unsafe fn tile_raw(ty: GgmlType, w: *const u8, kc: usize, x: &[*const f32], out: &[*mut f32], n_rows: usize, accumulate: bool) {
+/// The CPU runs `level` (AVX-512, or AVX2 + FMA + F16C below it: the kernel taken); `w` holds `32 · kc` repacked elements of `ty`;
+/// each `x[j]` `kc` floats; each `out[j]` is readable and writable for `n_rows ≤ 32` floats;
+/// 1 ≤ columns ≤ 8.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile_raw(ty: GgmlType, level: crate::simd::Level, w: *const u8, kc: usize, x: &[*const f32], out: &[*mut f32], n_rows: usize, accumulate: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if level < crate::simd::Level::Avx512 {
+        for (x, out) in x.chunks(AVX2_COLS).zip(out.chunks(AVX2_COLS)) {
+            // SAFETY: forwarded from the caller, for these columns (the arrays hold N pointers)
+            unsafe {
+                macro_rules! cols8 {
+                    ($w:literal) => {
+                        match x.len() {
+                            1 => x86::tile8::<1, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                            2 => x86::tile8::<2, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                            3 => x86::tile8::<3, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                            _ => x86::tile8::<4, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                        }
+                    };
+                }
+                match ty {
+                    GgmlType::F32 => cols8!(0),
+                    GgmlType::F16 => cols8!(1),
+                    GgmlType::BF16 => cols8!(2),
+                    _ => panic!("fgemm::tile_raw: {} is not an fgemm weight type", ty.name()),
+                }
+            }
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     // SAFETY: forwarded from the caller
     unsafe {
@@ -167,7 +201,7 @@ pub unsafe fn tile_raw(ty: GgmlType, w: *const u8, kc: usize, x: &[*const f32], 
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (ty, w, kc, x, out, n_rows, accumulate);
+        let _ = (ty, level, w, kc, x, out, n_rows, accumulate);
         panic!("fgemm::tile_raw: x86-64 only");
     }
 }
@@ -215,6 +249,65 @@ mod x86 {
             for (r, &o) in offs.iter().enumerate() {
                 // SAFETY: the last element of row r, output element (k - 1, r)
                 unsafe { std::ptr::copy_nonoverlapping(base.offset(o as isize + 2 * e as isize), out.add((e * ROWS + r) * 2), 2) };
+            }
+        }
+    }
+
+    /// [`tile`] at AVX2: each 16-row half of the block a pass over the `kc` elements, its two
+    /// 8-row registers against `N` (≤ 4) broadcast columns
+    ///
+    /// # Safety
+    /// as [`super::tile_raw`] at AVX2, with exactly `N` columns of weights stored as `W`
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn tile8<const N: usize, const W: u8>(w: *const u8, kc: usize, x: [*const f32; N], out: [*mut f32; N], n_rows: usize, accumulate: bool) {
+        const H: usize = ROWS / 2;
+        let eb = if W == 0 { 4 } else { 2 };
+        // the 8 rows at `p` of one element, widened to f32
+        let load = |p: *const u8| -> __m256 {
+            // SAFETY: p is within the weights (caller)
+            unsafe {
+                match W {
+                    0 => _mm256_loadu_ps(p.cast()),
+                    1 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast())),
+                    _ => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast())))),
+                }
+            }
+        };
+        for h in 0..2 {
+            let rows = n_rows.saturating_sub(h * H).min(H);
+            if rows == 0 {
+                break;
+            }
+            let mut acc = [[_mm256_setzero_ps(); 2]; N];
+            if accumulate {
+                for j in 0..N {
+                    let mut t = [0f32; H];
+                    // SAFETY: out[j] is readable for n_rows floats: rows 16h .. 16h + rows
+                    unsafe { std::ptr::copy_nonoverlapping(out[j].add(h * H), t.as_mut_ptr(), rows) };
+                    // SAFETY: 16 floats of t
+                    acc[j] = unsafe { [_mm256_loadu_ps(t.as_ptr()), _mm256_loadu_ps(t.as_ptr().add(8))] };
+                }
+            }
+            for e in 0..kc {
+                // SAFETY: element e of the weights (this half's 16 rows) and of every column (caller)
+                unsafe {
+                    let p = w.add((e * ROWS + h * H) * eb);
+                    let (w0, w1) = (load(p), load(p.add(8 * eb)));
+                    for j in 0..N {
+                        let xe = _mm256_set1_ps(*x[j].add(e));
+                        acc[j][0] = _mm256_fmadd_ps(w0, xe, acc[j][0]);
+                        acc[j][1] = _mm256_fmadd_ps(w1, xe, acc[j][1]);
+                    }
+                }
+            }
+            for j in 0..N {
+                let mut t = [0f32; H];
+                // SAFETY: 16 floats of t; out[j] writable for rows 16h .. 16h + rows (caller)
+                unsafe {
+                    _mm256_storeu_ps(t.as_mut_ptr(), acc[j][0]);
+                    _mm256_storeu_ps(t.as_mut_ptr().add(8), acc[j][1]);
+                    std::ptr::copy_nonoverlapping(t.as_ptr(), out[j].add(h * H), rows);
+                }
             }
         }
     }
@@ -309,53 +402,53 @@ mod tests {
     /// same operations in the same order), whole and split over k
     #[test]
     fn tile_equals_the_sequential_sum() {
-        if crate::simd::detected() < crate::simd::Level::Avx512 {
-            eprintln!("no AVX-512: fgemm not tested");
-            return;
-        }
-        let mut r = XorShift::new(41);
-        for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
-            for n_cols in 1..=MAX_COLS {
-                for (n_rows, k) in [(32, 64), (32, 300), (16, 40), (21, 33), (7, 33), (1, 8)] {
-                    let w: Vec<AlignedBytes> = (0..n_rows)
-                        .map(|_| {
-                            let mut b = AlignedBytes::zeroed(ty.row_size(k));
-                            quantize_row(ty, &r.model_like(k), &mut b);
-                            b
-                        })
-                        .collect();
-                    let wr: Vec<&[u8]> = w.iter().map(|b| &b[..]).collect();
-                    let x: Vec<Vec<f32>> = (0..n_cols).map(|_| r.model_like(k)).collect();
-                    let eb = elem_bytes(ty);
-                    let mut packed = vec![0u8; ROWS * k * eb];
-                    repack(ty, &wr, k, &mut packed);
-                    let xr: Vec<&[f32]> = x.iter().map(|v| &v[..]).collect();
-                    let split = k / 3;
-                    for whole in [true, false] {
-                        let mut out = vec![vec![f32::NAN; ROWS]; n_cols];
-                        let mut outr: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
-                        if whole {
-                            tile(ty, &packed, &xr, &mut outr, n_rows, false);
-                        } else {
-                            let x0: Vec<&[f32]> = x.iter().map(|v| &v[..split]).collect();
-                            let x1: Vec<&[f32]> = x.iter().map(|v| &v[split..]).collect();
-                            tile(ty, &packed[..ROWS * split * eb], &x0, &mut outr, n_rows, false);
-                            tile(ty, &packed[ROWS * split * eb..], &x1, &mut outr, n_rows, true);
-                        }
-                        for j in 0..n_cols {
-                            for i in 0..n_rows {
-                                let mut wd = vec![0f32; k];
-                                dequantize_row(ty, wr[i], &mut wd);
-                                let want = wd.iter().zip(&x[j]).fold(0f32, |s, (p, q)| p.mul_add(*q, s));
-                                let got = out[j][i];
-                                assert_eq!(
-                                    got.to_bits(),
-                                    want.to_bits(),
-                                    "{} {n_rows}×{n_cols} k={k} whole={whole}: col {j} row {i}: {got} vs {want}",
-                                    ty.name()
-                                );
+        // the AVX2 kernel and the AVX-512 one: the same chains, so the same bits
+        for level in crate::simd::Level::available().into_iter().filter(|l| available(*l) && *l <= crate::simd::Level::Avx512) {
+            let mut r = XorShift::new(41);
+            for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+                for n_cols in 1..=MAX_COLS {
+                    for (n_rows, k) in [(32, 64), (32, 300), (16, 40), (21, 33), (7, 33), (1, 8)] {
+                        let w: Vec<AlignedBytes> = (0..n_rows)
+                            .map(|_| {
+                                let mut b = AlignedBytes::zeroed(ty.row_size(k));
+                                quantize_row(ty, &r.model_like(k), &mut b);
+                                b
+                            })
+                            .collect();
+                        let wr: Vec<&[u8]> = w.iter().map(|b| &b[..]).collect();
+                        let x: Vec<Vec<f32>> = (0..n_cols).map(|_| r.model_like(k)).collect();
+                        let eb = elem_bytes(ty);
+                        let mut packed = vec![0u8; ROWS * k * eb];
+                        repack(ty, &wr, k, &mut packed);
+                        let xr: Vec<&[f32]> = x.iter().map(|v| &v[..]).collect();
+                        let split = k / 3;
+                        for whole in [true, false] {
+                            let mut out = vec![vec![f32::NAN; ROWS]; n_cols];
+                            let mut outr: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
+                            if whole {
+                                tile(ty, level, &packed, &xr, &mut outr, n_rows, false);
+                            } else {
+                                let x0: Vec<&[f32]> = x.iter().map(|v| &v[..split]).collect();
+                                let x1: Vec<&[f32]> = x.iter().map(|v| &v[split..]).collect();
+                                tile(ty, level, &packed[..ROWS * split * eb], &x0, &mut outr, n_rows, false);
+                                tile(ty, level, &packed[ROWS * split * eb..], &x1, &mut outr, n_rows, true);
                             }
-                            assert!(out[j][n_rows..].iter().all(|v| v.is_nan()), "{}: a row past {n_rows} was written", ty.name());
+                            for j in 0..n_cols {
+                                for i in 0..n_rows {
+                                    let mut wd = vec![0f32; k];
+                                    dequantize_row(ty, wr[i], &mut wd);
+                                    let want = wd.iter().zip(&x[j]).fold(0f32, |s, (p, q)| p.mul_add(*q, s));
+                                    let got = out[j][i];
+                                    assert_eq!(
+                                        got.to_bits(),
+                                        want.to_bits(),
+                                        "{} {} {n_rows}×{n_cols} k={k} whole={whole}: col {j} row {i}: {got} vs {want}",
+                                        level.name(),
+                                        ty.name()
+                                    );
+                                }
+                                assert!(out[j][n_rows..].iter().all(|v| v.is_nan()), "{}: a row past {n_rows} was written", ty.name());
+                            }
                         }
                     }
                 }

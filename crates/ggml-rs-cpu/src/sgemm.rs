@@ -21,6 +21,11 @@
 //! speed is below the one-lane-per-row tiles of [`crate::fgemm`] (another order), which
 //! `GGML_RS_CPU_F16_TILES=fast` / `GGML_RS_CPU_F32_TILES=fast` ([`fast`], read once) keep for
 //! whoever prefers the speed.
+//!
+//! **At AVX2** (+ FMA + F16C; the `avx2` kernel set, and what upstream's AVX2 builds run):
+//! `tinyBLAS<8, __m256, ...>`, the same scheme with 8 lanes ([`sgemm_order8`]: `k % 8 == 0`,
+//! tinyBLAS's `hsum` of a `__m256`); with 16 vector registers a tile is two passes of 2 rows ×
+//! up to [`MAX_COLS`] columns.
 
 use half::f16;
 
@@ -63,10 +68,37 @@ pub fn sgemm_order<E: Elem>(w: &[E], x: &[E]) -> f32 {
     crate::ops::expf::reduce_add16(&acc)
 }
 
-/// upstream hands a slice of `m` weight rows x `n` activation rows of length `k` to tinyBLAS
-/// (else each output is a row dot product)
-pub fn sgemm_shape(m: usize, n: usize, k: usize) -> bool {
-    n >= 2 && k.is_multiple_of(16) && m.is_multiple_of(ROWS)
+/// an output as upstream's `tinyBLAS<8, __m256, ...>` (its AVX2 builds) sums it: one
+/// accumulator of 8 lanes, lane l of piece p `fma(w[8p + l], x[8p + l], lane)`, pieces in
+/// order, then tinyBLAS's `hsum`: the 128-bit halves added, then `(u0 + u2) + (u1 + u3)`. `k` a
+/// multiple of 8.
+pub fn sgemm_order8<E: Elem>(w: &[E], x: &[E]) -> f32 {
+    let k = w.len().min(x.len());
+    assert!(k.is_multiple_of(8), "sgemm_order8: k = {k} is not a multiple of 8");
+    let mut acc = [0f32; 8];
+    for p in (0..k).step_by(8) {
+        for (l, lane) in acc.iter_mut().enumerate() {
+            *lane = w[p + l].widen().mul_add(x[p + l].widen(), *lane);
+        }
+    }
+    let u: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
+    (u[0] + u[2]) + (u[1] + u[3])
+}
+
+/// the definition of the tiles at `level` ([`sgemm_order`] from AVX-512, else [`sgemm_order8`])
+pub fn order_at<E: Elem>(level: crate::simd::Level, w: &[E], x: &[E]) -> f32 {
+    if level >= crate::simd::Level::Avx512 { sgemm_order(w, x) } else { sgemm_order8(w, x) }
+}
+
+/// tinyBLAS's vector width at `level` (its `KN`): 16 floats from AVX-512, else 8
+pub fn lanes(level: crate::simd::Level) -> usize {
+    if level >= crate::simd::Level::Avx512 { 16 } else { 8 }
+}
+
+/// upstream's build of `level` hands a slice of `m` weight rows x `n` activation rows of length
+/// `k` to tinyBLAS (else each output is a row dot product)
+pub fn sgemm_shape(m: usize, n: usize, k: usize, level: crate::simd::Level) -> bool {
+    n >= 2 && k.is_multiple_of(lanes(level)) && m.is_multiple_of(ROWS)
 }
 
 /// the weight types of the tiles (upstream's tinyBLAS on F32 and F16 at AVX-512)
@@ -91,21 +123,39 @@ pub fn fast(ty: GgmlType) -> bool {
     }
 }
 
-/// whether a node of weights `ty` at `level` takes the exact forms (F32 / F16, AVX-512, the fast
-/// tiles not asked for)
+/// whether a node of weights `ty` at `level` takes the exact forms (F32 / F16, AVX2 or above:
+/// the order of upstream's build of that level; the fast tiles not asked for)
 pub fn exact(ty: GgmlType, level: crate::simd::Level) -> bool {
-    supports(ty) && level >= crate::simd::Level::Avx512 && !fast(ty)
+    supports(ty) && cfg!(target_arch = "x86_64") && level >= crate::simd::Level::Avx2 && !fast(ty)
 }
 
-/// `out[t][r] = sgemm_order(weight row r, x[t])` for the 4 weight rows of `ty` (F32 or F16) at
-/// `w + r · stride` (bytes) and the `x.len()` (1 ..= [`MAX_COLS`]) activation rows, given as f32
-/// (for F16 weights values of f16: the definition's activations widened)
+/// `out[t][r] = order_at(level, weight row r, x[t])` for the 4 weight rows of `ty` (F32 or F16)
+/// at `w + r · stride` (bytes) and the `x.len()` (1 ..= [`MAX_COLS`]) activation rows, given as
+/// f32 (for F16 weights values of f16: the definition's activations widened)
 ///
 /// # Safety
-/// AVX-512 F available (the level); `w + r · stride` readable for `k` values of `ty` (r < 4),
-/// each `x[t]` for `k` floats, each `out[t]` writable for 4 floats; `k` a multiple of 16.
-pub unsafe fn tile_raw(ty: GgmlType, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
-    assert!(k.is_multiple_of(16) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
+/// `level` (AVX2 or above) available; `w + r · stride` readable for `k` values of `ty` (r < 4),
+/// each `x[t]` for `k` floats, each `out[t]` writable for 4 floats; `k` a multiple of
+/// [`lanes`]`(level)`.
+pub unsafe fn tile_raw(ty: GgmlType, level: crate::simd::Level, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
+    assert!(k.is_multiple_of(lanes(level)) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
+    #[cfg(target_arch = "x86_64")]
+    if level < crate::simd::Level::Avx512 {
+        assert!(matches!(ty, GgmlType::F32 | GgmlType::F16), "sgemm::tile_raw: {} is not a tinyBLAS weight type", ty.name());
+        let mut xb = [std::ptr::null::<u8>(); MAX_COLS];
+        for (d, p) in xb.iter_mut().zip(x) {
+            *d = p.cast();
+        }
+        let xb = &xb[..x.len()];
+        // SAFETY: the caller's contract (1 to 6 columns)
+        unsafe {
+            match ty {
+                GgmlType::F16 => x86::tile8::<true, false>(w, stride, k, xb, out),
+                _ => x86::tile8::<false, false>(w, stride, k, xb, out),
+            }
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract; the arrays hold exactly N pointers
     unsafe {
@@ -129,16 +179,88 @@ pub unsafe fn tile_raw(ty: GgmlType, w: *const u8, stride: usize, k: usize, x: &
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (ty, w, stride, k, x, out);
-        unreachable!("sgemm::tile_raw: AVX-512 only");
+        let _ = (ty, level, w, stride, k, x, out);
+        unreachable!("sgemm::tile_raw: x86-64 only");
     }
+}
+
+/// [`tile_raw`] at AVX2 for F16 weights whose columns are F16 too (widened in the kernel, as
+/// upstream's tinyBLAS reads them): half the columns' bytes, so 6 columns of a long row stay in L1
+///
+/// # Safety
+/// as [`tile_raw`] at AVX2, each `x[t]` holding `k` f16 values
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn tile_raw_f16_cols(w: *const u8, stride: usize, k: usize, x: &[*const u8], out: &[*mut f32]) {
+    assert!(k.is_multiple_of(8) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw_f16_cols: k = {k}, {} columns", x.len());
+    // SAFETY: the caller's contract
+    unsafe { x86::tile8::<true, true>(w, stride, k, x, out) }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    use crate::dot::x86::reduce_add_ps_gcc;
+    use crate::dot::x86::{hsum_ps, reduce_add_ps_gcc};
+
+    /// [`super::tile_raw`] at AVX2: the 4 rows as two passes of 2 rows over k, each against all
+    /// the columns (up to 6; fewer: the last one repeated, its outputs written once): 12
+    /// accumulators, 2 weight pieces loaded (F16: and converted) once per step, one column
+    /// piece at a time. (4 rows × 3 columns, upstream's tile, needs all 16 registers and LLVM
+    /// spilled and rotated them: 0.5× upstream's speed; 4 × 2 reached 0.82×.)
+    ///
+    /// # Safety
+    /// as [`super::tile_raw`] at AVX2, 1 ≤ `x.len()` = `out.len()` ≤ 6
+    #[target_feature(enable = "avx2,f16c,fma")]
+    pub(super) unsafe fn tile8<const F16: bool, const XH: bool>(w: *const u8, stride: usize, k: usize, x: &[*const u8], out: &[*mut f32]) {
+        let n = x.len();
+        let xs: [*const u8; 6] = std::array::from_fn(|t| x[t.min(n - 1)]);
+        // SAFETY (the loads): 8 values at element p of a column, p + 8 <= k (caller)
+        let ly =
+            |c: *const u8, p: usize| unsafe { if XH { _mm256_cvtph_ps(_mm_loadu_si128(c.add(2 * p).cast())) } else { _mm256_loadu_ps(c.add(4 * p).cast()) } };
+        let eb = if F16 { 2 } else { 4 };
+        // SAFETY (the loads): 8 values at element p of a weight row, p + 8 <= k (caller)
+        let ld = |r: *const u8, p: usize| unsafe {
+            let q = r.add(eb * p);
+            if F16 { _mm256_cvtph_ps(_mm_loadu_si128(q.cast())) } else { _mm256_loadu_ps(q.cast()) }
+        };
+        for pass in 0..2 {
+            let (ra, rb) = (w.wrapping_add(2 * pass * stride), w.wrapping_add((2 * pass + 1) * stride));
+            let z = _mm256_setzero_ps();
+            let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5) = (z, z, z, z, z, z);
+            let (mut b0, mut b1, mut b2, mut b3, mut b4, mut b5) = (z, z, z, z, z, z);
+            let mut p = 0;
+            while p < k {
+                let (va, vb) = (ld(ra, p), ld(rb, p));
+                let y = ly(xs[0], p);
+                a0 = _mm256_fmadd_ps(va, y, a0);
+                b0 = _mm256_fmadd_ps(vb, y, b0);
+                let y = ly(xs[1], p);
+                a1 = _mm256_fmadd_ps(va, y, a1);
+                b1 = _mm256_fmadd_ps(vb, y, b1);
+                let y = ly(xs[2], p);
+                a2 = _mm256_fmadd_ps(va, y, a2);
+                b2 = _mm256_fmadd_ps(vb, y, b2);
+                let y = ly(xs[3], p);
+                a3 = _mm256_fmadd_ps(va, y, a3);
+                b3 = _mm256_fmadd_ps(vb, y, b3);
+                let y = ly(xs[4], p);
+                a4 = _mm256_fmadd_ps(va, y, a4);
+                b4 = _mm256_fmadd_ps(vb, y, b4);
+                let y = ly(xs[5], p);
+                a5 = _mm256_fmadd_ps(va, y, a5);
+                b5 = _mm256_fmadd_ps(vb, y, b5);
+                p += 8;
+            }
+            let cols = [[a0, b0], [a1, b1], [a2, b2], [a3, b3], [a4, b4], [a5, b5]];
+            for (o, c) in out.iter().zip(cols) {
+                // SAFETY: 4 writable floats per column (caller): this pass's rows 2·pass, 2·pass + 1
+                unsafe {
+                    o.add(2 * pass).write_unaligned(hsum_ps(c[0]));
+                    o.add(2 * pass + 1).write_unaligned(hsum_ps(c[1]));
+                }
+            }
+        }
+    }
 
     /// [`super::tile_raw`] for N columns of weights in f16 (`F16`) or f32
     ///
@@ -183,13 +305,13 @@ mod tests {
     }
 
     /// the definition on values of `ty` (given widened)
-    fn order(ty: GgmlType, w: &[f32], x: &[f32]) -> f32 {
+    fn order(level: Level, ty: GgmlType, w: &[f32], x: &[f32]) -> f32 {
         match ty {
             GgmlType::F16 => {
                 let h = |v: &[f32]| v.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>();
-                sgemm_order(&h(w), &h(x))
+                order_at(level, &h(w), &h(x))
             }
-            _ => sgemm_order(w, x),
+            _ => order_at(level, w, x),
         }
     }
 
@@ -205,34 +327,53 @@ mod tests {
     /// and k from 16 to a model's 4096, rows and columns at odd byte offsets
     #[test]
     fn tile_equals_upstreams_sgemm_order_bit_for_bit() {
-        if crate::simd::detected() < Level::Avx512 {
-            eprintln!("no AVX-512: not tested");
-            return;
-        }
-        let mut r = XorShift::new(18);
-        for ty in [GgmlType::F32, GgmlType::F16] {
-            let eb = ty.type_size();
-            for k in [16usize, 48, 64, 96, 256, 1536, 4096] {
-                let rows: Vec<Vec<f32>> = (0..ROWS).map(|_| rounded(ty, r.model_like(k))).collect();
-                let stride = eb * k + 6;
-                let mut w = vec![0u8; 1 + ROWS * stride];
-                for (i, row) in rows.iter().enumerate() {
-                    w[1 + i * stride..][..eb * k].copy_from_slice(&bytes(ty, row));
-                }
-                for n in 1..=MAX_COLS {
-                    let cols: Vec<Vec<f32>> = (0..n).map(|_| rounded(ty, r.model_like(k).into_iter().map(|v| v * 40.0).collect())).collect();
-                    // each column one float past a 64-byte boundary
-                    let cb: Vec<Vec<f32>> = cols.iter().map(|c| std::iter::once(0.0).chain(c.iter().copied()).collect()).collect();
-                    let mut outs = vec![[f32::NAN; ROWS]; n];
-                    let xp: Vec<*const f32> = cb.iter().map(|b| b[1..].as_ptr()).collect();
-                    let op: Vec<*mut f32> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
-                    // SAFETY: AVX-512 (checked); 4 rows of k values stride apart in w, n columns of k
-                    // values, n outputs of 4 floats
-                    unsafe { tile_raw(ty, w[1..].as_ptr(), stride, k, &xp, &op) };
-                    for t in 0..n {
-                        for i in 0..ROWS {
-                            let want = order(ty, &rows[i], &cols[t]);
-                            assert_eq!(outs[t][i].to_bits(), want.to_bits(), "{} k={k} n={n} column {t} row {i}: {} vs {want}", ty.name(), outs[t][i]);
+        for level in Level::available().into_iter().filter(|l| matches!(l, Level::Avx2 | Level::Avx512)) {
+            let mut r = XorShift::new(18);
+            for ty in [GgmlType::F32, GgmlType::F16] {
+                let eb = ty.type_size();
+                for k in [8usize, 16, 40, 48, 64, 96, 256, 1536, 4096] {
+                    if !k.is_multiple_of(lanes(level)) {
+                        continue;
+                    }
+                    let rows: Vec<Vec<f32>> = (0..ROWS).map(|_| rounded(ty, r.model_like(k))).collect();
+                    let stride = eb * k + 6;
+                    let mut w = vec![0u8; 1 + ROWS * stride];
+                    for (i, row) in rows.iter().enumerate() {
+                        w[1 + i * stride..][..eb * k].copy_from_slice(&bytes(ty, row));
+                    }
+                    for n in 1..=MAX_COLS {
+                        let cols: Vec<Vec<f32>> = (0..n).map(|_| rounded(ty, r.model_like(k).into_iter().map(|v| v * 40.0).collect())).collect();
+                        // each column one float past a 64-byte boundary
+                        let cb: Vec<Vec<f32>> = cols.iter().map(|c| std::iter::once(0.0).chain(c.iter().copied()).collect()).collect();
+                        let mut outs = vec![[f32::NAN; ROWS]; n];
+                        let xp: Vec<*const f32> = cb.iter().map(|b| b[1..].as_ptr()).collect();
+                        let op: Vec<*mut f32> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
+                        // SAFETY: the level (available); 4 rows of k values stride apart in w, n columns
+                        // of k values, n outputs of 4 floats
+                        unsafe { tile_raw(ty, level, w[1..].as_ptr(), stride, k, &xp, &op) };
+                        for t in 0..n {
+                            for i in 0..ROWS {
+                                let want = order(level, ty, &rows[i], &cols[t]);
+                                assert_eq!(
+                                    outs[t][i].to_bits(),
+                                    want.to_bits(),
+                                    "{} {} k={k} n={n} column {t} row {i}: {} vs {want}",
+                                    level.name(),
+                                    ty.name(),
+                                    outs[t][i]
+                                );
+                            }
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        if ty == GgmlType::F16 && level == Level::Avx2 {
+                            // the same with the columns kept in f16 (odd 2-byte offsets)
+                            let hb: Vec<Vec<u8>> = cols.iter().map(|c| std::iter::once(0u8).chain(std::iter::once(0)).chain(bytes(ty, c)).collect()).collect();
+                            let hp: Vec<*const u8> = hb.iter().map(|b| b[2..].as_ptr()).collect();
+                            let mut outh = vec![[f32::NAN; ROWS]; n];
+                            let oh: Vec<*mut f32> = outh.iter_mut().map(|o| o.as_mut_ptr()).collect();
+                            // SAFETY: AVX2; 4 rows of k f16 stride apart, n columns of k f16, n outputs of 4
+                            unsafe { tile_raw_f16_cols(w[1..].as_ptr(), stride, k, &hp, &oh) };
+                            assert_eq!(outh, outs, "f16 columns k={k} n={n}");
                         }
                     }
                 }
@@ -258,6 +399,11 @@ mod tests {
             vs_ref32 |= s.to_bits() != crate::dot::float::f32_reference(&w, &x).to_bits();
         }
         assert!(vs_row && vs_ref && vs_row32 && vs_ref32, "20 random rows summed to the same bits: {vs_row} {vs_ref} {vs_row32} {vs_ref32}");
-        assert!(sgemm_shape(4, 2, 16) && !sgemm_shape(4, 1, 16) && !sgemm_shape(6, 8, 64) && !sgemm_shape(8, 8, 100));
+        let l = Level::Avx512;
+        assert!(sgemm_shape(4, 2, 16, l) && !sgemm_shape(4, 1, 16, l) && !sgemm_shape(6, 8, 64, l) && !sgemm_shape(8, 8, 100, l) && !sgemm_shape(4, 2, 24, l));
+        assert!(sgemm_shape(4, 2, 24, Level::Avx2) && !sgemm_shape(4, 2, 20, Level::Avx2));
+        // the 8-lane order is another order again
+        let (w, x) = (r.model_like(1536), r.model_like(1536));
+        assert_ne!(sgemm_order8(&w, &x).to_bits(), sgemm_order(&w, &x).to_bits());
     }
 }

@@ -151,6 +151,14 @@ fn activation_quantization_is_ggml_cpus() {
         total += ours.len();
     }
     println!("q8_0: ggml-cpu's from_float and the reference quantizer differ in {diff_ref} of {total} bytes");
+    // denormal activations, where `127 / amax` overflows to +inf: x86's conversion of ±inf and
+    // NaN (the integer indefinite, packed to -128), not a saturating cast
+    let tiny: Vec<f32> = (0..n).map(|i| ((i % 64) as f32 - 31.5) * 1e-40).collect();
+    let mut theirs = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
+    let mut ours = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
+    u.cpu_from_float(GgmlType::Q8_0 as u32, &tiny, &mut theirs);
+    quantize_row_q8_0_x86(&tiny, block::as_blocks_mut(&mut ours, "q8_0"));
+    assert!(*theirs == *ours, "q8_0 activations of denormals differ from ggml-cpu's from_float: {:?} vs {:?}", &theirs[..34], &ours[..34]);
 }
 
 /// activations of the weight type's vec_dot type, quantized our way
@@ -339,6 +347,50 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
 
 /// the row-parallel MUL_MAT against upstream's own recipe: ggml-cpu's `from_float` on the
 /// activations, then its `vec_dot` per row; within float rounding (2⁻¹⁸ · Σ|w·a|)
+/// SILU and SWIGLU rows as upstream's CPU computes them (its build's vector exp in blocks, libm
+/// for the tail), bit for bit: our rows at the level of the build loaded (AVX-512 for a native
+/// AVX-512 build, AVX2 for an AVX2 build: `ops::expf`'s two definitions)
+#[test]
+fn silu_and_swiglu_are_ggml_cpus_bit_for_bit() {
+    let Some(u) = upstream() else { return };
+    let level = if u.avx512_build { Level::Avx512 } else { Level::Avx2 };
+    if ggml_rs_cpu::simd::detected() < level {
+        println!("SKIPPED: this CPU does not run {}", level.name());
+        return;
+    }
+    let mut r = XorShift::new(71);
+    // rows of 4096 + 13 (whole blocks and a tail), values over SiLU's whole range
+    let n = 4109usize;
+    let x: Vec<f32> = (0..n).map(|i| if i % 97 == 0 { r.f32_in(-120.0, 120.0) } else { r.f32_in(-12.0, 12.0) }).collect();
+    let g: Vec<f32> = (0..n).map(|_| r.f32_in(-3.0, 3.0)).collect();
+    for gated in [false, true] {
+        let ctx = u.context(4 * n * 4, 4).expect("context");
+        let (a, b) = (ctx.new_tensor(GgmlType::F32 as u32, [n as i64, 1, 1, 1]), ctx.new_tensor(GgmlType::F32 as u32, [n as i64, 1, 1, 1]));
+        // SAFETY: contiguous F32 tensors of n values, not otherwise borrowed
+        unsafe {
+            upstream_lib::tensor_bytes(a).copy_from_slice(block::as_bytes(&x));
+            upstream_lib::tensor_bytes(b).copy_from_slice(block::as_bytes(&g));
+        }
+        let out = ctx.silu(a, gated.then_some(b));
+        assert_eq!(ctx.compute(ctx.graph(out), 1), 0, "upstream's compute");
+        // SAFETY: the result, n floats
+        let theirs: Vec<f32> = unsafe { upstream_lib::tensor_bytes(out) }.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect();
+        let mut ours = vec![0f32; n];
+        ggml_rs_cpu::ops::expf::silu_row(level, &mut ours, &x, gated.then_some(&g[..]));
+        for i in 0..n {
+            assert_eq!(
+                ours[i].to_bits(),
+                theirs[i].to_bits(),
+                "{} gated={gated}: x[{i}] = {} gives {} here, {} upstream",
+                level.name(),
+                x[i],
+                ours[i],
+                theirs[i]
+            );
+        }
+    }
+}
+
 #[test]
 fn mul_mat_matches_ggml_cpus_recipe() {
     use ggml_rs_cpu::matmul::{MatMul, Weights};

@@ -1,6 +1,12 @@
 //! What this CPU has, detected at run time (upstream's `ggml_cpu_has_*` answer what its build was
 //! compiled for; ours answer what the machine runs, which is what the kernels select on), and the
 //! feature list of `ggml_backend_get_features` built from it.
+//!
+//! Under a cap (`GGML_RS_CPU_SIMD`, [`crate::simd::active`]) the answers are those of upstream
+//! built for that set on this machine: a feature beyond the active kernel set is reported absent
+//! (at `avx2` no AVX512* / AMX / AVX-VNNI, as upstream's AVX2 build; at `scalar` none of the AVX
+//! family). The list ends with `KERNELS`, the active kernel set's name (llama.cpp's
+//! `system_info` line prints it as `KERNELS = avx2`).
 
 use std::ffi::{CStr, c_char};
 use std::sync::OnceLock;
@@ -16,8 +22,27 @@ pub struct Feature {
     pub present: bool,
 }
 
+/// the lowest kernel level that may report the x86 feature `query` (its kernels' set, or the
+/// set an upstream build that has it is built for)
+#[cfg(target_arch = "x86_64")]
+fn level_of(query: &str) -> crate::simd::Level {
+    use crate::simd::Level;
+    match query {
+        "sse3" | "ssse3" => Level::Scalar,
+        "avx" | "avx2" | "f16c" | "fma" | "bmi2" => Level::Avx2,
+        "avx512" | "avx512_vbmi" | "avx512_bf16" => Level::Avx512,
+        _ => Level::Avx512Vnni,
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 fn x86() -> [(&'static str, &'static CStr, bool); 13] {
+    let active = crate::simd::active();
+    x86_detected().map(|(q, n, present)| (q, n, present && level_of(q) <= active))
+}
+
+#[cfg(target_arch = "x86_64")]
+fn x86_detected() -> [(&'static str, &'static CStr, bool); 13] {
     use std::arch::is_x86_feature_detected as has;
     // AMX-INT8: CPUID.(EAX=7,ECX=0):EDX[25] (std does not detect AMX on stable Rust); a CPU
     // without leaf 7 answers zeros, read as absent
@@ -62,7 +87,8 @@ pub fn has(query: &str) -> i32 {
     all().iter().any(|f| f.query == query && f.present) as i32
 }
 
-/// `ggml_backend_get_features`: the present features, each with value "1", then a NULL entry.
+/// `ggml_backend_get_features`: the present features, each with value "1", then `KERNELS` (the
+/// active kernel set's name), then a NULL entry.
 pub fn list() -> *const ggml_backend_feature {
     struct List(Vec<ggml_backend_feature>);
     // SAFETY: the entries point to static C strings only.
@@ -73,11 +99,23 @@ pub fn list() -> *const ggml_backend_feature {
     LIST.get_or_init(|| {
         let mut v: Vec<ggml_backend_feature> =
             all().iter().filter(|f| f.present).map(|f| ggml_backend_feature { name: f.list_name.as_ptr(), value: c"1".as_ptr() }).collect();
+        v.push(ggml_backend_feature { name: c"KERNELS".as_ptr(), value: kernels_name().as_ptr() });
         v.push(ggml_backend_feature { name: std::ptr::null::<c_char>(), value: std::ptr::null() });
         List(v)
     })
     .0
     .as_ptr()
+}
+
+/// the active kernel set's name, NUL-terminated ([`crate::simd::Level::name`])
+fn kernels_name() -> &'static CStr {
+    use crate::simd::Level;
+    match crate::simd::active() {
+        Level::Scalar => c"scalar",
+        Level::Avx2 => c"avx2",
+        Level::Avx512 => c"avx512",
+        Level::Avx512Vnni => c"avx512vnni",
+    }
 }
 
 #[cfg(test)]
@@ -86,12 +124,16 @@ mod tests {
 
     #[test]
     fn the_queries_agree_with_the_kernels_level_and_the_list() {
-        // the kernels' own detection (simd::detected) and these queries must not contradict
-        let level = crate::simd::detected();
+        // the kernels' active set (simd::active: detected, capped) and these queries must not
+        // contradict
+        let level = crate::simd::active();
         if level >= crate::simd::Level::Avx2 {
             assert_eq!((has("avx2"), has("fma"), has("f16c")), (1, 1, 1));
         }
         assert_eq!(has("avx512") == 1, level >= crate::simd::Level::Avx512);
+        if level < crate::simd::Level::Avx2 {
+            assert_eq!((has("avx2"), has("fma"), has("avx")), (0, 0, 0));
+        }
         assert_eq!(has("avx512_vnni") == 1, level >= crate::simd::Level::Avx512Vnni);
         assert_eq!(has("no_such_feature"), 0);
         // the list holds exactly the present ones, NULL-terminated
@@ -101,11 +143,15 @@ mod tests {
             let mut p = list();
             while !(*p).name.is_null() {
                 let name = CStr::from_ptr((*p).name);
-                assert!(all().iter().any(|f| f.present && f.list_name == name), "{name:?}");
+                if name == c"KERNELS" {
+                    assert_eq!(CStr::from_ptr((*p).value).to_str().unwrap(), level.name());
+                } else {
+                    assert!(all().iter().any(|f| f.present && f.list_name == name), "{name:?}");
+                }
                 n += 1;
                 p = p.add(1);
             }
         }
-        assert_eq!(n, all().iter().filter(|f| f.present).count());
+        assert_eq!(n, all().iter().filter(|f| f.present).count() + 1);
     }
 }

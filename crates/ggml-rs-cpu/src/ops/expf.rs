@@ -14,9 +14,15 @@
 //!
 //! [`exp16`] is the definition, one lane at a time in plain Rust (f32 FMAs and one exact f64
 //! scaling that rounds once, as `vscalefps` does); the AVX-512 form computes the same 16 lanes
-//! at once and the tests hold them equal bit for bit. Below AVX-512 the definition runs lane by
-//! lane, so the results are the same bits at every level (upstream's own AVX2 build uses another
-//! polynomial: it is not what this reproduces).
+//! at once and the tests hold them equal bit for bit. At the scalar level the definition runs
+//! lane by lane (the AVX-512 build's bits at any level).
+//!
+//! **SiLU at AVX2** (the `avx2` kernel set) is upstream's AVX2 build's instead (its `__m256`
+//! branch): blocks of 8, and an exp of the same range reduction and coefficients whose scale
+//! `k = 2ⁿ` is built in the exponent bits and whose polynomial ends in `c1·b` (no `+ 1`), the
+//! result `k + k·j`; `|n| > 126` goes through two factors `s2·(1 + j)·s1` so that the scale does
+//! not overflow on the way, `|n| > 192` gives `s1·s1` (0 or +inf). [`exp8`] is that definition
+//! lane by lane, the AVX2 form computes 8 lanes at once, equal bit for bit (tests).
 
 use crate::simd::Level;
 
@@ -53,6 +59,43 @@ pub fn silu16(x: f32) -> f32 {
     x / (1.0 + exp16(0.0 - x))
 }
 
+/// upstream's AVX2 (and NEON) vector exp of one lane (the definition the AVX2 form is tested
+/// against; see the module's text)
+pub fn exp8(x: f32) -> f32 {
+    let z = x.mul_add(LOG2E, SHIFTER);
+    let n = z - SHIFTER;
+    let b = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, x));
+    let e = z.to_bits() << 23;
+    let k = f32::from_bits(e.wrapping_add(1f32.to_bits()));
+    let u = b * b;
+    let j = C5.mul_add(b, C4).mul_add(u, C3.mul_add(b, C2)).mul_add(u, C1 * b);
+    if n.abs() > 126.0 {
+        let g: u32 = if n <= 0.0 { 0x8200_0000 } else { 0 };
+        let s1 = f32::from_bits(g.wrapping_add(0x7f00_0000));
+        if n.abs() > 192.0 {
+            return s1 * s1;
+        }
+        let s2 = f32::from_bits(e.wrapping_sub(g));
+        return s2.mul_add(j, s2) * s1;
+    }
+    k.mul_add(j, k)
+}
+
+/// upstream's AVX2 vector SiLU of one lane: `x / (1 + exp8(0 - x))`
+pub fn silu8(x: f32) -> f32 {
+    x / (1.0 + exp8(0.0 - x))
+}
+
+/// the values SiLU takes in blocks at `level` (the rest of a row through libm): 8 at AVX2, else 16
+pub fn silu_block(level: Level) -> usize {
+    if cfg!(target_arch = "x86_64") && level == Level::Avx2 { 8 } else { 16 }
+}
+
+/// a block value's SiLU at `level` ([`silu8`] at AVX2, else [`silu16`])
+pub fn silu_at(level: Level, x: f32) -> f32 {
+    if silu_block(level) == 8 { silu8(x) } else { silu16(x) }
+}
+
 /// libm's SiLU, upstream's form for the values after the last whole block of 16
 fn silu_libm(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
@@ -61,11 +104,14 @@ fn silu_libm(x: f32) -> f32 {
 /// `y = silu(x) · g` (SWIGLU; `g = None`: SILU) as upstream's AVX-512 build computes a row
 pub fn silu_row(level: Level, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
     assert!(x.len() == y.len() && g.is_none_or(|g| g.len() == y.len()), "expf::silu_row: lengths differ");
-    let whole = y.len() / 16 * 16;
+    let whole = y.len() / silu_block(level) * silu_block(level);
     #[cfg(target_arch = "x86_64")]
     if level >= Level::Avx512 {
         // SAFETY: the level says the CPU has AVX-512 F; the slices have `whole` values at least
         unsafe { x86::silu_blocks(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
+    } else if level == Level::Avx2 {
+        // SAFETY: the level says the CPU has AVX2 and FMA; the slices have `whole` values at least
+        unsafe { x86::silu_blocks8(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
     } else {
         silu_blocks_scalar(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
     }
@@ -101,8 +147,20 @@ pub(crate) fn reduce_add16(v: &[f32; 16]) -> f32 {
 }
 
 /// `y = exp(y - max)` in place, and its sum, as upstream's AVX-512 build's SOFT_MAX row computes
-/// them (`ggml_vec_soft_max_f32`)
+/// them (`ggml_vec_soft_max_f32`); at AVX2 as its AVX2 build does (blocks of 8 through [`exp8`],
+/// each block summed as `hsum_ps` sums 8 lanes, the block sums in f64)
 pub fn exp_sub_sum_row(level: Level, y: &mut [f32], max: f32) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if level == Level::Avx2 {
+        let whole = y.len() / 8 * 8;
+        // SAFETY: the level says the CPU has AVX2 and FMA; `whole` values, a multiple of 8
+        let mut sum = unsafe { x86::exp_sub_sum_blocks8(&mut y[..whole], max) };
+        for v in &mut y[whole..] {
+            *v = (*v - max).exp();
+            sum += f64::from(*v);
+        }
+        return sum;
+    }
     let whole = y.len() / 16 * 16;
     let mut sum = 0.0f64;
     for yb in y[..whole].chunks_exact_mut(16) {
@@ -153,6 +211,76 @@ mod x86 {
         let zero = _mm512_setzero_ps();
         let alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(n, zero), _mm512_set1_ps(f32::INFINITY), zero);
         _mm512_mask_blend_ps(d, res, alt)
+    }
+
+    /// 8 lanes of [`exp8`]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn exp8_256(x: __m256) -> __m256 {
+        let r = _mm256_set1_ps(SHIFTER);
+        let z = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), r);
+        let n = _mm256_sub_ps(z, r);
+        let b = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x));
+        let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(z));
+        let k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0))));
+        let an = _mm256_andnot_ps(_mm256_set1_ps(-0.0), n);
+        let c = _mm256_cmp_ps::<_CMP_GT_OQ>(an, _mm256_set1_ps(126.0));
+        let u = _mm256_mul_ps(b, b);
+        let j = _mm256_fmadd_ps(
+            _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(C5), b, _mm256_set1_ps(C4)), u, _mm256_fmadd_ps(_mm256_set1_ps(C3), b, _mm256_set1_ps(C2))),
+            u,
+            _mm256_mul_ps(_mm256_set1_ps(C1), b),
+        );
+        if _mm256_movemask_ps(c) == 0 {
+            return _mm256_fmadd_ps(k, j, k);
+        }
+        let g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps::<_CMP_LE_OQ>(n, _mm256_setzero_ps())), _mm256_set1_epi32(0x8200_0000u32 as i32));
+        let s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f00_0000)));
+        let s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+        let d = _mm256_cmp_ps::<_CMP_GT_OQ>(an, _mm256_set1_ps(192.0));
+        let big = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+        let normal = _mm256_fmadd_ps(k, j, k);
+        _mm256_blendv_ps(_mm256_blendv_ps(normal, big, c), _mm256_mul_ps(s1, s1), d)
+    }
+
+    /// [`super::exp_sub_sum_row`]'s whole blocks at AVX2, in place, and their sum
+    ///
+    /// # Safety
+    /// AVX2 and FMA available; `y.len()` a multiple of 8.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn exp_sub_sum_blocks8(y: &mut [f32], max: f32) -> f64 {
+        let m = _mm256_set1_ps(max);
+        let mut sum = 0.0f64;
+        for i in (0..y.len()).step_by(8) {
+            // SAFETY: i + 8 <= y.len() (caller)
+            unsafe {
+                let v = exp8_256(_mm256_sub_ps(_mm256_loadu_ps(y.as_ptr().add(i)), m));
+                _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
+                sum += f64::from(crate::dot::x86::hsum_ps(v));
+            }
+        }
+        sum
+    }
+
+    /// [`super::silu_row`]'s whole blocks at AVX2
+    ///
+    /// # Safety
+    /// AVX2 and FMA available; `x` (and `g`) at least as long as `y`, whose length is a multiple of 8.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn silu_blocks8(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+        let one = _mm256_set1_ps(1.0);
+        for i in (0..y.len()).step_by(8) {
+            // SAFETY: i + 8 <= len of every slice (caller)
+            unsafe {
+                let v = _mm256_loadu_ps(x.as_ptr().add(i));
+                let e = exp8_256(_mm256_sub_ps(_mm256_setzero_ps(), v));
+                let mut s = _mm256_div_ps(v, _mm256_add_ps(one, e));
+                if let Some(g) = g {
+                    s = _mm256_mul_ps(s, _mm256_loadu_ps(g.as_ptr().add(i)));
+                }
+                _mm256_storeu_ps(y.as_mut_ptr().add(i), s);
+            }
+        }
     }
 
     /// [`super::silu_row`]'s whole blocks
@@ -268,11 +396,80 @@ mod tests {
     }
 
     #[test]
+    fn exp8_is_an_exponential_and_avx2_lanes_equal_it() {
+        for x in inputs() {
+            let (got, want) = (exp8(x), x.exp());
+            if want.is_normal() && got.is_normal() {
+                let ulps = (got.to_bits() as i64 - want.to_bits() as i64).abs();
+                assert!(ulps <= 2, "exp8({x}) = {got}, libm {want}: {ulps} ulp");
+            } else if x < -104.0 {
+                assert_eq!(got, 0.0, "exp8({x})");
+            } else if x > 89.0 {
+                assert_eq!(got, f32::INFINITY, "exp8({x})");
+            }
+        }
+        assert!(exp8(f32::NAN).is_nan());
+        if crate::simd::detected() < Level::Avx2 || !cfg!(target_arch = "x86_64") {
+            eprintln!("no AVX2: the AVX2 lanes not tested");
+            return;
+        }
+        // the inputs and a row of 8 · k + 5 values: whole blocks of 8 and a libm tail
+        let mut x = inputs();
+        x.extend([0.5, -2.0, 3.0, -150.0, 7.5]);
+        let g: Vec<f32> = x.iter().rev().map(|v| v * 0.25).collect();
+        let whole = x.len() / 8 * 8;
+        for gate in [None, Some(&g[..])] {
+            let mut y = vec![0.0f32; x.len()];
+            silu_row(Level::Avx2, &mut y, &x, gate);
+            for i in 0..x.len() {
+                let s = if i < whole { silu8(x[i]) } else { x[i] / (1.0 + (-x[i]).exp()) };
+                let want = gate.map_or(s, |g| s * g[i]);
+                assert!(same(y[i], want), "avx2 silu lane {i}: x {} gives {} ({:#x}), definition {} ({:#x})", x[i], y[i], y[i].to_bits(), want, want.to_bits());
+                assert!(same(silu_at(Level::Avx2, x[i]), silu8(x[i])));
+            }
+        }
+        // exp8 and exp16 are other functions (last-bit differences)
+        assert!(inputs().iter().any(|&x| !same(exp8(x), exp16(x))));
+    }
+
+    /// the AVX2 softmax row: exp8 per value, blocks of 8 summed lanes (0+4, 1+5, ...), then
+    /// (0 + 2) + (1 + 3), in f64 across blocks; libm for the tail
+    #[test]
+    fn avx2_exp_sub_sum_is_the_8_lane_definition() {
+        if crate::simd::detected() < Level::Avx2 || !cfg!(target_arch = "x86_64") {
+            eprintln!("no AVX2: not tested");
+            return;
+        }
+        let mut x = inputs();
+        x.extend([0.25, -3.0, -7.5]);
+        let mut y = x.clone();
+        let sum = exp_sub_sum_row(Level::Avx2, &mut y, 2.5);
+        let whole = x.len() / 8 * 8;
+        let mut want_sum = 0.0f64;
+        for (b, xb) in x[..whole].chunks_exact(8).enumerate() {
+            let e: Vec<f32> = xb.iter().map(|v| exp8(v - 2.5)).collect();
+            for (i, v) in e.iter().enumerate() {
+                assert!(same(y[8 * b + i], *v), "value {}: {} vs {}", 8 * b + i, y[8 * b + i], v);
+            }
+            let u: Vec<f32> = (0..4).map(|i| e[i] + e[i + 4]).collect();
+            want_sum += f64::from((u[0] + u[2]) + (u[1] + u[3]));
+        }
+        for i in whole..x.len() {
+            let v = (x[i] - 2.5).exp();
+            assert_eq!(y[i].to_bits(), v.to_bits(), "tail value {i}");
+            want_sum += f64::from(v);
+        }
+        assert!(sum.to_bits() == want_sum.to_bits() || (sum.is_nan() && want_sum.is_nan()), "sum {sum} vs {want_sum}");
+    }
+
+    #[test]
     fn tails_are_libm_and_blocks_are_summed_in_gccs_order() {
         // 16 + 5 values: one block through the vector exp, five through libm
         let x: Vec<f32> = (0..21).map(|i| -(i as f32) * 0.37).collect();
         let mut y = x.clone();
-        let sum = exp_sub_sum_row(crate::simd::detected(), &mut y, 0.0);
+        // a level of blocks of 16 (AVX2's are checked above)
+        let level = if crate::simd::detected() >= Level::Avx512 { crate::simd::detected() } else { Level::Scalar };
+        let sum = exp_sub_sum_row(level, &mut y, 0.0);
         for i in 16..21 {
             assert_eq!(y[i].to_bits(), x[i].exp().to_bits(), "tail value {i}");
         }
@@ -282,7 +479,7 @@ mod tests {
         let want = y[16..].iter().fold(f64::from((t6[0] + t6[2]) + (t6[1] + t6[3])), |s, &v| s + f64::from(v));
         assert_eq!(sum.to_bits(), want.to_bits());
         let mut s = vec![0.0f32; 21];
-        silu_row(crate::simd::detected(), &mut s, &x, None);
+        silu_row(level, &mut s, &x, None);
         for i in 16..21 {
             assert_eq!(s[i].to_bits(), (x[i] / (1.0 + (-x[i]).exp())).to_bits(), "silu tail value {i}");
         }

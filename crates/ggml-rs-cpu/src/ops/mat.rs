@@ -206,7 +206,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     if crate::sgemm::exact(wt, exec.level()) {
         // F32 / F16 weights in upstream native's bits: its tinyBLAS order where it takes the
         // product, else the row kernels (ggml_vec_dot_f32's / _f16's order) below
-        if use_sgemm(&a, &b, wt) {
+        if use_sgemm(&a, &b, wt, exec.level()) {
             mul_mat_sgemm(&a, &b, &d, wt, exec);
             return Ok(());
         }
@@ -313,7 +313,7 @@ fn tile_shape(a: &View, b: &View, wt: GgmlType) -> bool {
 }
 
 /// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights
-/// of [`tile_shape`], the node's level (capped to scalar by use_ref) at least AVX-512 VNNI
+/// of [`tile_shape`], the node's level (capped to scalar by use_ref) at least AVX2
 fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
     crate::qgemm::supports(wt) && crate::qgemm::available(level) && tile_shape(a, b, wt)
 }
@@ -332,7 +332,8 @@ fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<super::Packed>, repacked: bool, exec: &mut Exec) {
     use crate::qgemm::{Aux, MAX_COLS, ROWS};
-    let kd = crate::qgemm::kind_for(wt, repacked).expect("use_qgemm checked the type");
+    let level = exec.level();
+    let kd = crate::qgemm::kind_for(wt, repacked, level).expect("use_qgemm checked the type");
     // weights repacked at load time are in kind(wt)'s form; another form is repacked here
     let packed = packed.filter(|_| Some(kd) == crate::qgemm::kind(wt));
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
@@ -349,7 +350,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
     let nrb = nr0.div_ceil(ROWS);
     let w_bytes = if packed.is_some() { 0 } else { nrb * nb * bb };
     // Q4_K's GEMV rows (the last ne11 % 4 of each plane): their Q8_K rows kept for phase 3
-    let tail = if repacked && wt == GgmlType::Q4K { ne11 % 4 } else { 0 };
+    let tail = if repacked && kd.k_pairs { ne11 % 4 } else { 0 };
     let n_planes = nr1 / ne11.max(1);
     let tail_bytes = (tail * n_planes * x_len).next_multiple_of(64);
     let base = exec.scratch(qs_bytes + aux_bytes + tail_bytes + w_bytes).ptr as usize;
@@ -447,11 +448,11 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                     outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
                 }
                 let n_rows = ROWS.min(nr0 - rb * ROWS);
-                // SAFETY: AVX-512 VNNI is active (use_qgemm); row block rb of the repacked
+                // SAFETY: the tiles run at the node's level (use_qgemm); row block rb of the repacked
                 // weights, col_len prepared bytes and nb aux entries per column (phase 1), and dst elements
                 // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
                 // chunk only
-                unsafe { crate::qgemm::tile_raw(kd, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
+                unsafe { crate::qgemm::tile_raw(kd, level, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
             }
         }
     });
@@ -518,6 +519,7 @@ fn use_fgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     use crate::fgemm::{MAX_COLS, ROWS};
     const KC: usize = 256;
+    let level = exec.level();
     const RG: usize = 4;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     let k = a.ne[0] as usize;
@@ -601,11 +603,11 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                         outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
                     }
                     let n_rows = ROWS.min(nr0 - rb * ROWS);
-                    // SAFETY: AVX-512 is active (use_fgemm); elements e0 .. e0 + kc of row block
+                    // SAFETY: the node's level runs the tiles (use_fgemm); elements e0 .. e0 + kc of row block
                     // rb of weight slab ws repacked and of each column (phase 1), and dst
                     // elements rb·32 .. rb·32 + n_rows of each column (dense rows, supports),
                     // read and written by this chunk only
-                    unsafe { crate::fgemm::tile_raw(wt, w_slab.add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
+                    unsafe { crate::fgemm::tile_raw(wt, level, w_slab.add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
                 }
             }
         }
@@ -618,13 +620,13 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
 /// weights; a contiguous buffer whatever src1's strides), and the shape of
 /// [`crate::sgemm::sgemm_shape`] per (i12, i13) slice (k > 0 here; an empty product is the row
 /// path's zeros). F32 activations of F32 weights that are not contiguous go to the row kernels.
-fn use_sgemm(a: &View, b: &View, wt: GgmlType) -> bool {
+fn use_sgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
     let acts = if wt == GgmlType::F16 {
         b.ty == raw_type::F32 || (b.ty == raw_type::F16 && is_contiguous(b))
     } else {
         wt == GgmlType::F32 && (matches!(b.ty, raw_type::F16 | raw_type::BF16) || (b.ty == raw_type::F32 && is_contiguous(b)))
     };
-    acts && a.ne[0] > 0 && a.ne[1] > 0 && crate::sgemm::sgemm_shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize)
+    acts && a.ne[0] > 0 && a.ne[1] > 0 && crate::sgemm::sgemm_shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize, level)
 }
 
 /// MUL_MAT of F32 / F16 weights through [`crate::sgemm`]'s tiles (upstream's tinyBLAS order):
@@ -638,6 +640,7 @@ fn use_sgemm(a: &View, b: &View, wt: GgmlType) -> bool {
 /// further when there are too few chunks for the pool
 fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     use crate::sgemm::{MAX_COLS, ROWS};
+    let level = exec.level();
     let k = a.ne[0] as usize;
     // rows per chunk: F32 weights at most 768 KiB of them, so that they stay in L2 while the
     // chunk's columns pass (bench_mul_mat f32 2048 × 5632 × 512, 2 threads: 128 rows 94 ms, 32
@@ -646,8 +649,13 @@ fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     let rg = if wt == GgmlType::F32 { (768 * 1024 / (4 * k)).clamp(ROWS, 128) / ROWS * ROWS } else { 128 };
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
-    // where activation row (i11, i12, i13) is, as k floats
-    let cols: Acts = if wt == GgmlType::F16 {
+    // below AVX-512 the F16 weights' columns stay F16, widened in the tiles (upstream's
+    // tinyBLAS reads them so): half the bytes, 6 columns of a long row still in L1
+    let f16_cols = wt == GgmlType::F16 && level < Level::Avx512;
+    // where activation row (i11, i12, i13) is, as k floats (or, f16_cols, k f16 values)
+    let cols: Acts = if f16_cols {
+        prepare_activations(b, GgmlType::F16, exec)
+    } else if wt == GgmlType::F16 {
         let acts_bytes = (nr1 * GgmlType::F16.row_size(k)).next_multiple_of(64);
         let total = acts_bytes + nr1 * k * 4;
         // the whole area first: the conversion below then finds it big enough and does not move it
@@ -690,12 +698,19 @@ fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
             }
             for i in (g * rg..((g + 1) * rg).min(nr0)).step_by(ROWS) {
                 let outs: [*mut f32; MAX_COLS] = std::array::from_fn(|t| dsts[t].wrapping_add(i));
-                // SAFETY: AVX-512 is active (sgemm::exact); weight rows i .. i + 4 of the slab
+                // SAFETY: the node's level runs the tiles (sgemm::exact); weight rows i .. i + 4 of the slab
                 // (nr0 a multiple of 4: use_sgemm; whole rows of k elements of the weight
                 // type, nb01 apart: supports), k floats of each activation row (src1's dense f32 rows or
-                // widened above), dst elements i .. i + 4 of each column (dense rows), written
+                // widened above; f16_cols: k f16 values), dst elements i .. i + 4 of each column (dense rows), written
                 // by this chunk only
-                unsafe { crate::sgemm::tile_raw(wt, w0.add(i * a.nb[1]), a.nb[1], k, &xs[..n], &outs[..n]) };
+                unsafe {
+                    if f16_cols {
+                        #[cfg(target_arch = "x86_64")]
+                        crate::sgemm::tile_raw_f16_cols(w0.add(i * a.nb[1]), a.nb[1], k, &xs.map(|p| p.cast::<u8>())[..n], &outs[..n]);
+                    } else {
+                        crate::sgemm::tile_raw(wt, level, w0.add(i * a.nb[1]), a.nb[1], k, &xs[..n], &outs[..n]);
+                    }
+                }
             }
         }
     });

@@ -20,7 +20,7 @@ pub mod enums;
 mod attn;
 mod binary;
 mod copy;
-pub(crate) mod expf;
+pub mod expf;
 mod mat;
 mod norm;
 mod reduce;

@@ -232,15 +232,17 @@ fn glu_operands(node: &Node) -> Result<(View, View), OpError> {
     })
 }
 
-/// SILU (`g = None`) and SWIGLU of F32 rows, in upstream's bits (its AVX-512 build, `expf.rs`):
-/// the values of a row's whole blocks of 16 through its vector exp, the rest through libm's. The
+/// SILU (`g = None`) and SWIGLU of F32 rows, in upstream's bits (its AVX-512 build, `expf.rs`;
+/// its AVX2 build at the AVX2 level): the values of a row's whole blocks of 16 (8) through its
+/// vector exp, the rest through libm's. The
 /// element form (any layout) takes each value's place in its row the same way, so both forms
 /// give the same bits.
 fn silu_f32_rows(exec: &mut Exec, x: View, g: Option<View>, d: View, fast: bool) {
     let ne = d.ne;
     let nc = ne[0];
-    let whole = nc / 16 * 16;
     let level = exec.level();
+    let bl = super::expf::silu_block(level) as i64;
+    let whole = nc / bl * bl;
     par_rows(exec, d.nrows(), nc, |r0, r1| {
         for r in r0..r1 {
             let (i1, i2, i3) = unflatten(r, &ne);
@@ -259,7 +261,7 @@ fn silu_f32_rows(exec: &mut Exec, x: View, g: Option<View>, d: View, fast: bool)
             }
             for i0 in 0..nc {
                 let v = get(&x, i0, i1, i2, i3);
-                let s = if i0 < whole { super::expf::silu16(v) } else { silu(v) };
+                let s = if i0 < whole { super::expf::silu_at(level, v) } else { silu(v) };
                 set(&d, i0, i1, i2, i3, g.map_or(s, |g| s * get(&g, i0, i1, i2, i3)));
             }
         }

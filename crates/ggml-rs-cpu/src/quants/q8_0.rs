@@ -35,12 +35,27 @@ pub fn dequantize_row_q8_0(x: &[BlockQ8_0], y: &mut [f32]) {
 /// quant now and then; a backend whose logits must match upstream's CPU bit for bit quantizes
 /// its activations this way.
 pub fn quantize_row_q8_0_x86(x: &[f32], y: &mut [BlockQ8_0]) {
+    quantize_row_q8_0_x86_at(crate::simd::active(), x, y);
+}
+
+/// [`quantize_row_q8_0_x86`] by the blocks of `level` (at most the CPU's): AVX-512, AVX2, or the
+/// scalar definition; the same bytes
+pub fn quantize_row_q8_0_x86_at(level: crate::simd::Level, x: &[f32], y: &mut [BlockQ8_0]) {
     check_blocks("quantize_row_q8_0_x86", x.len(), QK8_0, y.len());
+    assert!(level <= crate::simd::detected(), "quantize_row_q8_0_x86_at: {} is beyond this CPU", level.name());
     #[cfg(target_arch = "x86_64")]
-    if crate::simd::active() >= crate::simd::Level::Avx512 {
+    if level >= crate::simd::Level::Avx512 {
         for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
             // SAFETY: AVX-512 F/BW is active; a block of 32 floats and one output block
-            if !unsafe { avx512::block(xb, yb) } {
+            if !unsafe { x86::block(xb, yb) } {
+                quantize_block_x86(xb, yb);
+            }
+        }
+        return;
+    } else if level >= crate::simd::Level::Avx2 {
+        for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
+            // SAFETY: AVX2 is active; a block of 32 floats and one output block
+            if !unsafe { x86::block_avx2(xb, yb) } {
                 quantize_block_x86(xb, yb);
             }
         }
@@ -57,8 +72,18 @@ fn quantize_block_x86(xb: &[f32], yb: &mut BlockQ8_0) {
     yb.d = f16::from_f32(amax / 127.0);
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     for (q, v) in yb.qs.iter_mut().zip(xb) {
-        *q = (v * id).round_ties_even() as i8;
+        *q = cvt_i8(v * id);
     }
+}
+
+/// `v` to i8 as upstream's x86 SIMD quantizers convert: rounded to the nearest, ties to even
+/// (`cvtps_epi32`), out of i32's range or NaN the "integer indefinite" i32::MIN, then saturated
+/// to i8 by the packs (so +inf gives -128, as upstream's x86 builds do for a block of denormals
+/// whose `127 / amax` overflows)
+fn cvt_i8(v: f32) -> i8 {
+    let r = v.round_ties_even();
+    let i = if (-2_147_483_648.0..2_147_483_648.0).contains(&r) { r as i32 } else { i32::MIN };
+    i.clamp(-128, 127) as i8
 }
 
 /// The AVX-512 form of [`quantize_block_x86`], bit for bit: the same amax (max is exact in any
@@ -68,7 +93,7 @@ fn quantize_block_x86(xb: &[f32], yb: &mut BlockQ8_0) {
 /// product). Blocks with a NaN or an infinity (where `as i8` of NaN gives 0 and the conversion
 /// 0x80000000) are left to the scalar code.
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+mod x86 {
     use std::arch::x86_64::*;
 
     use half::f16;
@@ -103,6 +128,40 @@ mod avx512 {
         }
         true
     }
+
+    /// [`block`] with 256-bit vectors (the AVX2 kernel set): the same amax, scale and products;
+    /// `cvtps_epi32` rounds ties to even, the two signed-saturating packs saturate as `as i8`
+    /// does, and a lane permutation puts the packs' interleaved 128-bit halves back in order.
+    /// false (nothing written) when the block holds a NaN or an infinity.
+    ///
+    /// # Safety
+    /// AVX2 is available; `xb` has 32 floats.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn block_avx2(xb: &[f32], yb: &mut BlockQ8_0) -> bool {
+        assert_eq!(xb.len(), 32, "q8_0 block of {} floats", xb.len());
+        // SAFETY: 32 floats at xb (asserted), 32 bytes of quants at yb.qs
+        unsafe {
+            let x: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(xb.as_ptr().add(8 * i)));
+            let sign = _mm256_set1_ps(-0.0);
+            let a = x.map(|v| _mm256_andnot_ps(sign, v));
+            let inf = _mm256_set1_ps(f32::INFINITY);
+            let bad = a.iter().fold(0, |m, v| m | _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NLT_UQ>(*v, inf)));
+            if bad != 0 {
+                return false;
+            }
+            let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+            let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+            yb.d = f16::from_f32(amax / 127.0);
+            let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+            let q = x.map(|v| _mm256_cvtps_epi32(_mm256_mul_ps(v, id)));
+            let p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256(yb.qs.as_mut_ptr().cast(), p);
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -114,31 +173,36 @@ mod tests {
     /// model-like rows, ties (values at exactly k + 0.5 of the step), zero blocks, and blocks with
     /// a NaN, an infinity, a -0.0 and a huge value
     #[test]
-    fn avx512_blocks_equal_the_scalar_definition() {
-        if crate::simd::active() < crate::simd::Level::Avx512 {
-            eprintln!("no AVX-512: not tested");
-            return;
-        }
-        let mut r = XorShift::new(77);
-        let n = 32 * 64;
-        let mut x = r.model_like(n);
-        // block 1: ties (amax 127 makes id 1: v * id = k + 0.5 exactly)
-        for (i, v) in x[32..64].iter_mut().enumerate() {
-            *v = i as f32 - 15.5;
-        }
-        x[63] = 127.0;
-        x[64..96].fill(0.0);
-        x[100] = f32::NAN;
-        x[130] = f32::INFINITY;
-        x[170] = -0.0;
-        x[200] = 3.0e38;
-        x[233] = f32::NEG_INFINITY;
-        let mut got = vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; n / 32];
-        quantize_row_q8_0_x86(&x, &mut got);
-        for (b, (xb, g)) in x.chunks_exact(32).zip(&got).enumerate() {
-            let mut want = BlockQ8_0 { d: f16::ZERO, qs: [0; 32] };
-            quantize_block_x86(xb, &mut want);
-            assert_eq!((g.d.to_bits(), g.qs), (want.d.to_bits(), want.qs), "block {b}");
+    fn avx512_and_avx2_blocks_equal_the_scalar_definition() {
+        for level in crate::simd::Level::available() {
+            let mut r = XorShift::new(77);
+            let n = 32 * 64;
+            let mut x = r.model_like(n);
+            // block 1: ties (amax 127 makes id 1: v * id = k + 0.5 exactly)
+            for (i, v) in x[32..64].iter_mut().enumerate() {
+                *v = i as f32 - 15.5;
+            }
+            x[63] = 127.0;
+            x[64..96].fill(0.0);
+            x[100] = f32::NAN;
+            x[130] = f32::INFINITY;
+            x[170] = -0.0;
+            x[200] = 3.0e38;
+            x[233] = f32::NEG_INFINITY;
+            // a block whose largest value is negative, and one of tiny values (denormal steps)
+            for (i, v) in x[256..288].iter_mut().enumerate() {
+                *v = -(i as f32) * 0.25;
+            }
+            for (i, v) in x[288..320].iter_mut().enumerate() {
+                *v = (i as f32 - 16.0) * 1e-40;
+            }
+            let mut got = vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; n / 32];
+            quantize_row_q8_0_x86_at(level, &x, &mut got);
+            for (b, (xb, g)) in x.chunks_exact(32).zip(&got).enumerate() {
+                let mut want = BlockQ8_0 { d: f16::ZERO, qs: [0; 32] };
+                quantize_block_x86(xb, &mut want);
+                assert_eq!((g.d.to_bits(), g.qs), (want.d.to_bits(), want.qs), "{} block {b}", level.name());
+            }
         }
     }
 }

@@ -62,6 +62,8 @@ struct GraphFns {
         unsafe extern "C" fn(*mut c_void, *mut ggml_tensor, *mut ggml_tensor, *mut ggml_tensor, *mut ggml_tensor, f32, f32, f32) -> *mut ggml_tensor,
     flash_attn_ext_set_prec: unsafe extern "C" fn(*mut ggml_tensor, c_int),
     flash_attn_ext_add_sinks: unsafe extern "C" fn(*mut ggml_tensor, *mut ggml_tensor),
+    silu: unsafe extern "C" fn(*mut c_void, *mut ggml_tensor) -> *mut ggml_tensor,
+    swiglu_split: unsafe extern "C" fn(*mut c_void, *mut ggml_tensor, *mut ggml_tensor) -> *mut ggml_tensor,
     new_graph: unsafe extern "C" fn(*mut c_void) -> *mut ggml_cgraph,
     build_forward_expand: unsafe extern "C" fn(*mut ggml_cgraph, *mut ggml_tensor),
     graph_compute_with_ctx: unsafe extern "C" fn(*mut c_void, *mut ggml_cgraph, c_int) -> c_int,
@@ -139,6 +141,8 @@ impl Upstream {
                 flash_attn_ext: *base.get(b"ggml_flash_attn_ext\0").map_err(|e| e.to_string())?,
                 flash_attn_ext_set_prec: *base.get(b"ggml_flash_attn_ext_set_prec\0").map_err(|e| e.to_string())?,
                 flash_attn_ext_add_sinks: *base.get(b"ggml_flash_attn_ext_add_sinks\0").map_err(|e| e.to_string())?,
+                silu: *base.get(b"ggml_silu\0").map_err(|e| e.to_string())?,
+                swiglu_split: *base.get(b"ggml_swiglu_split\0").map_err(|e| e.to_string())?,
                 new_graph: *base.get(b"ggml_new_graph\0").map_err(|e| e.to_string())?,
                 build_forward_expand: *base.get(b"ggml_build_forward_expand\0").map_err(|e| e.to_string())?,
                 graph_compute_with_ctx: *cpu.get(b"ggml_graph_compute_with_ctx\0").map_err(|e| e.to_string())?,
@@ -280,6 +284,17 @@ impl Context<'_> {
                 (self.u.graph.flash_attn_ext_set_prec)(t, prec);
             }
             t
+        }
+    }
+
+    /// `ggml_silu(ctx, a)`, or with a gate `ggml_swiglu_split(ctx, a, g)`
+    pub fn silu(&self, a: *mut ggml_tensor, g: Option<*mut ggml_tensor>) -> *mut ggml_tensor {
+        // SAFETY: tensors of this context (ggml asserts the shapes and types)
+        unsafe {
+            match g {
+                Some(g) => (self.u.graph.swiglu_split)(self.ctx, a, g),
+                None => (self.u.graph.silu)(self.ctx, a),
+            }
         }
     }
 

@@ -45,8 +45,8 @@ pub(super) const MIN_ROWS: i64 = 8;
 /// on repacked K (repacking a K row costs more than the one or two dots it would serve)
 const DIRECT: usize = 4;
 
-/// whether the blocks compute this node on `threads`: float K and V the GEMM tiles take,
-/// AVX-512 (not capped by use_ref), enough query rows or blocks
+/// whether the blocks compute this node on `threads`: float K and V the GEMM tiles take, AVX2
+/// or above (not capped by use_ref), enough query rows or blocks
 pub(super) fn applies(kt: GgmlType, vt: GgmlType, q: &View, k: &View, v: &View, level: crate::simd::Level, threads: usize) -> bool {
     fgemm::supports(kt)
         && fgemm::supports(vt)
@@ -231,9 +231,9 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
                     xs[t] = a.q[(i0 + t) * dk..].as_ptr();
                     outs[t] = a.s[(i0 + t) * KB + lo..].as_mut_ptr();
                 }
-                // SAFETY: AVX-512 (applies); the half's R·dk repacked elements; each query row dk
-                // floats; each score row KB - lo >= R floats from lo
-                unsafe { fgemm::tile_raw(kt, a.kpack[h * R * dk * keb..].as_ptr(), dk, &xs[..m], &outs[..m], (n - lo).min(R), false) };
+                // SAFETY: the tiles run at the node's level (applies); the half's R·dk repacked
+                // elements; each query row dk floats; each score row KB - lo >= R floats from lo
+                unsafe { fgemm::tile_raw(kt, c.p.vf.level(), a.kpack[h * R * dk * keb..].as_ptr(), dk, &xs[..m], &outs[..m], (n - lo).min(R), false) };
             }
             for i in i0..i0 + m {
                 softmax_step(c, &mut a.s[i * KB..(i + 1) * KB], live[i], mrows[i], slopes[i], &mut a.o[i * dv..(i + 1) * dv], &mut a.m[i], &mut a.l[i], ic0);
@@ -245,10 +245,12 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
                     xs[t] = a.s[(i0 + t) * KB + lo..].as_ptr();
                     outs[t] = a.o[(i0 + t) * dv + b * R..].as_mut_ptr();
                 }
-                // SAFETY: AVX-512; strip b's positions lo..hi repacked above (hi - lo elements of
+                // SAFETY: the node's level runs the tiles; strip b's positions lo..hi repacked above (hi - lo elements of
                 // R each, vlo <= lo, hi <= vhi); each weight row hi - lo floats from lo; each
                 // accumulator (dv - 32b).min(R) floats from 32b
-                unsafe { fgemm::tile_raw(vt, a.vpack[(b * KB + lo) * R * veb..].as_ptr(), hi - lo, &xs[..m], &outs[..m], (dv - b * R).min(R), true) };
+                unsafe {
+                    fgemm::tile_raw(vt, c.p.vf.level(), a.vpack[(b * KB + lo) * R * veb..].as_ptr(), hi - lo, &xs[..m], &outs[..m], (dv - b * R).min(R), true)
+                };
             }
             i0 += m;
         }

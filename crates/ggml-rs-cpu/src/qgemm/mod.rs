@@ -40,6 +40,10 @@
 
 use crate::GgmlType;
 use crate::block::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, QK_K, as_blocks};
+use crate::simd::Level;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 
 /// weight rows per repacked block (the lanes of a 512-bit register of i32)
 pub const ROWS: usize = 16;
@@ -61,6 +65,9 @@ pub struct Kind {
     /// Q6_K in the order of upstream's tiled K-quant path (see the module's text): per row and
     /// block the integer scale (as i32), and the super-block's `d`
     pub tiled: bool,
+    /// the unsigned quants reach 255 (Q8_0's, offset 128): the AVX2 kernels multiply them
+    /// signed ([`avx2`]); the others stay below 64
+    pub wide: bool,
 }
 
 impl Kind {
@@ -94,21 +101,29 @@ const PAIR_MAGIC: i32 = 0x4B40_0000;
 /// ...; [`crate::dot::Order::repacked`]): the pairs form, upstream's x86 / tinyBLAS order (the
 /// per-row form sums in its repacked order), unless `GGML_RS_CPU_Q4_ORDER=vec_dot` or
 /// [`q8_0_fast`]; any other type: [`kind`]
-pub fn kind_for(ty: GgmlType, repacked: bool) -> Option<Kind> {
+pub fn kind_for(ty: GgmlType, repacked: bool, level: Level) -> Option<Kind> {
     if ty == GgmlType::Q4_0 && !repacked && !crate::dot::vec_dot_only() && !q8_0_fast() {
         return Some(Kind { pairs: true, ..kind_of(ty, true)? });
     }
-    kind(ty)
+    kind_at(ty, level)
 }
 
-/// the repacked form of `ty`, for the weight types this GEMM takes (Q8_0: the pairs form unless
-/// [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order, Q6_K: its tiled path's order, unless
-/// `GGML_RS_CPU_Q4_ORDER=vec_dot`, [`crate::dot::vec_dot_only`])
+/// the repacked form of `ty` at this process's level ([`crate::simd::active`]: what a tensor
+/// repacked at load time holds), [`kind_at`]
 pub fn kind(ty: GgmlType) -> Option<Kind> {
+    kind_at(ty, crate::simd::active())
+}
+
+/// the repacked form of `ty` at `level`, for the weight types this GEMM takes (Q8_0: the pairs
+/// form unless [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order, and at AVX-512 VNNI Q6_K:
+/// its tiled path's order (the order of upstream's native build; below, Q6_K's rows are in its
+/// x86 vec_dot order and the tiles in the one-lane form), unless `GGML_RS_CPU_Q4_ORDER=vec_dot`,
+/// [`crate::dot::vec_dot_only`])
+pub fn kind_at(ty: GgmlType, level: Level) -> Option<Kind> {
     let k = kind_of(ty, !q8_0_fast());
     match ty {
         GgmlType::Q4K if !crate::dot::vec_dot_only() => k.map(|k| Kind { k_pairs: true, ..k }),
-        GgmlType::Q6K if !crate::dot::vec_dot_only() => k.map(|k| Kind { tiled: true, ..k }),
+        GgmlType::Q6K if !crate::dot::vec_dot_only() && level >= Level::Avx512Vnni => k.map(|k| Kind { tiled: true, ..k }),
         _ => k,
     }
 }
@@ -124,10 +139,10 @@ pub fn q8_0_fast() -> bool {
 /// [`kind`] with the choice of Q8_0's form given
 pub fn kind_of(ty: GgmlType, q8_0_pairs: bool) -> Option<Kind> {
     match ty {
-        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: q8_0_pairs, k_pairs: false, tiled: false }),
-        GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false, pairs: false, k_pairs: false, tiled: false }),
-        GgmlType::Q4K => Some(Kind { groups: 8, mins: true, pairs: false, k_pairs: false, tiled: false }),
-        GgmlType::Q6K => Some(Kind { groups: 4, mins: false, pairs: false, k_pairs: false, tiled: false }),
+        GgmlType::Q8_0 => Some(Kind { groups: 8, mins: false, pairs: q8_0_pairs, k_pairs: false, tiled: false, wide: true }),
+        GgmlType::Q4_0 => Some(Kind { groups: 8, mins: false, pairs: false, k_pairs: false, tiled: false, wide: false }),
+        GgmlType::Q4K => Some(Kind { groups: 8, mins: true, pairs: false, k_pairs: false, tiled: false, wide: false }),
+        GgmlType::Q6K => Some(Kind { groups: 4, mins: false, pairs: false, k_pairs: false, tiled: false, wide: false }),
         _ => None,
     }
 }
@@ -148,9 +163,10 @@ pub fn offset(ty: GgmlType) -> i32 {
     }
 }
 
-/// whether a node at `level` runs the tiled kernel (AVX-512 VNNI or above; use_ref caps it to scalar)
-pub fn available(level: crate::simd::Level) -> bool {
-    level >= crate::simd::Level::Avx512Vnni
+/// whether a node at `level` runs the tiled kernels: AVX2 or above (use_ref caps it to scalar);
+/// AVX-512 VNNI takes the 512-bit kernels, below it [`avx2`]'s
+pub fn available(level: Level) -> bool {
+    cfg!(target_arch = "x86_64") && level >= Level::Avx2
 }
 
 /// One weight row of `ty` in the common form: unsigned quants (`q`, k of them), and per block of
@@ -361,8 +377,9 @@ pub fn prepare_column_as(kd: Kind, ty: GgmlType, x: &[u8], qs: &mut [i8], aux: &
 /// the first `n_rows` results of each column are written.
 ///
 /// Panics if the sizes do not agree or the CPU lacks AVX-512 VNNI.
-pub fn tile(kind: Kind, w: &[u8], x: &[&[i8]], aux: &[&[Aux]], out: &mut [&mut [f32]], n_rows: usize) {
-    assert!(crate::simd::detected() >= crate::simd::Level::Avx512Vnni, "qgemm::tile: the CPU has no AVX-512 VNNI");
+pub fn tile(kind: Kind, level: Level, w: &[u8], x: &[&[i8]], aux: &[&[Aux]], out: &mut [&mut [f32]], n_rows: usize) {
+    assert!(available(level) && level <= crate::simd::detected(), "qgemm::tile: no tiles at {} on this CPU", level.name());
+    assert!(!kind.tiled || level >= Level::Avx512Vnni, "qgemm::tile: Q6_K's tiled form is AVX-512 VNNI's");
     let nb = w.len() / kind.block_bytes();
     assert_eq!(w.len(), nb * kind.block_bytes(), "qgemm::tile: weights of {} bytes are not whole blocks", w.len());
     assert!(n_rows <= ROWS && !x.is_empty() && x.len() <= MAX_COLS, "qgemm::tile: {n_rows} rows × {} columns", x.len());
@@ -377,18 +394,25 @@ pub fn tile(kind: Kind, w: &[u8], x: &[&[i8]], aux: &[&[Aux]], out: &mut [&mut [
         );
         (xp[j], ap[j], op[j]) = (x[j].as_ptr(), aux[j].as_ptr(), out[j].as_mut_ptr());
     }
-    // SAFETY: the CPU has AVX-512 VNNI (asserted); every pointer covers nb blocks / n_rows
-    // outputs (asserted above)
-    unsafe { tile_raw(kind, w.as_ptr(), nb, &xp[..x.len()], &ap[..x.len()], &op[..x.len()], n_rows) }
+    // SAFETY: the CPU runs `level` (asserted); every pointer covers nb blocks / n_rows outputs
+    // (asserted above)
+    unsafe { tile_raw(kind, level, w.as_ptr(), nb, &xp[..x.len()], &ap[..x.len()], &op[..x.len()], n_rows) }
 }
 
 /// [`tile`] on raw pointers, dispatching on the kind and the column count.
 ///
 /// # Safety
-/// The CPU has AVX-512 VNNI; `w` holds `nb` repacked blocks of `kind`; each `x[j]` holds
-/// `kind.col_len(nb · kind.block_len())` bytes and `aux[j]` `nb` entries; each `out[j]` is writable for
-/// `n_rows ≤ 16` floats; 1 ≤ columns ≤ 8.
-pub unsafe fn tile_raw(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
+/// The CPU runs `level` (at least AVX2; the tiled form: AVX-512 VNNI); `w` holds `nb`
+/// repacked blocks of `kind`; each `x[j]` holds `kind.col_len(nb · kind.block_len())` bytes and
+/// `aux[j]` `nb` entries; each `out[j]` is writable for `n_rows ≤ 16` floats; 1 ≤ columns ≤ 8.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile_raw(kind: Kind, level: Level, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if level < Level::Avx512Vnni {
+        // SAFETY: forwarded from the caller
+        unsafe { tile_raw_avx2(kind, w, nb, x, aux, out, n_rows) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     // SAFETY: forwarded from the caller
     unsafe {
@@ -451,8 +475,44 @@ pub unsafe fn tile_raw(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (kind, w, nb, x, aux, out, n_rows);
+        let _ = (kind, level, w, nb, x, aux, out, n_rows);
         panic!("qgemm::tile_raw: x86-64 only");
+    }
+}
+
+/// [`tile_raw`] at AVX2: the columns in pieces of the kernel's width ([`avx2::COLS`])
+///
+/// # Safety
+/// as [`tile_raw`], at AVX2 (not the tiled form)
+#[cfg(target_arch = "x86_64")]
+unsafe fn tile_raw_avx2(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
+    macro_rules! pieces {
+        ($width:expr, $f:ident $(::<$($g:tt),*>)?) => {{
+            let mut j = 0;
+            while j < x.len() {
+                let n = $width.min(x.len() - j);
+                let (x, aux, out) = (&x[j..j + n], &aux[j..j + n], &out[j..j + n]);
+                // SAFETY: forwarded from the caller, n of its columns
+                unsafe {
+                    match n {
+                        1 => avx2::$f::<1 $($(, $g)*)?>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                        2 => avx2::$f::<2 $($(, $g)*)?>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                        3 => avx2::$f::<3 $($(, $g)*)?>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                        _ => avx2::$f::<4 $($(, $g)*)?>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
+                    }
+                }
+                j += n;
+            }
+        }};
+    }
+    match (kind.groups, kind.mins, kind.pairs, kind.k_pairs, kind.wide) {
+        (8, false, true, _, _) => pieces!(avx2::COLS, pairs),
+        (8, true, false, true, _) => pieces!(avx2::COLS_PAIRED, k_pairs),
+        (8, false, false, false, true) => pieces!(avx2::COLS, tile::<8, false, true, 1>),
+        (8, false, false, false, false) => pieces!(avx2::COLS, tile::<8, false, false, 8>),
+        (8, true, false, false, false) => pieces!(avx2::COLS, tile::<8, true, false, 8>),
+        (4, false, false, false, false) if !kind.tiled => pieces!(avx2::COLS, tile::<4, false, false, 2>),
+        _ => panic!("qgemm::tile_raw: no AVX2 kernel for {kind:?}"),
     }
 }
 
@@ -715,8 +775,13 @@ mod tests {
 
     const TYPES: [GgmlType; 4] = [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K];
 
-    fn vnni() -> bool {
-        crate::simd::detected() >= Level::Avx512Vnni
+    /// the levels this CPU runs the tiles at (AVX2's kernels and AVX-512 VNNI's)
+    fn levels() -> Vec<Level> {
+        let l: Vec<Level> = Level::available().into_iter().filter(|l| available(*l) && matches!(l, Level::Avx2 | Level::Avx512Vnni)).collect();
+        if l.is_empty() {
+            eprintln!("no AVX2: qgemm not tested");
+        }
+        l
     }
 
     /// random rows of `ty` (model-like values); with `pow2` (Q8_0 / Q4_0) every scale a power
@@ -741,7 +806,7 @@ mod tests {
 
     /// weight rows `w` repacked, activation rows `x` prepared, one tile: its 16 outputs per
     /// column (NaN past the rows of `w`)
-    fn run_tile<X: std::ops::Deref<Target = [u8]>>(kd: Kind, ty: GgmlType, w: &[&[u8]], x: &[X], k: usize) -> Vec<Vec<f32>> {
+    fn run_tile<X: std::ops::Deref<Target = [u8]>>(kd: Kind, level: Level, ty: GgmlType, w: &[&[u8]], x: &[X], k: usize) -> Vec<Vec<f32>> {
         let nb = k / kd.block_len();
         let mut packed = vec![0u8; nb * kd.block_bytes()];
         repack_as(kd, ty, w, k, &mut packed);
@@ -754,21 +819,22 @@ mod tests {
         let auxr: Vec<&[Aux]> = aux.iter().map(|a| &a[..]).collect();
         let mut out = vec![vec![f32::NAN; ROWS]; x.len()];
         let mut outr: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
-        tile(kd, &packed, &qsr, &auxr, &mut outr, w.len());
+        tile(kd, level, &packed, &qsr, &auxr, &mut outr, w.len());
         out
     }
 
     /// the tile against the scalar row kernel (upstream's generic vec_dot) on the same bytes:
     /// bit for bit where every float operation is exact (`pow2`), else within the rounding of
     /// the two summation orders (bounded by Σ|w·y| of the dequantized operands)
-    fn check(kd: Kind, ty: GgmlType, n_rows: usize, n_cols: usize, k: usize, pow2: bool, seed: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn check(kd: Kind, level: Level, ty: GgmlType, n_rows: usize, n_cols: usize, k: usize, pow2: bool, seed: u64) {
         let vdt = ty.vec_dot_type().unwrap();
         let mut r = XorShift::new(seed);
         let nb = k / kd.block_len();
         let w = rows(&mut r, ty, n_rows, k, pow2);
         let x = rows(&mut r, vdt, n_cols, k, pow2);
         let wr: Vec<&[u8]> = w.iter().map(|v| &v[..]).collect();
-        let out = run_tile(kd, ty, &wr, &x, k);
+        let out = run_tile(kd, level, ty, &wr, &x, k);
         let dot = RowDot::new(ty, Level::Scalar);
         let q8 = |w: &[u8], x: &[u8]| crate::dot::q8_0::q8_0_q8_0_x86(as_blocks(w, "w"), as_blocks(x, "x"));
         for j in 0..n_cols {
@@ -816,29 +882,74 @@ mod tests {
         }
     }
 
-    /// every type and column count, full and partial row blocks
+    /// every type and column count, full and partial row blocks, at every level of the tiles
+    /// (the AVX2 kernels: the same bits as the AVX-512 ones, checked here against the same
+    /// definitions)
     #[test]
     fn tile_equals_the_scalar_row_kernel() {
-        if !vnni() {
-            eprintln!("no AVX-512 VNNI: qgemm not tested");
+        for level in levels() {
+            // Q8_0 in both forms: the pairs (upstream's order, bit for bit) and the fast one
+            // and Q4_K in both: vec_dot-like per sub-block and the k_pairs form (upstream's GEMM order)
+            let k_pairs = Kind { k_pairs: true, ..kind_of(GgmlType::Q4K, true).unwrap() };
+            let forms = TYPES.iter().map(|&ty| (ty, kind_of(ty, true).unwrap())).chain([
+                (GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap()),
+                (GgmlType::Q4_0, Kind { pairs: true, ..kind_of(GgmlType::Q4_0, true).unwrap() }),
+                (GgmlType::Q4K, k_pairs),
+                (GgmlType::Q6K, Kind { tiled: true, ..kind_of(GgmlType::Q6K, true).unwrap() }),
+            ]);
+            for (ty, kd) in forms {
+                if kd.tiled && level < Level::Avx512Vnni {
+                    continue;
+                }
+                for n_cols in 1..=MAX_COLS {
+                    for (n_rows, k) in [(16, 256), (16, 1024), (5, 256), (9, 512), (1, 512)] {
+                        if matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) {
+                            check(kd, level, ty, n_rows, n_cols, k, true, 31 + n_cols as u64);
+                        }
+                        check(kd, level, ty, n_rows, n_cols, k, false, 97 + n_cols as u64);
+                    }
+                }
+            }
+        }
+    }
+
+    /// the AVX2 kernels give the AVX-512 VNNI kernels' bits on every form they share
+    #[test]
+    fn avx2_tiles_equal_the_avx512_tiles_bit_for_bit() {
+        let l = levels();
+        if !l.contains(&Level::Avx512Vnni) || !l.contains(&Level::Avx2) {
+            eprintln!("no AVX-512 VNNI: nothing to compare the AVX2 tiles with");
             return;
         }
-        // Q8_0 in both forms: the pairs (upstream's order, bit for bit) and the fast one
-        // and Q4_K in both: vec_dot-like per sub-block and the k_pairs form (upstream's GEMM order)
-        let k_pairs = Kind { k_pairs: true, ..kind_of(GgmlType::Q4K, true).unwrap() };
-        let forms = TYPES.iter().map(|&ty| (ty, kind_of(ty, true).unwrap())).chain([
+        let mut r = XorShift::new(4242);
+        let forms = [
+            (GgmlType::Q8_0, kind_of(GgmlType::Q8_0, true).unwrap()),
             (GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap()),
+            (GgmlType::Q4_0, kind_of(GgmlType::Q4_0, true).unwrap()),
             (GgmlType::Q4_0, Kind { pairs: true, ..kind_of(GgmlType::Q4_0, true).unwrap() }),
-            (GgmlType::Q4K, k_pairs),
-            (GgmlType::Q6K, Kind { tiled: true, ..kind_of(GgmlType::Q6K, true).unwrap() }),
-        ]);
+            (GgmlType::Q4K, kind_of(GgmlType::Q4K, true).unwrap()),
+            (GgmlType::Q4K, Kind { k_pairs: true, ..kind_of(GgmlType::Q4K, true).unwrap() }),
+            (GgmlType::Q6K, kind_of(GgmlType::Q6K, true).unwrap()),
+        ];
         for (ty, kd) in forms {
-            for n_cols in 1..=MAX_COLS {
-                for (n_rows, k) in [(16, 256), (16, 1024), (5, 256), (1, 512)] {
-                    if matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0) {
-                        check(kd, ty, n_rows, n_cols, k, true, 31 + n_cols as u64);
+            let vdt = ty.vec_dot_type().unwrap();
+            for (n_rows, n_cols, k) in [(16, 8, 2048), (13, 5, 512), (7, 3, 256)] {
+                let w = rows(&mut r, ty, n_rows, k, false);
+                let x = rows(&mut r, vdt, n_cols, k, false);
+                let wr: Vec<&[u8]> = w.iter().map(|v| &v[..]).collect();
+                let a = run_tile(kd, Level::Avx2, ty, &wr, &x, k);
+                let b = run_tile(kd, Level::Avx512Vnni, ty, &wr, &x, k);
+                for j in 0..n_cols {
+                    for i in 0..n_rows {
+                        assert_eq!(
+                            a[j][i].to_bits(),
+                            b[j][i].to_bits(),
+                            "{} {kd:?} {n_rows}×{n_cols} k={k}: col {j} row {i}: {} vs {}",
+                            ty.name(),
+                            a[j][i],
+                            b[j][i]
+                        );
                     }
-                    check(kd, ty, n_rows, n_cols, k, false, 97 + n_cols as u64);
                 }
             }
         }
@@ -869,23 +980,22 @@ mod tests {
     /// activations of ±127, every block: the integer sums must not saturate
     #[test]
     fn extreme_quants_do_not_saturate() {
-        if !vnni() {
-            return;
-        }
-        let (nb, k) = (64, 64 * 32);
-        let mut w = vec![0u8; nb * 34];
-        let mut x = vec![0u8; nb * 34];
-        for (i, (wb, xb)) in w.chunks_exact_mut(34).zip(x.chunks_exact_mut(34)).enumerate() {
-            wb[..2].copy_from_slice(&half::f16::from_f32(1.0).to_le_bytes());
-            xb[..2].copy_from_slice(&half::f16::from_f32(1.0).to_le_bytes());
-            for q in 0..32 {
-                wb[2 + q] = if (i + q) % 3 == 0 { 0x80 } else { 127 };
-                xb[2 + q] = if q % 2 == 0 { 127 } else { (-127i8) as u8 };
+        for level in levels() {
+            let (nb, k) = (64, 64 * 32);
+            let mut w = vec![0u8; nb * 34];
+            let mut x = vec![0u8; nb * 34];
+            for (i, (wb, xb)) in w.chunks_exact_mut(34).zip(x.chunks_exact_mut(34)).enumerate() {
+                wb[..2].copy_from_slice(&half::f16::from_f32(1.0).to_le_bytes());
+                xb[..2].copy_from_slice(&half::f16::from_f32(1.0).to_le_bytes());
+                for q in 0..32 {
+                    wb[2 + q] = if (i + q) % 3 == 0 { 0x80 } else { 127 };
+                    xb[2 + q] = if q % 2 == 0 { 127 } else { (-127i8) as u8 };
+                }
             }
-        }
-        for pairs in [true, false] {
-            let out = run_tile(kind_of(GgmlType::Q8_0, pairs).unwrap(), GgmlType::Q8_0, &[&w], &[&x[..]], k);
-            assert_eq!(out[0][0], RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&w, &x), "pairs: {pairs}");
+            for pairs in [true, false] {
+                let out = run_tile(kind_of(GgmlType::Q8_0, pairs).unwrap(), level, GgmlType::Q8_0, &[&w], &[&x[..]], k);
+                assert_eq!(out[0][0], RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&w, &x), "{} pairs: {pairs}", level.name());
+            }
         }
     }
 
@@ -894,27 +1004,32 @@ mod tests {
     /// one block, odd block counts, every column count, partial row blocks
     #[test]
     fn q8_0_tiles_equal_upstreams_x86_order_bit_for_bit() {
-        if !vnni() {
-            return;
-        }
-        let ty = GgmlType::Q8_0;
-        let mut r = XorShift::new(1414);
-        for nb in [1usize, 3, 5, 33, 128] {
-            let k = 32 * nb;
-            for (n_rows, n_cols) in [(16, 8), (16, 7), (11, 3), (1, 1), (2, 2), (15, 5)] {
-                let mut w = Vec::new();
-                let mut x = Vec::new();
-                for _ in 0..n_rows.max(n_cols) {
-                    let (a, b) = crate::dot::tests::q8_0_model_rows(&mut r, nb);
-                    w.push(crate::block::as_bytes(&a).to_vec());
-                    x.push(crate::block::as_bytes(&b).to_vec());
-                }
-                let wr: Vec<&[u8]> = w[..n_rows].iter().map(|v| &v[..]).collect();
-                let out = run_tile(kind_of(ty, true).unwrap(), ty, &wr, &x[..n_cols], k);
-                for j in 0..n_cols {
-                    for i in 0..n_rows {
-                        let want = crate::dot::q8_0::q8_0_q8_0_x86(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
-                        assert_eq!(out[j][i].to_bits(), want.to_bits(), "nb={nb} {n_rows}×{n_cols}: col {j} row {i}: {} vs {want}", out[j][i]);
+        for level in levels() {
+            let ty = GgmlType::Q8_0;
+            let mut r = XorShift::new(1414);
+            for nb in [1usize, 3, 5, 33, 128] {
+                let k = 32 * nb;
+                for (n_rows, n_cols) in [(16, 8), (16, 7), (11, 3), (1, 1), (2, 2), (15, 5)] {
+                    let mut w = Vec::new();
+                    let mut x = Vec::new();
+                    for _ in 0..n_rows.max(n_cols) {
+                        let (a, b) = crate::dot::tests::q8_0_model_rows(&mut r, nb);
+                        w.push(crate::block::as_bytes(&a).to_vec());
+                        x.push(crate::block::as_bytes(&b).to_vec());
+                    }
+                    let wr: Vec<&[u8]> = w[..n_rows].iter().map(|v| &v[..]).collect();
+                    let out = run_tile(kind_of(ty, true).unwrap(), level, ty, &wr, &x[..n_cols], k);
+                    for j in 0..n_cols {
+                        for i in 0..n_rows {
+                            let want = crate::dot::q8_0::q8_0_q8_0_x86(as_blocks(wr[i], "w"), as_blocks(&x[j], "x"));
+                            assert_eq!(
+                                out[j][i].to_bits(),
+                                want.to_bits(),
+                                "{} nb={nb} {n_rows}×{n_cols}: col {j} row {i}: {} vs {want}",
+                                level.name(),
+                                out[j][i]
+                            );
+                        }
                     }
                 }
             }
