@@ -12,8 +12,8 @@
 #   scripts/bench_cpu.sh [--isa avx2] [ROUNDS]   (default 7; bench.sh runs it as table 4)
 #
 # --isa avx2: the AVX2 kernel set against upstream built for AVX2 only (issue 30's second
-# table): ours with GGML_RS_CPU_SIMD=avx2, upstream's `build avx2` (GGML_NATIVE=OFF, AVX2 + FMA +
-# F16C, no AVX-512), built on first use.
+# table): ours with GGML_RS_CPU_SIMD=avx2, upstream's stock build (GGML_NATIVE=OFF: its ggml-cpu
+# for AVX + AVX2 + BMI2 + FMA + F16C, no AVX-512).
 #
 # GGML_RS_CPU_REF_BIN / GGML_RS_CPU_OURS_BIN override the two program folders (default: the
 # native and rscpu builds' bin/); GGML_RS_CPU_BENCH_MODELS the models (default "medium-f16
@@ -33,8 +33,8 @@ bench_cpu_backend() {
     case "$isa" in
         native) ;;
         avx2)
-            ref=${GGML_RS_CPU_REF_BIN:-$GGML_RS_BUILD_AVX2/bin}
-            [ -x "$ref/llama-bench" ] || "$ROOT/scripts/upstream.sh" build avx2 >&2 || return 1
+            ref=${GGML_RS_CPU_REF_BIN:-$GGML_RS_BUILD_STOCK/bin}
+            [ -x "$ref/llama-bench" ] || "$ROOT/scripts/upstream.sh" build stock >&2 || return 1
             simd=(env GGML_RS_CPU_SIMD=avx2) ;;
         *) echo "bench_cpu.sh: --isa $isa: only avx2 (or none: native)" >&2; return 2 ;;
     esac

@@ -8,7 +8,6 @@
 #   scripts/upstream.sh build stock   upstream as it is (the reference)
 #   scripts/upstream.sh build ours    ggml-base without ggml-backend.cpp/ggml-alloc.c + this library
 #   scripts/upstream.sh build native  stock with GGML_NATIVE=ON: the opponent for CPU kernels
-#   scripts/upstream.sh build avx2    stock built for AVX2 + FMA + F16C only: the opponent of the avx2 cap
 #   scripts/upstream.sh build rscpu   "ours only": ours, and ggml linked to the Rust CPU backend
 #                                     (libggml_rs_cpu.so) instead of ggml-cpu; no upstream backend
 #   scripts/upstream.sh build sys2-stock  ggml 0.26.0 (llama-cpp-sys-2's tree) alone, as it is, installed
@@ -175,6 +174,8 @@ build_profile() {
     build=$cache/build-ggml-$kind
     flags=(-DGGML_RS_GGML_DIR="$cache/src/$(pin_of "$p" GGML_DIR)" -DGGML_RS_PROFILE="$p")
     case "$kind" in
+        # upstream's defaults without GGML_NATIVE: ggml-cpu for SSE4.2 + AVX + AVX2 + BMI2 + FMA +
+        # F16C, no AVX-512 (also the opponent of our avx2 kernel set: bench_cpu.sh --isa avx2)
         stock) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF) ;;
         ours)  flags+=(-DGGML_RS_REPLACE=ON  -DGGML_RS_BUILD_RUST=ON) ;;
         *) log "unknown variant ggml-$p-$kind"; exit 2 ;;
@@ -226,14 +227,12 @@ cmd_build() {
     local build=$CACHE/build-$variant
     local flags=(-DGGML_RS_LLAMA_CPP_DIR="$TREE")
     case "$variant" in
+        # upstream's defaults without GGML_NATIVE: ggml-cpu for SSE4.2 + AVX + AVX2 + BMI2 + FMA +
+        # F16C, no AVX-512 (also the opponent of our avx2 kernel set: bench_cpu.sh --isa avx2)
         stock) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF) ;;
         ours)  flags+=(-DGGML_RS_REPLACE=ON  -DGGML_RS_BUILD_RUST=ON) ;;
         # the fair opponent for a CPU backend: upstream's ggml-cpu built for this machine
         native) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF -DGGML_NATIVE=ON) ;;
-        # the opponent for the avx2 kernel set (GGML_RS_CPU_SIMD=avx2): upstream's ggml-cpu built
-        # for AVX2 + FMA + F16C only, no AVX-512 (what an AVX2-only machine's native build runs)
-        avx2) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON
-                      -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF) ;;
         # our core and our CPU backend, no upstream backend library (not even RPC)
         rscpu) flags+=(-DGGML_RS_REPLACE=ON -DGGML_RS_BUILD_RUST=ON -DGGML_RS_CPU_RUST=ON -DGGML_RS_C_TESTS=OFF) ;;
         *) log "unknown variant $variant"; exit 2 ;;
@@ -259,7 +258,6 @@ cmd_build() {
     fi
     # rscpu: the programs that run on the CPU backend alone (the RPC ones need upstream's RPC backend)
     local targets=(ggml-rs-programs all)
-    [ "$variant" = avx2 ] && targets=(llama-bench llama-compare llama-simple test-backend-ops)
     [ "$variant" = rscpu ] && targets=(llama-compare llama-perplexity-flush llama-simple llama-bench test-backend-ops test-opt test-llama-archs test-barrier test-rope test-quantize-fns)
     log "building $variant (${targets[*]}; full log: $CACHE/build-$variant.log)"
     with_progress "$variant" "$CACHE/build-$variant.log" \
@@ -366,7 +364,6 @@ GGML_RS_BUILD_STOCK=$CACHE/build-stock
 GGML_RS_BUILD_OURS=$CACHE/build-ours
 GGML_RS_BUILD_NATIVE=$CACHE/build-native
 GGML_RS_BUILD_RSCPU=$CACHE/build-rscpu
-GGML_RS_BUILD_AVX2=$CACHE/build-avx2
 GGML_RS_SYS2_BUILD_STOCK=$SYS2_CACHE/build-stock
 GGML_RS_SYS2_BUILD_OURS=$SYS2_CACHE/build-ours
 GGML_RS_SYS2_INSTALL_STOCK=$SYS2_CACHE/install-stock

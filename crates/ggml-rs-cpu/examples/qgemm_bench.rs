@@ -40,6 +40,7 @@ fn main() {
         ("q6_K", GgmlType::Q6K, kind_of(GgmlType::Q6K, true).unwrap()),
         ("q6_K tiled", GgmlType::Q6K, Kind { tiled: true, ..kind_of(GgmlType::Q6K, true).unwrap() }),
         ("q8_0 pairs", GgmlType::Q8_0, kind_of(GgmlType::Q8_0, true).unwrap()),
+        ("q8_0 one-lane", GgmlType::Q8_0, kind_of(GgmlType::Q8_0, false).unwrap()),
     ];
     println!("k = {k}; us per 16 × 8 tile (min of {reps})");
     for (level, (name, ty, kd)) in levels.iter().flat_map(|l| forms.iter().map(move |f| (*l, *f))) {

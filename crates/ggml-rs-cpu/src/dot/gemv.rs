@@ -135,12 +135,38 @@ impl Gemv {
     pub unsafe fn rows(&self, w: *const u8, stride: usize, rows: usize, x: &[u8], out: *mut f32) {
         let w_len = self.ty.row_size(self.ty.vec_dot_type().map_or(0, |v| x.len() / v.type_size() * v.block_size()));
         match self.kind {
-            Kind::Rows => {
-                for r in 0..rows {
-                    // SAFETY: the caller's contract (readable, aligned rows; writable out)
-                    unsafe { out.add(r).write_unaligned(self.row.dot(std::slice::from_raw_parts(w.add(r * stride), w_len), x)) };
-                }
+            // SAFETY: the caller's contract
+            Kind::Rows => unsafe { self.each_row(w, stride, rows, x, out, w_len) },
+            #[cfg(target_arch = "x86_64")]
+            Kind::Q4KAvx2 | Kind::Q4KGemvAvx2 | Kind::Q4KGemvVnni | Kind::Q4KVnni | Kind::Q6KAvx2 | Kind::Q6KAvx512 if w_len >= K_QUANT_ROWS_MAX => {
+                // SAFETY: the caller's contract
+                unsafe { self.each_row(w, stride, rows, x, out, w_len) }
             }
+            _ => {
+                // SAFETY: the caller's contract
+                unsafe { self.multi(w, stride, rows, x, out) }
+            }
+        }
+    }
+
+    /// [`Gemv::rows`] by the row kernel, row by row
+    ///
+    /// # Safety
+    /// as [`Gemv::rows`], `w_len` the bytes of a row
+    unsafe fn each_row(&self, w: *const u8, stride: usize, rows: usize, x: &[u8], out: *mut f32, w_len: usize) {
+        for r in 0..rows {
+            // SAFETY: the caller's contract (readable, aligned rows; writable out)
+            unsafe { out.add(r).write_unaligned(self.row.dot(std::slice::from_raw_parts(w.add(r * stride), w_len), x)) };
+        }
+    }
+
+    /// [`Gemv::rows`] by the multi-row kernel of `self.kind`
+    ///
+    /// # Safety
+    /// as [`Gemv::rows`]
+    unsafe fn multi(&self, w: *const u8, stride: usize, rows: usize, x: &[u8], out: *mut f32) {
+        match self.kind {
+            Kind::Rows => unreachable!("Gemv::multi of the row kind"),
             #[cfg(target_arch = "x86_64")]
             Kind::Q4_0Vnni => {
                 let y = crate::block::as_blocks(x, "gemv q4_0 activations");
@@ -237,6 +263,13 @@ impl Gemv {
         }
     }
 }
+
+/// Rows of this many bytes or more of the K-quant kinds go through the row kernel one at a time,
+/// not 4 side by side: from memory 4 interleaved streams of such rows ran at half the speed of one
+/// sequential stream or less on an AMD EPYC (Zen 4; `gemv_bench mem`, rows of 2048: Q4_K 108 →
+/// 67 ns a row, Q6_K 167 → 70), and from cache rows of 1536 gained nothing by it (Q6_K 50 vs 48
+/// ns). Rows of 512 (288 / 420 bytes) keep the 4-row kernels (1.1-1.4× the row kernel).
+const K_QUANT_ROWS_MAX: usize = 768;
 
 /// How far ahead of the 4 rows being read the next rows' bytes are prefetched. Token generation
 /// reads every weight once per token, from memory (the medium model's 36 MB do not stay in this
