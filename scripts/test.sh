@@ -84,6 +84,20 @@ check "upstream build (reference, and with our library)" build_upstream
 # (required here: a missing library fails instead of skipping)
 check "ggml-rs-cpu: kernels, pool, mat-vec; formats and vec_dot against upstream's libraries" bash -o pipefail -c \
     "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_STOCK/bin' GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release --manifest-path crates/ggml-rs-cpu/Cargo.toml 2>&1 | grep -E '^test result|FAILED|panicked'"
+# every kernel set this CPU runs below its own (GGML_RS_CPU_SIMD caps the set: the avx2 set on an
+# AVX-512 machine, the scalar one anywhere), against the definitions and the stock build (upstream's
+# AVX2 configuration: SiLU, SOFT_MAX's exp, the tinyBLAS and Q8_0 orders of its AVX2 build)
+cpu_caps() {
+    local cap out rc=0
+    for cap in $(cd "$ROOT" && cargo run --release -q -p ggml-rs-cpu --example kernel_sets); do
+        out=$(cd "$ROOT" && GGML_RS_CPU_SIMD=$cap GGML_RS_UPSTREAM_LIB_DIR="$BUILD_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 \
+            cargo test --release --manifest-path crates/ggml-rs-cpu/Cargo.toml 2>&1) || rc=1
+        echo "$cap: $(grep -E '^test result' <<< "$out" | awk '{p += $4; f += $6} END {print p " passed, " f " failed"}')"
+        grep -E 'FAILED|panicked' <<< "$out" | head -n 5
+    done
+    return $rc
+}
+check "ggml-rs-cpu at every lower kernel set (GGML_RS_CPU_SIMD): the same tests" cpu_caps
 
 step "3. ABI"
 check "ABI: symbols, signatures, layouts, headers" "$ROOT/scripts/check_abi.sh"
@@ -553,6 +567,20 @@ rscpu_backend_ops() {
         rscpu_ops_run mul-mat-id -o MUL_MAT_ID -p 'type_a=(q4_0|f16),'
 }
 check "test-backend-ops test -b RSCPU (module beside upstream's native CPU): 0 FAIL" rscpu_backend_ops
+# the lower kernel sets (GGML_RS_CPU_SIMD) on the ops whose kernels differ by set: the products,
+# softmax, the activations, norms, RoPE, copies (avx2 and scalar: ~75 s each) and flash attention
+# at head size 64 (avx2: ~30 s; the scalar set's takes 2 minutes and runs by hand)
+rscpu_caps_ops() {
+    local ok=0 sets
+    sets=$(cd "$ROOT" && cargo run --release -q -p ggml-rs-cpu --example kernel_sets)
+    for cap in avx2 scalar; do
+        grep -qx "$cap" <<< "$sets" || { echo "$cap: not below this CPU's set"; continue; }
+        GGML_RS_CPU_SIMD=$cap rscpu_ops_run "$cap-products" -o MUL_MAT,OUT_PROD,SOFT_MAX,UNARY,GLU,RMS_NORM,ROPE,GET_ROWS,CPY || ok=1
+        [ "$cap" = avx2 ] && { GGML_RS_CPU_SIMD=$cap rscpu_ops_run "$cap-flash-attn" -o FLASH_ATTN_EXT -p 'hsk=64,hsv=64,' || ok=1; }
+    done
+    return $ok
+}
+check "test-backend-ops test -b RSCPU at the avx2 and scalar kernel sets (GGML_RS_CPU_SIMD): 0 FAIL" rscpu_caps_ops
 # whole models: every architecture on RSCPU against upstream's native CPU (the module is loaded by
 # a preload shim: test-llama-archs picks its device before any ggml_backend_load_all)
 check "test-llama-archs -b RSCPU (every architecture, against upstream's native CPU)" bash -o pipefail -c \

@@ -795,10 +795,18 @@ fn flash_attn_ext_is_upstreams_bit_for_bit() {
         } else {
             let mag = theirs.iter().map(|&b| f(b).abs() as f64).fold(0.0, f64::max).max(f64::MIN_POSITIVE);
             // an F16 V accumulated in f16 on either side: upstream's one-row paths, ours too; and
-            // below AVX-512 (no tile kernels) our "tiled" nodes run the older grouped row path,
-            // which rounds Q to K's F16 dot type where upstream's tiles keep it f32
-            let f16_acc = c.vt == GgmlType::F16 && (c.path() != "tiled" || ggml_rs_cpu::simd::active() < Level::Avx512);
-            let tol = if f16_acc { 1e-2 } else { 1e-4 };
+            // at the scalar set (no tile kernels) our "tiled" nodes run the older grouped row path,
+            // which rounds Q to K's F16 dot type where upstream's tiles keep it f32, and sums V
+            // in f16 over all of n_kv (1000 positions: up to 1.2e-2 of the largest output)
+            let grouped = c.path() == "tiled" && ggml_rs_cpu::simd::active() < Level::Avx2;
+            let f16_acc = c.vt == GgmlType::F16 && (c.path() != "tiled" || grouped);
+            let tol = if grouped && f16_acc {
+                2e-2
+            } else if f16_acc {
+                1e-2
+            } else {
+                1e-4
+            };
             let errs: Vec<f64> = theirs.iter().zip(&ours).map(|(&a, &b)| (f(a) as f64 - f(b) as f64).abs() / mag).collect();
             let (i, e) = errs.iter().copied().enumerate().fold((0, 0.0), |m, (i, e)| if e > m.1 || e.is_nan() { (i, e) } else { m });
             if f16_acc {
