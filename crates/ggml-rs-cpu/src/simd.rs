@@ -78,3 +78,20 @@ fn detect() -> Level {
 fn detect() -> Level {
     Level::Scalar
 }
+
+/// whether this is an AMD CPU (CPUID's vendor string "AuthenticAMD"): a few memory-access
+/// choices differ by vendor (`dot::gemv`'s one-stream rows)
+pub fn cpu_vendor_is_amd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: CPUID leaf 0 exists on every x86-64 CPU
+        let r = std::arch::x86_64::__cpuid(0);
+        let mut v = [0u8; 12];
+        v[..4].copy_from_slice(&r.ebx.to_le_bytes());
+        v[4..8].copy_from_slice(&r.edx.to_le_bytes());
+        v[8..].copy_from_slice(&r.ecx.to_le_bytes());
+        &v == b"AuthenticAMD"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}

@@ -15,8 +15,9 @@
 //! - **Tiles (`GGML_RS_CPU_REPACK=1`).** Every weight type the tiled int8 GEMM takes
 //!   ([`crate::qgemm`]: Q8_0, Q4_0, Q4_K, Q6_K; 2-D, dense rows) is also repacked into the tile
 //!   layout once, when its bytes are set, instead of on every prompt-sized MUL_MAT (the qgemm
-//!   path of `ops/mat.rs` then reads it in place). Only where the CPU runs the tiles (AVX-512
-//!   VNNI at the process's SIMD level; elsewhere the mode is Plain).
+//!   path of `ops/mat.rs` then reads it in place), in the form of the process's kernel set
+//!   ([`crate::qgemm::kind`]). Only where the CPU runs the tiles (AVX2 or above at the process's
+//!   kernel set; elsewhere the mode is Plain).
 //! - `GGML_RS_CPU_REPACK=0`: the buffer type is not listed (weights stay where llama.cpp maps
 //!   them, as with `-nr`).
 //!
@@ -25,7 +26,7 @@
 //! ([`crate::qgemm::repack`]: `ceil(rows / 16)` blocks of `k / block_len` repacked blocks). So,
 //! unlike upstream's repack (which replaces the bytes in place and has no `get_tensor`):
 //! - `ggml_backend_tensor_get` gives back the bytes that were set;
-//! - MUL_MAT with few activation rows (token generation), or without AVX-512 VNNI at the node's
+//! - MUL_MAT with few activation rows (token generation), or without the tiles at the node's
 //!   level (use_ref), runs the row kernels on the original bytes, exactly as for a plain buffer;
 //! - in Tiles mode a tensor takes more memory: `get_alloc_size` is the original size plus the
 //!   repacked size (Q8_0 ≈ 2.1×, Q4_0 ≈ 3×, Q4_K ≈ 3.2×, Q6_K ≈ 2.4× the original in all).

@@ -138,7 +138,9 @@ impl Gemv {
             // SAFETY: the caller's contract
             Kind::Rows => unsafe { self.each_row(w, stride, rows, x, out, w_len) },
             #[cfg(target_arch = "x86_64")]
-            Kind::Q4KAvx2 | Kind::Q4KGemvAvx2 | Kind::Q4KGemvVnni | Kind::Q4KVnni | Kind::Q6KAvx2 | Kind::Q6KAvx512 if w_len >= K_QUANT_ROWS_MAX => {
+            Kind::Q4KAvx2 | Kind::Q4KGemvAvx2 | Kind::Q4KGemvVnni | Kind::Q4KVnni | Kind::Q6KAvx2 | Kind::Q6KAvx512 | Kind::Q8_0Vnni | Kind::F16Avx512
+                if w_len >= one_stream_rows() && (w as usize | stride).is_multiple_of(if self.ty == GgmlType::F32 { 4 } else { 2 }) =>
+            {
                 // SAFETY: the caller's contract
                 unsafe { self.each_row(w, stride, rows, x, out, w_len) }
             }
@@ -264,12 +266,19 @@ impl Gemv {
     }
 }
 
-/// Rows of this many bytes or more of the K-quant kinds go through the row kernel one at a time,
-/// not 4 side by side: from memory 4 interleaved streams of such rows ran at half the speed of one
-/// sequential stream or less on an AMD EPYC (Zen 4; `gemv_bench mem`, rows of 2048: Q4_K 108 →
-/// 67 ns a row, Q6_K 167 → 70), and from cache rows of 1536 gained nothing by it (Q6_K 50 vs 48
-/// ns). Rows of 512 (288 / 420 bytes) keep the 4-row kernels (1.1-1.4× the row kernel).
-const K_QUANT_ROWS_MAX: usize = 768;
+/// Rows of at least this many bytes go through the row kernel one at a time rather than 4 side by
+/// side (Q8_0, F16, Q4_K, Q6_K; Q4_0's repacked-order spans read well either way), on AMD CPUs:
+/// there 4 interleaved streams of such rows from memory ran at half the speed of one sequential
+/// stream or less (an AMD EPYC, Zen 4, `gemv_bench mem`: Q8_0 rows of 512 58.6 → 25.4 ns a row,
+/// F16 113.6 → 46.0, rows of 2048 Q4_K 108 → 67, Q6_K 167 → 70; llama-bench medium-f16 tg128
+/// 0.55-0.58× upstream native there), and from cache rows of 1536 gained nothing by them (Q6_K 50
+/// vs 48 ns). Rows under 512 bytes (Q4_K / Q6_K of 512: 288 / 420) keep the 4-row kernels (1.1-1.4×
+/// the row kernel). Elsewhere (Intel, where issue 15 measured the 4-row kernels with their
+/// prefetches at 1.2-1.35× on memory-bound models) always the 4-row kernels.
+fn one_stream_rows() -> usize {
+    static AT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *AT.get_or_init(|| if crate::simd::cpu_vendor_is_amd() { 512 } else { usize::MAX })
+}
 
 /// How far ahead of the 4 rows being read the next rows' bytes are prefetched. Token generation
 /// reads every weight once per token, from memory (the medium model's 36 MB do not stay in this
