@@ -88,7 +88,12 @@ for line in sys.stdin:
 # ---- run ----------------------------------------------------------------------------------------
 
 ROWS=()
-row() { ROWS+=("$(printf '%-44s | %-6s | %s' "$1" "$2" "$3")"); }
+# a row of the table; a FAIL or TIME row makes `run` exit 1 (after the table and the logs)
+FAILED_ROWS=0
+row() {
+    ROWS+=("$(printf '%-44s | %-6s | %s' "$1" "$2" "$3")")
+    case "$2" in FAIL | TIME) FAILED_ROWS=$((FAILED_ROWS + 1)) ;; esac
+}
 
 # step NAME TIMEOUT CMD...: runs CMD with its own timeout, cut to what is left of the whole run's
 # budget (GPU_CHECK_BUDGET seconds, default 450: the device tool's 10-minute command limit leaves
@@ -316,7 +321,10 @@ PY
 
 case "${1:-}" in
     prepare) prepare ;;
-    run) run_all 0 ;;
+    run)
+        run_all 0
+        [ "$FAILED_ROWS" = 0 ] || { echo "gpu-check: $FAILED_ROWS step(s) failed or timed out" >&2; exit 1; }
+        ;;
     dry-run) run_all 1 ;;
     *) sed -n '2,30p' "$0"; exit 2 ;;
 esac

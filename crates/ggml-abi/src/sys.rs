@@ -74,6 +74,8 @@ pub mod op {
     pub const ROPE_BACK: ggml_op = 49;
     pub const CLAMP: ggml_op = 50;
     pub use super::op_shifted::*;
+    // GLU is the last op in every profile's `enum ggml_op` (0.25.3: 100, 0.9.8: 95)
+    const _: () = assert!(GLU == COUNT - 1);
     /// Ops whose destination only re-describes its source's memory.
     pub fn is_view(op: ggml_op) -> bool {
         matches!(op, VIEW | RESHAPE | PERMUTE | TRANSPOSE)
@@ -93,6 +95,7 @@ mod op_shifted {
     pub const FILL: ggml_op = 73;
     pub const FLASH_ATTN_EXT: ggml_op = 74;
     pub const UNARY: ggml_op = 91;
+    pub const GLU: ggml_op = 100;
     pub const COUNT: ggml_op = 101;
 }
 
@@ -104,6 +107,7 @@ mod op_shifted {
     pub const FILL: ggml_op = 72;
     pub const FLASH_ATTN_EXT: ggml_op = 73;
     pub const UNARY: ggml_op = 86;
+    pub const GLU: ggml_op = 95;
     pub const COUNT: ggml_op = 96;
 }
 

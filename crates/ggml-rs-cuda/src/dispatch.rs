@@ -20,7 +20,6 @@ const OP_CPY: i32 = 34;
 const OP_CONT: i32 = 35;
 const OP_GET_ROWS: i32 = 40;
 const OP_SET_ROWS: i32 = 42;
-const OP_GLU: i32 = 100;
 
 /// ggml's GGML_ROPE_TYPE_NEOX
 pub const ROPE_NEOX: i32 = 2;
@@ -218,7 +217,7 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
             need(is_float(a.ty) && is_float(d.ty) && a.ne == d.ne, || "UNARY types/shape".into())?;
             Ok(Plan::Unary { op: u })
         }
-        OP_GLU => {
+        op::GLU => {
             let a = src(n, 0)?;
             let g = n.params[0];
             need(matches!(g, 0 | 1 | 2 | 4 | 5), || format!("glu op {g}"))?;
@@ -383,7 +382,7 @@ mod tests {
         let add = node(op::ADD, c(T_F32, [8, 4, 1, 1]), &[c(T_F32, [8, 4, 1, 1]), c(T_F32, [3, 1, 1, 1])]);
         assert!(plan(&add).unwrap_err().contains("repeat"));
         // GLU_SWIGLU_OAI (3) and SWIGLU_CLAMP (6) have parameters this kernel does not take
-        let mut glu = node(OP_GLU, c(T_F32, [8, 2, 1, 1]), &[c(T_F32, [16, 2, 1, 1])]);
+        let mut glu = node(op::GLU, c(T_F32, [8, 2, 1, 1]), &[c(T_F32, [16, 2, 1, 1])]);
         glu.params[0] = 3;
         assert!(plan(&glu).is_err());
         glu.params[0] = 2;
