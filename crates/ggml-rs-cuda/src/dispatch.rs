@@ -146,6 +146,9 @@ pub enum Plan {
     },
     Rope {
         n_dims: i32,
+        /// the first rotated element of a row (op_params[15], ggml_rope_set_offset); the
+        /// elements before it and past n_offs + n_dims are copied
+        n_offs: i32,
         neox: bool,
         theta_scale: f32,
         freq_scale: f32,
@@ -266,13 +269,19 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
             need(mode == 0 || mode == ROPE_NEOX, || format!("ROPE mode {mode}"))?;
             need((a.ty == T_F32 || a.ty == T_F16) && d.ty == a.ty && a.ne == d.ne, || "ROPE types".into())?;
             need(p.ty == T_I32 && p.ne[0] == a.ne[2], || "ROPE positions".into())?;
+            // the kernel indexes positions and frequency factors as packed arrays
+            need(p.nb[0] == 4, || "ROPE positions not packed".into())?;
             need(n_dims > 0 && n_dims % 2 == 0 && n_dims as i64 <= a.ne[0] && a.ne[0] % 2 == 0, || format!("ROPE n_dims {n_dims}"))?;
+            // ggml_rope_set_offset: rotate [n_offs, n_offs + n_dims) of each row (0 unless set)
+            let n_offs = n.params[15];
+            need(n_offs >= 0 && n_offs % 2 == 0 && n_offs as i64 + n_dims as i64 <= a.ne[0], || format!("ROPE n_offs {n_offs} with n_dims {n_dims}"))?;
             if let Some(ff) = n.src[2] {
-                need(ff.ty == T_F32 && ff.ne[0] >= n_dims as i64 / 2, || "ROPE freq factors".into())?;
+                need(ff.ty == T_F32 && ff.ne[0] >= n_dims as i64 / 2 && ff.nb[0] == 4, || "ROPE freq factors".into())?;
             }
             let (freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow) = (n.f(5), n.f(6), n.f(7), n.f(8), n.f(9), n.f(10));
             Ok(Plan::Rope {
                 n_dims,
+                n_offs,
                 neox: mode == ROPE_NEOX,
                 theta_scale: freq_base.powf(-2.0 / n_dims as f32),
                 freq_scale,
@@ -334,7 +343,7 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn node(op: i32, dst: TDesc, srcs: &[TDesc]) -> NodeDesc {
@@ -414,6 +423,57 @@ mod tests {
         sc.params[0] = 2f32.to_bits() as i32;
         sc.params[1] = (-1f32).to_bits() as i32;
         assert_eq!(plan(&sc), Ok(Plan::Scale { s: 2.0, b: -1.0 }));
+    }
+
+    /// a ROPE node as ggml_rope_ext builds it: [64, 4 heads, 3 tokens], positions, optional
+    /// frequency factors
+    pub(crate) fn rope_node(mode: i32, n_dims: i32, ff: Option<TDesc>) -> NodeDesc {
+        let x = c(T_F32, [64, 4, 3, 1]);
+        let mut srcs = vec![x, c(T_I32, [3, 1, 1, 1])];
+        srcs.extend(ff);
+        let mut n = node(op::ROPE, x, &srcs);
+        n.params[1] = n_dims;
+        n.params[2] = mode;
+        n.params[4] = 4096;
+        n.params[5] = 10000f32.to_bits() as i32;
+        n.params[6] = 1f32.to_bits() as i32;
+        n.params[8] = 1f32.to_bits() as i32;
+        n.params[9] = 32f32.to_bits() as i32;
+        n.params[10] = 1f32.to_bits() as i32;
+        n
+    }
+
+    #[test]
+    fn rope_offsets_and_frequency_factors_are_taken_or_refused() {
+        // op_params[15] (ggml_rope_set_offset) reaches the plan
+        let mut r = rope_node(ROPE_NEOX, 32, Some(c(T_F32, [16, 1, 1, 1])));
+        r.params[15] = 16;
+        assert!(matches!(plan(&r), Ok(Plan::Rope { n_offs: 16, n_dims: 32, neox: true, .. })), "{:?}", plan(&r));
+        r.params[15] = 32; // 32 + 32 = the whole row: still inside
+        assert!(matches!(plan(&r), Ok(Plan::Rope { n_offs: 32, .. })));
+        // past the row, odd, negative: refused (the CPU asserts on them)
+        for bad in [34, 3, -2] {
+            r.params[15] = bad;
+            assert!(plan(&r).unwrap_err().contains("n_offs"), "n_offs {bad}");
+        }
+        r.params[15] = 0;
+        assert!(matches!(plan(&r), Ok(Plan::Rope { n_offs: 0, .. })));
+        // frequency factors: F32, at least n_dims/2 of them, packed
+        let short = rope_node(0, 32, Some(c(T_F32, [15, 1, 1, 1])));
+        assert!(plan(&short).unwrap_err().contains("freq factors"));
+        let f16 = rope_node(0, 32, Some(c(T_F16, [16, 1, 1, 1])));
+        assert!(plan(&f16).unwrap_err().contains("freq factors"));
+        let mut strided = c(T_F32, [16, 1, 1, 1]);
+        strided.nb[0] = 8;
+        assert!(plan(&rope_node(0, 32, Some(strided))).unwrap_err().contains("freq factors"));
+        // strided positions: refused
+        let mut p = rope_node(0, 32, None);
+        p.src[1].as_mut().unwrap().nb[0] = 8;
+        assert!(plan(&p).unwrap_err().contains("positions"));
+        // the multi-section modes (MROPE 8, VISION 24, IMROPE 40) are not here
+        for mode in [8, 24, 40] {
+            assert!(plan(&rope_node(mode, 32, None)).unwrap_err().contains("mode"));
+        }
     }
 
     #[test]

@@ -232,6 +232,17 @@ impl Args {
     }
 }
 
+/// The arguments of `rope_op` (kernels/rope.cu), in its parameter order: src, positions (src1),
+/// frequency factors (src2: 0, NULL to the kernel, without one), dst, then the plan's numbers.
+pub fn rope_args(a: &dispatch::TDesc, d: &dispatch::TDesc, data: &[u64; 6], plan: &Plan) -> Args {
+    let mut args = Args::default();
+    if let Plan::Rope { n_dims, n_offs, neox, theta_scale, freq_scale, ext_factor, attn_factor, corr } = *plan {
+        args.push(data[1]).push(Td::of(a)).push(a.ty).push(data[2]).push(data[3]).push(data[0]).push(Td::of(d)).push(d.ty);
+        args.push(n_dims).push(n_offs).push(neox as i32).push(theta_scale).push(freq_scale).push(ext_factor).push(attn_factor).push(corr[0]).push(corr[1]);
+    }
+    args
+}
+
 /// Device memory the stream reuses between ops (converted GEMM operands); grows, never shrinks.
 struct Scratch {
     ptr: sys::CUdeviceptr,
@@ -376,13 +387,7 @@ impl Stream {
                 args.push(data[1]).push(Td::of(&a)).push(data[0]).push(td).push(eps);
                 self.launch(Module::Norm, k, launch::per_row((a.ne[1] * a.ne[2] * a.ne[3]) as u64, a.ne[0] as u64)?, &mut args)
             }
-            Plan::Rope { n_dims, neox, theta_scale, freq_scale, ext_factor, attn_factor, corr } => {
-                let a = s(0);
-                let mut args = Args::default();
-                args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(data[3]).push(data[0]).push(td).push(d.ty);
-                args.push(n_dims).push(neox as i32).push(theta_scale).push(freq_scale).push(ext_factor).push(attn_factor).push(corr[0]).push(corr[1]);
-                self.launch(Module::Rope, "rope_op", launch::elementwise(count / 2), &mut args)
-            }
+            Plan::Rope { .. } => self.launch(Module::Rope, "rope_op", launch::elementwise(count / 2), &mut rope_args(&s(0), &d, data, &plan)),
             Plan::SoftMax { scale, max_bias } => {
                 let a = s(0);
                 let tm = n.src[1].map(|m| (Td::of(&m), m.ty)).unwrap_or((Td::of(&a), T_F32));
@@ -518,6 +523,42 @@ mod tests {
         }
         // the kernels' struct TD: eight 64-bit words
         assert_eq!(std::mem::size_of::<Td>(), 64);
+    }
+
+    #[test]
+    fn rope_arguments_carry_the_frequency_factors_and_the_offset() {
+        let slot = |a: &Args, i: usize| -> u64 {
+            // SAFETY: every slot holds at least 8 bytes (zero-filled past the value).
+            unsafe { *(a.ptrs[i] as *const u64) }
+        };
+        let data = [0xd0, 0xa0, 0xb0, 0xf0, 0, 0];
+        let mut n = crate::dispatch::tests::rope_node(crate::dispatch::ROPE_NEOX, 32, Some(TDesc::contiguous(T_F32, [16, 1, 1, 1])));
+        n.params[15] = 8;
+        let plan = dispatch::plan(&n).unwrap();
+        let a = rope_args(&n.src[0].unwrap(), &n.dst, &data, &plan);
+        // as many as rope_op's parameters in kernels/rope.cu
+        let src = Module::Rope.source();
+        let sig = &src[src.find("void rope_op(").expect("rope_op in rope.cu")..];
+        let params = sig[..sig.find(')').unwrap()].split(',').count();
+        assert_eq!(a.len(), params);
+        assert!(sig[..sig.find(')').unwrap()].contains("int n_offs"));
+        assert_eq!([slot(&a, 0), slot(&a, 3), slot(&a, 4), slot(&a, 5)], [0xa0, 0xb0, 0xf0, 0xd0], "src, pos, freq_factors, dst");
+        // SAFETY: the slots hold the Td / i32 / f32 values pushed there.
+        unsafe {
+            assert_eq!(*(a.ptrs[1] as *const Td), Td::of(&n.src[0].unwrap()));
+            assert_eq!(*(a.ptrs[6] as *const Td), Td::of(&n.dst));
+            assert_eq!(*(a.ptrs[8] as *const i32), 32, "n_dims");
+            assert_eq!(*(a.ptrs[9] as *const i32), 8, "n_offs");
+            assert_eq!(*(a.ptrs[10] as *const i32), 1, "neox");
+            assert_eq!(*(a.ptrs[11] as *const f32), 10000f32.powf(-2.0 / 32.0), "theta_scale");
+            assert_eq!(*(a.ptrs[14] as *const f32), 1.0, "attn_factor");
+        }
+        // no frequency factors: a NULL pointer
+        let n = crate::dispatch::tests::rope_node(0, 32, None);
+        let a = rope_args(&n.src[0].unwrap(), &n.dst, &[0xd0, 0xa0, 0xb0, 0, 0, 0], &dispatch::plan(&n).unwrap());
+        assert_eq!(slot(&a, 4), 0);
+        // SAFETY: as above.
+        unsafe { assert_eq!(*(a.ptrs[9] as *const i32), 0, "n_offs") };
     }
 
     #[test]
