@@ -699,7 +699,7 @@ check "cargo build --release -p ggml-rs-cuda (no CUDA toolkit, no driver)" bash 
 cuda_unit() {
     local nvrtc
     nvrtc=$("$ROOT/scripts/cuda-nvrtc.sh" | tail -n1) || return 1
-    (cd "$ROOT" && LD_LIBRARY_PATH="$nvrtc" GGML_RS_CUDA_NVRTC_REQUIRED=1 cargo test -p ggml-rs-cuda --lib -- --nocapture > "$T/cuda-unit.log" 2>&1)
+    (cd "$ROOT" && LD_LIBRARY_PATH="$nvrtc" GGML_RS_CUDA_NVRTC_REQUIRED=1 GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 cargo test -p ggml-rs-cuda --lib -- --nocapture > "$T/cuda-unit.log" 2>&1)
     local rc=$?
     grep -E '^test result|NVRTC [0-9]|SKIP|FAILED|panicked' "$T/cuda-unit.log"
     return $rc

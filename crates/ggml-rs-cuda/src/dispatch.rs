@@ -14,13 +14,6 @@ pub const T_I32: i32 = 26;
 pub const T_I64: i32 = 27;
 pub const T_BF16: i32 = 30;
 
-const OP_DUP: i32 = 1;
-const OP_NORM: i32 = 24;
-const OP_CPY: i32 = 34;
-const OP_CONT: i32 = 35;
-const OP_GET_ROWS: i32 = 40;
-const OP_SET_ROWS: i32 = 42;
-
 /// ggml's GGML_ROPE_TYPE_NEOX
 pub const ROPE_NEOX: i32 = 2;
 
@@ -231,13 +224,13 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
             }
             Ok(Plan::Glu { op: g, swapped: n.params[1] != 0 })
         }
-        OP_CPY | OP_CONT | OP_DUP => {
+        op::CPY | op::CONT | op::DUP => {
             let a = src(n, 0)?;
             need(is_float(a.ty) && is_float(d.ty), || "CPY other than between F32/F16/BF16".into())?;
             need(a.nelements() == d.nelements(), || "CPY element counts differ".into())?;
             Ok(Plan::Cpy)
         }
-        OP_GET_ROWS => {
+        op::GET_ROWS => {
             let (a, i) = (src(n, 0)?, src(n, 1)?);
             need(is_float(a.ty) || is_quant(a.ty), || "GET_ROWS of this type".into())?;
             need(i.ty == T_I32, || "GET_ROWS index type".into())?;
@@ -245,7 +238,7 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
             need(a.rows_packed(), || "GET_ROWS src rows not packed".into())?;
             Ok(Plan::GetRows)
         }
-        OP_SET_ROWS => {
+        op::SET_ROWS => {
             let (a, i) = (src(n, 0)?, src(n, 1)?);
             need(a.ty == T_F32, || "SET_ROWS source type".into())?;
             need(i.ty == T_I64 || i.ty == T_I32, || "SET_ROWS index type".into())?;
@@ -257,7 +250,7 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
             need(is_float(d.ty), || "SET_ROWS dst type".into())?;
             Ok(Plan::SetRows { quant: false })
         }
-        op::RMS_NORM | OP_NORM => {
+        op::RMS_NORM | op::NORM => {
             let a = src(n, 0)?;
             need(a.ty == T_F32 && d.ty == T_F32 && a.ne == d.ne, || "NORM of non-F32".into())?;
             let eps = n.f(0);
@@ -483,6 +476,49 @@ pub(crate) mod tests {
         let cd = |b: f32| 128.0 * (4096.0 / (b * 2.0 * std::f32::consts::PI)).ln() / (2.0 * 10000f32.ln());
         assert_eq!(dims, [cd(32.0).floor().max(0.0), cd(1.0).ceil().min(127.0)]);
         assert!(dims[0] < dims[1] && dims[1] <= 127.0);
+    }
+
+    /// `enum ggml_op` of a ggml.h: the enumerators in order (GGML_OP_NONE = 0, then one more each)
+    fn header_ops(text: &str) -> Vec<String> {
+        let body = &text[text.find("enum ggml_op {").expect("enum ggml_op in ggml.h")..];
+        let body = &body[..body.find("};").unwrap()];
+        body.lines()
+            .map(|l| l.split("//").next().unwrap().trim())
+            .filter_map(|l| l.strip_prefix("GGML_OP_"))
+            .map(|l| l.split([',', ' ', '=']).next().unwrap().to_string())
+            .collect()
+    }
+
+    /// Every op id the planner matches is the value `enum ggml_op` of the profile ggml-abi was
+    /// built for gives it: 0.25.3's header from GGML_RS_UPSTREAM_TREE (the llama.cpp folder),
+    /// 0.9.8's from GGML_RS_UPSTREAM_GGML_0_9_8 (its ggml folder; the crate builds at the
+    /// default pin only today). Without the tree it says why and passes, unless
+    /// GGML_RS_UPSTREAM_REQUIRED=1 (step 15 of scripts/test.sh).
+    #[test]
+    fn op_ids_are_those_of_the_profiles_header() {
+        let (var, sub) = if op::COUNT == 96 { ("GGML_RS_UPSTREAM_GGML_0_9_8", "include/ggml.h") } else { ("GGML_RS_UPSTREAM_TREE", "ggml/include/ggml.h") };
+        let text = match std::env::var_os(var).map(|d| std::path::PathBuf::from(d).join(sub)) {
+            Some(path) => std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+            None => {
+                assert!(std::env::var("GGML_RS_UPSTREAM_REQUIRED").as_deref() != Ok("1"), "{var} is not set (GGML_RS_UPSTREAM_REQUIRED=1)");
+                eprintln!("SKIP op_ids_are_those_of_the_profiles_header: {var} is not set");
+                return;
+            }
+        };
+        let ops = header_ops(&text);
+        assert_eq!(ops.last().map(String::as_str), Some("COUNT"));
+        assert_eq!(ops.len() as i32 - 1, op::COUNT, "GGML_OP_COUNT");
+        #[rustfmt::skip]
+        let claimed = [
+            (op::NONE, "NONE"), (op::DUP, "DUP"), (op::ADD, "ADD"), (op::SUB, "SUB"), (op::MUL, "MUL"), (op::DIV, "DIV"),
+            (op::NORM, "NORM"), (op::RMS_NORM, "RMS_NORM"), (op::MUL_MAT, "MUL_MAT"), (op::SCALE, "SCALE"), (op::CPY, "CPY"),
+            (op::CONT, "CONT"), (op::RESHAPE, "RESHAPE"), (op::VIEW, "VIEW"), (op::PERMUTE, "PERMUTE"), (op::TRANSPOSE, "TRANSPOSE"),
+            (op::GET_ROWS, "GET_ROWS"), (op::SET_ROWS, "SET_ROWS"), (op::SOFT_MAX, "SOFT_MAX"), (op::ROPE, "ROPE"),
+            (op::FLASH_ATTN_EXT, "FLASH_ATTN_EXT"), (op::UNARY, "UNARY"), (op::GLU, "GLU"), (op::ARGSORT, "ARGSORT"),
+        ];
+        for (id, name) in claimed {
+            assert_eq!(ops.get(id as usize).map(String::as_str), Some(name), "op id {id}");
+        }
     }
 
     #[test]
