@@ -189,8 +189,15 @@ pub fn rope_yarn_corr_dims(n_dims: i32, n_ctx_orig: i32, freq_base: f32, beta_fa
     [start.max(0.0), end.min(n_dims as f32 - 1.0)]
 }
 
-/// The plan for `n`, or why this backend does not compute it.
+/// The plan for `n`, or why this backend does not compute it (including a launch grid past
+/// CUDA's limits: `launch::for_plan` is asked here, before `supports_op` answers).
 pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
+    let p = plan_op(n)?;
+    crate::launch::for_plan(&p, n)?;
+    Ok(p)
+}
+
+fn plan_op(n: &NodeDesc) -> Result<Plan, String> {
     let d = n.dst;
     match n.op {
         op::NONE | op::RESHAPE | op::VIEW | op::PERMUTE | op::TRANSPOSE => Ok(Plan::Nop),
@@ -306,12 +313,19 @@ pub fn plan(n: &NodeDesc) -> Result<Plan, String> {
             // the mat-vec kernel reads quantized blocks as 16-bit words: their strides must be even
             // (whole 34- / 18-byte blocks always are; an odd view is left to the GEMM path)
             let halfword_aligned = !is_quant(a.ty) || a.nb.iter().all(|nb| nb % 2 == 0);
-            if b.ne[1] <= MMV_MAX_COLS && b.ty == T_F32 && b.rows_packed() && halfword_aligned {
+            // the mat-vec grid's z is src1's planes (at most 65535); cuBLAS loops over planes
+            let planes_fit = (b.ne[2] * b.ne[3]) as u64 <= crate::launch::GRID_YZ_MAX;
+            if b.ne[1] <= MMV_MAX_COLS && b.ty == T_F32 && b.rows_packed() && halfword_aligned && planes_fit {
                 return Ok(Plan::MulMatVec);
             }
             let float_rows_ok = is_quant(a.ty) || a.nb[1] % type_size(a.ty) == 0;
             need(float_rows_ok, || "MUL_MAT src0 row stride".into())?;
             need(d.nb[1] == 4 * d.ne[0] as usize, || "MUL_MAT dst rows not packed".into())?;
+            // cuBLAS takes m, n, k and the leading dimensions as int
+            let fits = |v: i64| v <= i32::MAX as i64;
+            need(fits(a.ne[0]) && fits(a.ne[1]) && fits(b.ne[1]) && fits(a.nb[1] as i64 / type_size(a.ty) as i64) && fits(d.ne[0]), || {
+                "MUL_MAT dimensions past cuBLAS's int".into()
+            })?;
             let gemm_ty = if a.ty == T_F32 || a.ty == T_BF16 { a.ty } else { T_F16 };
             Ok(Plan::MulMatGemm { gemm_ty, dequant: is_quant(a.ty) })
         }
@@ -416,6 +430,41 @@ pub(crate) mod tests {
         sc.params[0] = 2f32.to_bits() as i32;
         sc.params[1] = (-1f32).to_bits() as i32;
         assert_eq!(plan(&sc), Ok(Plan::Scale { s: 2.0, b: -1.0 }));
+    }
+
+    #[test]
+    fn launch_grids_past_cudas_limits_are_refused_by_the_plan() {
+        // flash attention: heads are grid.y (at most 65535)
+        let fa = |heads: i64| {
+            let q = c(T_F32, [64, 1, heads, 1]);
+            let kv = c(T_F16, [64, 256, heads, 1]);
+            node(op::FLASH_ATTN_EXT, c(T_F32, [64, heads, 1, 1]), &[q, kv, kv])
+        };
+        assert!(matches!(plan(&fa(65535)), Ok(Plan::FlashAttn { .. })));
+        assert!(plan(&fa(65536)).unwrap_err().contains("exceeds"));
+        // one block per row: rows are grid.x (at most 2^31 - 1)
+        let rows = |n1: i64| {
+            let x = c(T_F32, [8, n1, 65536, 1]);
+            node(op::SOFT_MAX, x, &[x])
+        };
+        assert!(matches!(plan(&rows(32767)), Ok(Plan::SoftMax { .. })));
+        assert!(plan(&rows(32768)).unwrap_err().contains("rows"));
+        let mut norm = rows(32768);
+        norm.op = op::RMS_NORM;
+        assert!(plan(&norm).is_err());
+        let gr = |n: i64| node(op::GET_ROWS, c(T_F32, [8, n, 1, 1]), &[c(T_F32, [8, 4, 1, 1]), c(T_I32, [n, 1, 1, 1])]);
+        assert!(matches!(plan(&gr(1 << 20)), Ok(Plan::GetRows)));
+        assert!(plan(&gr(1 << 31)).is_err());
+        // the mat-vec's planes are grid.z: past 65535 the node goes to cuBLAS, which loops over them
+        let mm = |planes: i64| node(op::MUL_MAT, c(T_F32, [16, 1, planes, 1]), &[c(T_F16, [32, 16, 1, 1]), c(T_F32, [32, 1, planes, 1])]);
+        assert_eq!(plan(&mm(65535)), Ok(Plan::MulMatVec));
+        assert!(matches!(plan(&mm(65536)), Ok(Plan::MulMatGemm { .. })));
+        // and what the plan accepts, the launch shape takes
+        for n in [fa(7), rows(3), gr(5), mm(9)] {
+            let p = plan(&n).unwrap();
+            let s = crate::launch::for_plan(&p, &n).unwrap();
+            assert!(s.grid.1 as u64 <= crate::launch::GRID_YZ_MAX && s.grid.2 as u64 <= crate::launch::GRID_YZ_MAX);
+        }
     }
 
     /// a ROPE node as ggml_rope_ext builds it: [64, 4 heads, 3 tokens], positions, optional

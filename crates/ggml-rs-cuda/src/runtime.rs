@@ -318,10 +318,11 @@ impl Stream {
     /// Computes one node of the graph (its plan decided by `dispatch::plan`).
     pub fn run(&mut self, n: &NodeDesc, data: &[u64; 6]) -> Result<(), String> {
         let plan = dispatch::plan(n)?;
+        // the shape supports_op checked (launch::for_plan): each arm launches its kernel with it
+        let shape = launch::for_plan(&plan, n)?;
         let d = n.dst;
         let td = Td::of(&d);
         let s = |i: usize| n.src[i].expect("the plan checked the sources");
-        let count = d.nelements().max(0) as u64;
         match plan {
             Plan::Nop => Ok(()),
             Plan::Binary { op } => {
@@ -334,50 +335,48 @@ impl Stream {
                 };
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(Td::of(&b)).push(b.ty).push(data[0]).push(td).push(d.ty).push(bin);
-                self.launch(Module::Elementwise, "binary_op", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "binary_op", shape, &mut args)
             }
             Plan::Scale { s: sc, b } => {
                 let a = s(0);
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[0]).push(td).push(sc).push(b);
-                self.launch(Module::Elementwise, "scale_f32", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "scale_f32", shape, &mut args)
             }
             Plan::Unary { op } => {
                 let a = s(0);
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[0]).push(td).push(d.ty).push(op);
-                self.launch(Module::Elementwise, "unary_op", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "unary_op", shape, &mut args)
             }
             Plan::Glu { op, swapped } => {
                 let a = s(0);
                 let tb = n.src[1].map(|b| Td::of(&b)).unwrap_or(Td::of(&a));
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[2]).push(tb).push(a.ty).push(data[0]).push(td).push(d.ty).push(op).push(swapped as i32);
-                self.launch(Module::Elementwise, "glu_op", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "glu_op", shape, &mut args)
             }
             Plan::Cpy => {
                 let a = s(0);
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[0]).push(td).push(d.ty);
-                self.launch(Module::Elementwise, "cpy_f", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "cpy_f", shape, &mut args)
             }
             Plan::GetRows => {
                 let (a, i) = (s(0), s(1));
-                let rows = (i.ne[0] * i.ne[1] * i.ne[2]) as u64;
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(Td::of(&i)).push(i.ty).push(data[0]).push(td).push(d.ty);
-                self.launch(Module::Rows, "get_rows", launch::per_row(rows, a.ne[0] as u64)?, &mut args)
+                self.launch(Module::Rows, "get_rows", shape, &mut args)
             }
             Plan::SetRows { quant } => {
                 let (a, i) = (s(0), s(1));
-                let rows = (a.ne[1] * a.ne[2] * a.ne[3]) as u64;
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[2]).push(Td::of(&i)).push(i.ty).push(data[0]).push(td);
                 if quant {
-                    self.launch(Module::Rows, "set_rows_q8_0", launch::per_row(rows, a.ne[0] as u64 / 32)?, &mut args)
+                    self.launch(Module::Rows, "set_rows_q8_0", shape, &mut args)
                 } else {
                     args.push(d.ty);
-                    self.launch(Module::Rows, "set_rows_f", launch::per_row(rows, a.ne[0] as u64)?, &mut args)
+                    self.launch(Module::Rows, "set_rows_f", shape, &mut args)
                 }
             }
             Plan::RmsNorm { eps } | Plan::Norm { eps } => {
@@ -385,21 +384,21 @@ impl Stream {
                 let k = if matches!(plan, Plan::RmsNorm { .. }) { "rms_norm_f32" } else { "norm_f32" };
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[0]).push(td).push(eps);
-                self.launch(Module::Norm, k, launch::per_row((a.ne[1] * a.ne[2] * a.ne[3]) as u64, a.ne[0] as u64)?, &mut args)
+                self.launch(Module::Norm, k, shape, &mut args)
             }
-            Plan::Rope { .. } => self.launch(Module::Rope, "rope_op", launch::elementwise(count / 2), &mut rope_args(&s(0), &d, data, &plan)),
+            Plan::Rope { .. } => self.launch(Module::Rope, "rope_op", shape, &mut rope_args(&s(0), &d, data, &plan)),
             Plan::SoftMax { scale, max_bias } => {
                 let a = s(0);
                 let tm = n.src[1].map(|m| (Td::of(&m), m.ty)).unwrap_or((Td::of(&a), T_F32));
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[2]).push(tm.0).push(tm.1).push(data[3]).push(data[0]).push(td).push(scale).push(max_bias);
-                self.launch(Module::Softmax, "soft_max_f32", launch::per_row((a.ne[1] * a.ne[2] * a.ne[3]) as u64, a.ne[0] as u64)?, &mut args)
+                self.launch(Module::Softmax, "soft_max_f32", shape, &mut args)
             }
             Plan::MulMatVec => {
                 let (a, b) = (s(0), s(1));
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(Td::of(&b)).push(data[0]).push(td);
-                self.launch(Module::Matmul, "mul_mat_vec", launch::mul_mat_vec(a.ne[1] as u64, b.ne[1] as u64, (b.ne[2] * b.ne[3]) as u64)?, &mut args)
+                self.launch(Module::Matmul, "mul_mat_vec", shape, &mut args)
             }
             Plan::MulMatGemm { gemm_ty, dequant } => self.gemm(n, data, gemm_ty, dequant),
             Plan::FlashAttn { scale, max_bias, softcap } => {
@@ -408,7 +407,7 @@ impl Stream {
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&q)).push(data[2]).push(Td::of(&k)).push(k.ty).push(data[3]).push(Td::of(&v)).push(v.ty);
                 args.push(data[4]).push(tm).push(data[5]).push(data[0]).push(td).push(scale).push(max_bias).push(softcap);
-                self.launch(Module::FlashAttn, "flash_attn_ext", launch::flash_attn(q.ne[1] as u64, q.ne[2] as u64, q.ne[3] as u64)?, &mut args)
+                self.launch(Module::FlashAttn, "flash_attn_ext", shape, &mut args)
             }
         }
     }
