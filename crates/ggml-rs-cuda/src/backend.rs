@@ -70,7 +70,7 @@ fn build_state(gpus: Vec<Gpu>) -> &'static State {
         reg: UnsafeCell::new(ggml_backend_reg { api_version: GGML_BACKEND_API_VERSION, iface: reg_i(), context: std::ptr::null_mut() }),
         devices: (0..n).map(|i| UnsafeCell::new(ggml_backend_device { iface: device_i(), reg: std::ptr::null_mut(), context: i as *mut c_void })).collect(),
         bufts: (0..n).map(|i| UnsafeCell::new(ggml_backend_buffer_type { iface: buft_i(), device: std::ptr::null_mut(), context: i as *mut c_void })).collect(),
-        host_buft: UnsafeCell::new(ggml_backend_buffer_type { iface: host_buft_i(), device: std::ptr::null_mut(), context: std::ptr::null_mut() }),
+        host_buft: UnsafeCell::new(ggml_backend_buffer_type { iface: crate::host::host_buft_i(), device: std::ptr::null_mut(), context: std::ptr::null_mut() }),
     }));
     let reg = st.reg.get();
     for i in 0..n {
@@ -137,7 +137,7 @@ impl State {
     }
 }
 
-fn st() -> &'static State {
+pub(crate) fn st() -> &'static State {
     state()
 }
 
@@ -390,7 +390,7 @@ struct DevBuf {
     size: usize,
 }
 
-fn buffer_init(buft: ggml_backend_buffer_type_t, iface: ggml_backend_buffer_i, context: *mut c_void, size: usize) -> ggml_backend_buffer_t {
+pub(crate) fn buffer_init(buft: ggml_backend_buffer_type_t, iface: ggml_backend_buffer_i, context: *mut c_void, size: usize) -> ggml_backend_buffer_t {
     static INIT: Import = Import::new(c"ggml_backend_buffer_init");
     // SAFETY: ggml-base's `ggml_backend_buffer_t ggml_backend_buffer_init(buft, struct
     // ggml_backend_buffer_i iface, void * context, size_t size)` (iface passed by value).
@@ -534,102 +534,6 @@ unsafe extern "C" fn buf_clear(b: ggml_backend_buffer_t, value: u8) {
             check("cuCtxSynchronize", sys::cuCtxSynchronize());
         }
     })
-}
-
-//
-// pinned host buffers
-//
-
-fn host_buft_i() -> ggml_backend_buffer_type_i {
-    ggml_backend_buffer_type_i {
-        get_name: Some(host_buft_get_name),
-        alloc_buffer: Some(host_buft_alloc_buffer),
-        get_alignment: Some(host_buft_get_alignment),
-        get_max_size: None,
-        get_alloc_size: None,
-        is_host: Some(host_buft_is_host),
-    }
-}
-
-unsafe extern "C" fn host_buft_get_name(_buft: ggml_backend_buffer_type_t) -> *const c_char {
-    c"CUDA_Host".as_ptr()
-}
-
-unsafe extern "C" fn host_buft_get_alignment(_buft: ggml_backend_buffer_type_t) -> usize {
-    // ggml's TENSOR_ALIGNMENT: the CPU backend reads these tensors
-    32
-}
-
-unsafe extern "C" fn host_buft_is_host(_buft: ggml_backend_buffer_type_t) -> bool {
-    true
-}
-
-unsafe extern "C" fn host_buft_alloc_buffer(buft: ggml_backend_buffer_type_t, size: usize) -> ggml_backend_buffer_t {
-    guard("cuda host buft.alloc_buffer", std::ptr::null_mut(), || {
-        let Some(gpu) = st().gpus.first() else {
-            ggml_abi::log_error!("CUDA_Host: no CUDA device, no pinned memory\n");
-            return std::ptr::null_mut();
-        };
-        if gpu.bind().is_err() {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: page-locked host allocation, portable across contexts.
-        match unsafe { result::malloc_host(size.max(1), sys::CU_MEMHOSTALLOC_PORTABLE) } {
-            Ok(p) => buffer_init(buft, host_buf_i(), p, size),
-            Err(e) => {
-                ggml_abi::log_warn!("CUDA_Host: pinning {:.2} MiB failed ({e:?})\n", size as f64 / (1 << 20) as f64);
-                std::ptr::null_mut()
-            }
-        }
-    })
-}
-
-fn host_buf_i() -> ggml_backend_buffer_i {
-    ggml_backend_buffer_i {
-        free_buffer: Some(host_buf_free),
-        get_base: Some(host_buf_get_base),
-        init_tensor: None,
-        memset_tensor: Some(host_buf_memset_tensor),
-        set_tensor: Some(host_buf_set_tensor),
-        get_tensor: Some(host_buf_get_tensor),
-        set_tensor_2d: None,
-        get_tensor_2d: None,
-        cpy_tensor: None,
-        clear: Some(host_buf_clear),
-        reset: None,
-    }
-}
-
-unsafe extern "C" fn host_buf_free(b: ggml_backend_buffer_t) {
-    // SAFETY: context is the cuMemHostAlloc pointer, freed once.
-    guard("cuda host buffer.free", (), || unsafe {
-        let _ = result::free_host((*b).context);
-    })
-}
-
-unsafe extern "C" fn host_buf_get_base(b: ggml_backend_buffer_t) -> *mut c_void {
-    // SAFETY: our buffer.
-    unsafe { (*b).context }
-}
-
-unsafe extern "C" fn host_buf_memset_tensor(_b: ggml_backend_buffer_t, t: *mut ggml_tensor, value: u8, offset: usize, size: usize) {
-    // SAFETY: host memory of a live tensor; ggml checked the range.
-    unsafe { std::ptr::write_bytes(((*t).data as *mut u8).add(offset), value, size) }
-}
-
-unsafe extern "C" fn host_buf_set_tensor(_b: ggml_backend_buffer_t, t: *mut ggml_tensor, data: *const c_void, offset: usize, size: usize) {
-    // SAFETY: as above.
-    unsafe { std::ptr::copy_nonoverlapping(data as *const u8, ((*t).data as *mut u8).add(offset), size) }
-}
-
-unsafe extern "C" fn host_buf_get_tensor(_b: ggml_backend_buffer_t, t: *const ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
-    // SAFETY: as above.
-    unsafe { std::ptr::copy_nonoverlapping(((*t).data as *const u8).add(offset), data as *mut u8, size) }
-}
-
-unsafe extern "C" fn host_buf_clear(b: ggml_backend_buffer_t, value: u8) {
-    // SAFETY: the buffer's whole allocation.
-    unsafe { std::ptr::write_bytes((*b).context as *mut u8, value, (*b).size) }
 }
 
 //

@@ -9,6 +9,7 @@
 //!   module loading, the stream that runs plans, cuBLAS GEMM.
 //! * `backend`: ggml's C tables (registry, devices, device and pinned-host buffer types, buffers,
 //!   backends with async copies and events).
+//! * `host`: the pinned host buffer type (`CUDA_Host`).
 //! * `exports`: the functions of `ggml-cuda.h` and the module entry points.
 //!
 //! Without a driver (no libcuda, or cuInit failing) the registry has zero devices and says so in
@@ -18,6 +19,7 @@
 pub mod backend;
 pub mod dispatch;
 pub mod exports;
+pub mod host;
 pub mod kernels;
 pub mod launch;
 pub mod runtime;
