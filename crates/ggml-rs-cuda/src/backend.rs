@@ -369,7 +369,7 @@ fn buft_i() -> ggml_backend_buffer_type_i {
         alloc_buffer: Some(buft_alloc_buffer),
         get_alignment: Some(buft_get_alignment),
         get_max_size: None,
-        get_alloc_size: None,
+        get_alloc_size: Some(buft_get_alloc_size),
         is_host: None,
     }
 }
@@ -381,6 +381,12 @@ unsafe extern "C" fn buft_get_name(buft: ggml_backend_buffer_type_t) -> *const c
 
 unsafe extern "C" fn buft_get_alignment(_buft: ggml_backend_buffer_type_t) -> usize {
     ALIGNMENT
+}
+
+/// ggml_nbytes, and past it the cuBLAS path's scratch for a MUL_MAT (`dispatch::alloc_size`)
+unsafe extern "C" fn buft_get_alloc_size(_buft: ggml_backend_buffer_type_t, t: *const ggml_tensor) -> usize {
+    // SAFETY: ggml passes a live tensor.
+    guard("cuda buft.get_alloc_size", 0, || unsafe { TensorRef::from_raw(t) }.map_or(0, |t| dispatch::alloc_size(&NodeDesc::from_tensor(t))))
 }
 
 /// one device allocation, the context of a device buffer
@@ -717,6 +723,35 @@ mod tests {
         t.op = ggml_abi::sys::op::ADD;
         t.ne = [4, 0, 1, 1];
         assert!(!computes(r(&mut t)));
+    }
+
+    #[test]
+    fn the_device_buffer_type_reserves_the_gemm_scratch_after_a_mul_mat() {
+        let tensor = |ty: i32, ne: [i64; 4]| {
+            // SAFETY: a zeroed ggml_tensor is a valid value of the struct.
+            let mut t: Box<ggml_tensor> = Box::new(unsafe { std::mem::zeroed() });
+            let d = dispatch::TDesc::contiguous(ty, ne);
+            (t.type_, t.ne, t.nb) = (ty as _, d.ne, d.nb);
+            t
+        };
+        let (mut w, mut x) = (tensor(dispatch::T_Q8_0, [4096, 1024, 1, 1]), tensor(dispatch::T_F32, [4096, 512, 1, 1]));
+        let mut mm = tensor(dispatch::T_F32, [1024, 512, 1, 1]);
+        mm.op = ggml_abi::sys::op::MUL_MAT;
+        (mm.src[0], mm.src[1]) = (&mut *w as *mut ggml_tensor, &mut *x as *mut ggml_tensor);
+        let size = buft_i().get_alloc_size.unwrap();
+        // SAFETY: live tensors, as ggml passes them; the buffer type is not read.
+        let got = unsafe { size(std::ptr::null_mut(), &*mm) };
+        let want = dispatch::gemm_scratch(&NodeDesc::from_tensor(unsafe { TensorRef::from_raw(&*mm) }.unwrap()), dispatch::T_F16, true).end;
+        assert_eq!(got, want);
+        assert!(got >= 1024 * 512 * 4 + 4096 * 1024 * 2 + 4096 * 512 * 2);
+        // one column (mat-vec) or any other op: ggml_nbytes
+        let (mut x1, mut v) = (tensor(dispatch::T_F32, [4096, 1, 1, 1]), tensor(dispatch::T_F32, [1024, 1, 1, 1]));
+        v.op = ggml_abi::sys::op::MUL_MAT;
+        (v.src[0], v.src[1]) = (&mut *w as *mut ggml_tensor, &mut *x1 as *mut ggml_tensor);
+        // SAFETY: as above.
+        assert_eq!(unsafe { size(std::ptr::null_mut(), &*v) }, 4096);
+        // SAFETY: as above (a weight: op NONE).
+        assert_eq!(unsafe { size(std::ptr::null_mut(), &*w) }, 1024 * 4352);
     }
 
     #[test]

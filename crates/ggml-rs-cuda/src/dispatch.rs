@@ -168,6 +168,56 @@ pub enum Plan {
     },
 }
 
+/// bytes a tensor spans, as ggml_nbytes
+pub fn nbytes(t: &TDesc) -> usize {
+    if t.ne.iter().any(|&n| n <= 0) {
+        return 0;
+    }
+    let blck = block_elems(t.ty);
+    let first = if blck == 1 { type_size(t.ty) } else { (t.ne[0] / blck) as usize * t.nb[0] };
+    let rest: usize = (if blck == 1 { 0 } else { 1 }..4).map(|i| (t.ne[i] - 1) as usize * t.nb[i]).sum();
+    first + rest
+}
+
+/// alignment of the GEMM scratch inside the destination's allocation (the device buffers'
+/// tensor alignment)
+pub const SCRATCH_ALIGN: usize = crate::backend::ALIGNMENT;
+
+/// Where the cuBLAS path of MUL_MAT keeps its converted operands: past the destination's bytes,
+/// inside the destination's own allocation, which the device buffer type's get_alloc_size makes
+/// `end` bytes long (upstream's TAG_ALLOC_SIZE_EXPAND, as its flash attention does for its f16
+/// K/V), so the scratch is in ggml's buffer sizes and lives exactly as long as the node needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmScratch {
+    /// src0 dequantized to f16 (`a_bytes` 0 when src0 is used as it is)
+    pub a_off: usize,
+    pub a_bytes: usize,
+    /// src1 converted to the GEMM type, contiguous
+    pub b_off: usize,
+    pub b_bytes: usize,
+    /// the allocation's size
+    pub end: usize,
+}
+
+pub fn gemm_scratch(n: &NodeDesc, gemm_ty: i32, dequant: bool) -> GemmScratch {
+    let up = |v: usize| v.div_ceil(SCRATCH_ALIGN) * SCRATCH_ALIGN;
+    let (a, b) = (n.src[0].map(|t| t.nelements().max(0) as usize), n.src[1].map(|t| t.nelements().max(0) as usize));
+    let a_off = up(nbytes(&n.dst));
+    let a_bytes = if dequant { a.unwrap_or(0) * 2 } else { 0 };
+    let b_off = up(a_off + a_bytes);
+    let b_bytes = b.unwrap_or(0) * type_size(gemm_ty);
+    GemmScratch { a_off, a_bytes, b_off, b_bytes, end: b_off + b_bytes }
+}
+
+/// The device buffer type's get_alloc_size: ggml_nbytes, and for a MUL_MAT that runs on cuBLAS
+/// the scratch after it ([`gemm_scratch`]).
+pub fn alloc_size(n: &NodeDesc) -> usize {
+    match plan(n) {
+        Ok(Plan::MulMatGemm { gemm_ty, dequant }) => gemm_scratch(n, gemm_ty, dequant).end,
+        _ => nbytes(&n.dst),
+    }
+}
+
 fn need(cond: bool, why: impl FnOnce() -> String) -> Result<(), String> {
     if cond { Ok(()) } else { Err(why()) }
 }
@@ -568,6 +618,38 @@ pub(crate) mod tests {
         for (id, name) in claimed {
             assert_eq!(ops.get(id as usize).map(String::as_str), Some(name), "op id {id}");
         }
+    }
+
+    #[test]
+    fn the_gemm_scratch_follows_the_destination_inside_its_allocation() {
+        // Q8_0 weights [4096, 1024] x 512 columns: dst 1024 x 512 f32, then the f16 weights, then
+        // src1 in f16
+        let pp = node(op::MUL_MAT, c(T_F32, [1024, 512, 1, 1]), &[c(T_Q8_0, [4096, 1024, 1, 1]), c(T_F32, [4096, 512, 1, 1])]);
+        let Ok(Plan::MulMatGemm { gemm_ty, dequant }) = plan(&pp) else { panic!("{:?}", plan(&pp)) };
+        let g = gemm_scratch(&pp, gemm_ty, dequant);
+        assert_eq!(g.a_off, 1024 * 512 * 4);
+        assert_eq!(g.a_bytes, 4096 * 1024 * 2);
+        assert_eq!(g.b_off, g.a_off + g.a_bytes);
+        assert_eq!(g.b_bytes, 4096 * 512 * 2);
+        assert_eq!(alloc_size(&pp), g.end);
+        assert_eq!(g.end, g.b_off + g.b_bytes);
+        // regions are aligned and do not overlap the destination or each other
+        let odd = node(op::MUL_MAT, c(T_F32, [3, 9, 1, 1]), &[c(T_F32, [5, 3, 1, 1]), c(T_F32, [5, 9, 1, 1])]);
+        let Ok(Plan::MulMatGemm { gemm_ty, dequant: false }) = plan(&odd) else { panic!() };
+        let g = gemm_scratch(&odd, gemm_ty, false);
+        assert_eq!((g.a_off % SCRATCH_ALIGN, g.b_off % SCRATCH_ALIGN), (0, 0));
+        assert!(g.a_off >= nbytes(&odd.dst) && g.a_bytes == 0 && g.b_off >= g.a_off);
+        assert_eq!(g.b_bytes, 5 * 9 * 4);
+        // the mat-vec path and other ops: ggml_nbytes, nothing more
+        let tg = node(op::MUL_MAT, c(T_F32, [1024, 1, 1, 1]), &[c(T_Q8_0, [4096, 1024, 1, 1]), c(T_F32, [4096, 1, 1, 1])]);
+        assert_eq!(alloc_size(&tg), 4096);
+        let add = node(op::ADD, c(T_F32, [8, 4, 1, 1]), &[c(T_F32, [8, 4, 1, 1]), c(T_F32, [8, 1, 1, 1])]);
+        assert_eq!(alloc_size(&add), 128);
+        // ggml_nbytes of views and quantized rows
+        assert_eq!(nbytes(&c(T_Q8_0, [64, 3, 1, 1])), 3 * 68);
+        let mut v = c(T_F32, [4, 3, 1, 1]);
+        v.nb[1] = 64;
+        assert_eq!(nbytes(&v), 2 * 64 + 4 * 4);
     }
 
     #[test]

@@ -243,21 +243,14 @@ pub fn rope_args(a: &dispatch::TDesc, d: &dispatch::TDesc, data: &[u64; 6], plan
     args
 }
 
-/// Device memory the stream reuses between ops (converted GEMM operands); grows, never shrinks.
-struct Scratch {
-    ptr: sys::CUdeviceptr,
-    size: usize,
-}
-
-/// A backend's stream on one device, with its cuBLAS handle and scratch.
+/// A backend's stream on one device, with its cuBLAS handle.
 pub struct Stream {
     pub gpu: &'static Gpu,
     pub stream: sys::CUstream,
     cublas: Option<blas_sys::cublasHandle_t>,
-    scratch: [Scratch; 2],
 }
 
-// SAFETY: the stream, handle and scratch belong to this backend; ggml uses a backend from one
+// SAFETY: the stream and handle belong to this backend; ggml uses a backend from one
 // thread at a time.
 unsafe impl Send for Stream {}
 
@@ -267,31 +260,13 @@ impl Stream {
         // a blocking stream: the synchronous copies of the buffers (legacy default stream) are
         // ordered with it
         let stream = result::stream::create(result::stream::StreamKind::Default).map_err(|e| de("cuStreamCreate", e))?;
-        Ok(Stream { gpu, stream, cublas: None, scratch: [Scratch { ptr: 0, size: 0 }, Scratch { ptr: 0, size: 0 }] })
+        Ok(Stream { gpu, stream, cublas: None })
     }
 
     pub fn synchronize(&self) -> Result<(), String> {
         self.gpu.bind()?;
         // SAFETY: our stream.
         unsafe { result::stream::synchronize(self.stream) }.map_err(|e| de("cuStreamSynchronize", e))
-    }
-
-    fn scratch(&mut self, i: usize, size: usize) -> Result<sys::CUdeviceptr, String> {
-        if self.scratch[i].size < size {
-            self.synchronize()?;
-            let s = &mut self.scratch[i];
-            if s.ptr != 0 {
-                // SAFETY: allocated below by an earlier call; the stream is idle.
-                unsafe { result::free_sync(s.ptr) }.map_err(|e| de("cuMemFree", e))?;
-                s.ptr = 0;
-                s.size = 0;
-            }
-            let want = size.next_power_of_two().max(1 << 20);
-            // SAFETY: plain device allocation on the current context.
-            s.ptr = unsafe { result::malloc_sync(want) }.map_err(|e| de(&format!("cuMemAlloc({want}) for scratch"), e))?;
-            s.size = want;
-        }
-        Ok(self.scratch[i].ptr)
     }
 
     fn cublas(&mut self) -> Result<blas_sys::cublasHandle_t, String> {
@@ -413,16 +388,17 @@ impl Stream {
     }
 
     /// MUL_MAT through cuBLAS: dst (M x N per plane, column-major = ggml's row-major transposed)
-    /// = src0^T (K x M) x src1 (K x N). src1 is converted to the GEMM type in scratch 1; a
-    /// quantized src0 is dequantized to f16 in scratch 0.
+    /// = src0^T (K x M) x src1 (K x N). src1 is converted to the GEMM type, a quantized src0
+    /// dequantized to f16, into the scratch past dst's bytes in dst's allocation
+    /// (`dispatch::gemm_scratch`; the buffer type's get_alloc_size reserved it).
     fn gemm(&mut self, n: &NodeDesc, data: &[u64; 6], gemm_ty: i32, dequant: bool) -> Result<(), String> {
         let (a, b, d) = (n.src[0].unwrap(), n.src[1].unwrap(), n.dst);
         let (k, m, cols) = (a.ne[0], a.ne[1], b.ne[1]);
         let esz = type_size(gemm_ty);
+        let sc = dispatch::gemm_scratch(n, gemm_ty, dequant);
         // src0 as GEMM operand: (pointer, lda in elements, plane strides in bytes)
         let (a_ptr, lda, a_nb2, a_nb3) = if dequant {
-            let bytes = (a.nelements() as usize) * 2;
-            let p = self.scratch(0, bytes)?;
+            let p = data[0] + sc.a_off as u64;
             let mut args = Args::default();
             args.push(data[1]).push(Td::of(&a)).push(a.ty).push(p);
             self.launch(Module::Elementwise, "dequant_to_f16", launch::elementwise(a.nelements() as u64), &mut args)?;
@@ -430,8 +406,7 @@ impl Stream {
         } else {
             (data[1], (a.nb[1] / esz) as i64, a.nb[2], a.nb[3])
         };
-        let b_bytes = b.nelements() as usize * esz;
-        let b_ptr = self.scratch(1, b_bytes)?;
+        let b_ptr = data[0] + sc.b_off as u64;
         let mut args = Args::default();
         args.push(data[2]).push(Td::of(&b)).push(b.ty).push(b_ptr).push(gemm_ty);
         self.launch(Module::Elementwise, "to_contiguous", launch::elementwise(b.nelements() as u64), &mut args)?;
@@ -491,11 +466,6 @@ impl Drop for Stream {
             let _ = result::stream::synchronize(self.stream);
             if let Some(h) = self.cublas.take() {
                 let _ = blas::destroy_handle(h);
-            }
-            for s in &mut self.scratch {
-                if s.ptr != 0 {
-                    let _ = result::free_sync(s.ptr);
-                }
             }
             let _ = result::stream::destroy(self.stream);
         }
@@ -698,13 +668,14 @@ mod tests {
         let pw = up(&q);
         for cols in [1usize, 16] {
             let xs: Vec<f32> = (0..k * cols).map(|_| rand()).collect();
-            let (px, py) = (up(&f32s(&xs)), up(&vec![0u8; m * cols * 4]));
             let n = node(
                 ggml_abi::sys::op::MUL_MAT,
                 c(T_F32, [m as i64, cols as i64, 1, 1]),
                 &[c(dispatch::T_Q8_0, [k as i64, m as i64, 1, 1]), c(T_F32, [k as i64, cols as i64, 1, 1])],
                 &[],
             );
+            // dst as the device buffer type allocates it: with the GEMM's scratch after it
+            let (px, py) = (up(&f32s(&xs)), up(&vec![0u8; dispatch::alloc_size(&n)]));
             let plan = dispatch::plan(&n).unwrap();
             if matches!(plan, Plan::MulMatGemm { .. }) && !cublas_available() {
                 eprintln!("SKIP MUL_MAT by cuBLAS: no libcublas");
