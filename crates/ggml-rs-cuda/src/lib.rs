@@ -1,8 +1,10 @@
 //! ggml-rs's CUDA backend (issue 16): `libggml_rs_cuda.so`, a drop-in for upstream's
 //! libggml-cuda and a loadable backend module (`GGML_BACKEND_PATH`, `ggml_backend_load`).
 //!
-//! * `kernels`: the CUDA C of `kernels/` (embedded), NVRTC, and the PTX cache (memory + disk,
+//! * `kernels`: the CUDA C of `kernels/` (embedded) and the compiled-image cache (memory + disk,
 //!   keyed by source hash + arch + NVRTC version).
+//! * `nvrtc`: compiling a module to a CUBIN for the device (PTX when that fails) and the init
+//!   check that NVRTC (and its builtins library) can compile at all.
 //! * `dispatch`: which kernel computes a node (one plan for `supports_op` and `graph_compute`).
 //! * `launch`: grids and blocks.
 //! * `runtime`: the driver (through cudarc's dynamic loading: nothing CUDA is linked), devices,
@@ -22,6 +24,7 @@ pub mod exports;
 pub mod host;
 pub mod kernels;
 pub mod launch;
+pub mod nvrtc;
 pub mod runtime;
 
 /// One line to ggml's logger, or to stderr in a process without ggml-base (a unit test).

@@ -93,6 +93,16 @@ pub fn probe(log: &mut dyn FnMut(String)) -> Vec<Gpu> {
             Err(e) => errors.push(format!("device {i}: {e}")),
         }
     }
+    // a real compile now (NVRTC's builtins library found, the device's architecture known to
+    // this NVRTC), not at the first graph
+    let target = match gpus.first().map(|g| (g.arch(), nvrtc::self_check(g.arch()))) {
+        Some((_, Err(e))) => {
+            log(format!("ggml-rs-cuda: {} CUDA device(s) but {e}: no CUDA devices\n", gpus.len()));
+            return Vec::new();
+        }
+        Some((arch, Ok(t))) => format!("; kernels as {} for sm_{arch}", if t == nvrtc::Target::Cubin { "CUBIN" } else { "PTX (CUBIN failed)" }),
+        None => String::new(),
+    };
     let list: Vec<String> = gpus
         .iter()
         .map(|g| format!("{} = {} (sm_{}{}, {} MiB)", g.name.to_string_lossy(), g.description.to_string_lossy(), g.cc.0, g.cc.1, g.total_mem >> 20))
@@ -101,6 +111,7 @@ pub fn probe(log: &mut dyn FnMut(String)) -> Vec<Gpu> {
     if !list.is_empty() {
         line += &format!(": {}", list.join(", "));
     }
+    line += &target;
     if !errors.is_empty() {
         line += &format!("; skipped {}", errors.join("; "));
     }
@@ -130,7 +141,7 @@ fn open_device(i: i32, prefix: &str) -> Result<Gpu, String> {
     }
 }
 
-/// the process's PTX cache (memory + disk)
+/// the process's kernel image cache (memory + disk)
 pub fn kernel_cache() -> &'static KernelCache {
     static CACHE: OnceLock<KernelCache> = OnceLock::new();
     CACHE.get_or_init(|| KernelCache::new(default_cache_dir()))
@@ -171,14 +182,15 @@ impl Gpu {
         let arch = self.arch();
         let ver = nvrtc::version()?;
         let key = CacheKey::new(m, arch, ver);
-        let (ptx, origin) = kernel_cache().get_or_compile(&key, || nvrtc::compile(m.name(), &m.source(), arch))?;
+        let (image, origin) = kernel_cache().get_or_compile(&key, || nvrtc::compile(m.name(), &m.source(), arch))?;
         if origin != Origin::Memory && std::env::var_os("GGML_RS_CUDA_DEBUG").is_some() {
-            crate::log_line(ggml_abi::log::Level::Debug, &format!("ggml-rs-cuda: module {} for sm_{arch}: {origin:?}\n", m.name()));
+            crate::log_line(ggml_abi::log::Level::Debug, &format!("ggml-rs-cuda: module {} for sm_{arch}: {:?} ({origin:?})\n", m.name(), image.target));
         }
         self.bind()?;
-        let image = CString::new(ptx.as_bytes()).map_err(|_| "PTX with a NUL byte".to_string())?;
-        // SAFETY: image is a NUL-terminated PTX text; the context is current.
-        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(|e| de(&format!("cuModuleLoadData({})", m.name()), e))?;
+        let bytes = image.load_bytes();
+        // SAFETY: a CUBIN image or NUL-terminated PTX text (Image::load_bytes); the context is current.
+        let module = unsafe { result::module::load_data(bytes.as_ptr() as *const c_void) }
+            .map_err(|e| de(&format!("cuModuleLoadData({}, {:?} for sm_{arch})", m.name(), image.target), e))?;
         let mut functions = HashMap::new();
         for &k in m.kernels() {
             let cname = CString::new(k).expect("kernel names have no NUL");
