@@ -705,6 +705,9 @@ cuda_unit() {
     return $rc
 }
 check "ggml-rs-cuda: unit tests (cache keys, launch shapes, dispatch, zero devices, no driver) + every kernel through NVRTC for sm_90" cuda_unit
+# the GPU check's script: its syntax, and its plan (the gate steps' caps fit its 6-minute budget)
+check "gpu-check.sh: bash -n, and 'list' (gate caps within the budget)" bash -o pipefail -c \
+    "bash -n '$ROOT/scripts/gpu-check.sh' && '$ROOT/scripts/gpu-check.sh' list | tail -n 1"
 # upstream's loader (GGML_BACKEND_PATH's ggml_backend_load) on our core (build ours), no driver
 cuda_module() {
     local prog=$T/test_rscuda_backend
