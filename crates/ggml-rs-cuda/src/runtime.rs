@@ -660,6 +660,39 @@ mod tests {
         }
         close("SOFT_MAX", &down(py, 120), &want, 1e-5);
 
+        // ROPE NEOX with frequency factors, YaRN and a rotated section at n_offs 8 of rows of 64
+        // (ggml-cpu's rope cache: theta = pos * theta_scale^(i/2) / ff[i/2], by multiplication)
+        let (ne0, heads, toks, n_dims, n_offs) = (64usize, 2usize, 3usize, 32usize, 8usize);
+        let x: Vec<f32> = (0..ne0 * heads * toks).map(|_| rand()).collect();
+        let pos: Vec<u8> = [3i32, 17, 1000].iter().flat_map(|p| p.to_le_bytes()).collect();
+        let ff: Vec<f32> = (0..n_dims / 2).map(|i| 1.0 + i as f32 * 0.25).collect();
+        let (px, pp, pf, py) = (up(&f32s(&x)), up(&pos), up(&f32s(&ff)), up(&vec![0u8; x.len() * 4]));
+        let mut rn = crate::dispatch::tests::rope_node(crate::dispatch::ROPE_NEOX, n_dims as i32, Some(c(T_F32, [16, 1, 1, 1])));
+        (rn.params[7], rn.params[15]) = (1f32.to_bits() as i32, n_offs as i32); // ext_factor 1, n_offs
+        rn.params[6] = 0.5f32.to_bits() as i32; // freq_scale
+        s.run(&rn, &[py, px, pp, pf, 0, 0]).unwrap();
+        s.synchronize().unwrap();
+        let Plan::Rope { theta_scale, corr, .. } = dispatch::plan(&rn).unwrap() else { unreachable!() };
+        let mut want = x.clone();
+        for t in 0..toks {
+            let mut theta = [3f32, 17.0, 1000.0][t];
+            for i in (0..n_dims).step_by(2) {
+                let (extrap, fs) = (theta / ff[i / 2], 0.5f32);
+                let ramp = 1.0 - ((((i / 2) as f32 - corr[0]) / (corr[1] - corr[0]).max(0.001)).clamp(0.0, 1.0));
+                let th = fs * extrap * (1.0 - ramp) + extrap * ramp;
+                let ms = 1.0 + 0.1 * (1.0 / fs).ln();
+                let (cs, sn) = (th.cos() * ms, th.sin() * ms);
+                for h in 0..heads {
+                    let row = (t * heads + h) * ne0 + n_offs;
+                    let (a, b) = (x[row + i / 2], x[row + i / 2 + n_dims / 2]);
+                    want[row + i / 2] = a * cs - b * sn;
+                    want[row + i / 2 + n_dims / 2] = a * sn + b * cs;
+                }
+                theta *= theta_scale;
+            }
+        }
+        close("ROPE neox n_offs 8 + freq factors + YaRN", &down(py, x.len()), &want, 1e-4);
+
         // MUL_MAT: Q8_0 weights [K=256, M=48], by the mat-vec kernel (1 column) and cuBLAS (16)
         let (k, m) = (256usize, 48usize);
         let w: Vec<f32> = (0..k * m).map(|_| rand()).collect();
