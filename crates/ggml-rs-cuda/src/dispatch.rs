@@ -165,6 +165,9 @@ pub enum Plan {
         scale: f32,
         max_bias: f32,
         softcap: f32,
+        /// warps per query row, each over its own range of the KV ([`fa_splits`]); above 1, a
+        /// second kernel combines them from the partial results past dst ([`fa_partial`])
+        n_split: i32,
     },
 }
 
@@ -209,11 +212,40 @@ pub fn gemm_scratch(n: &NodeDesc, gemm_ty: i32, dequant: bool) -> GemmScratch {
     GemmScratch { a_off, a_bytes, b_off, b_bytes, end: b_off + b_bytes }
 }
 
-/// The device buffer type's get_alloc_size: ggml_nbytes, and for a MUL_MAT that runs on cuBLAS
-/// the scratch after it ([`gemm_scratch`]).
+/// Flash attention's split of the KV: the query rows (rows x heads x sequences) are one warp
+/// each; when they are too few to fill the GPU (token generation) and the KV is long, each row
+/// gets up to FA_MAX_SPLIT warps of at least FA_SPLIT_MIN_KV KV rows each, so about
+/// FA_TARGET_WARPS warps read the KV at once (an H200 holds 132 SMs x 32 one-warp blocks).
+pub fn fa_splits(rows: i64, n_kv: i64) -> i32 {
+    if rows <= 0 || rows >= FA_TARGET_WARPS {
+        return 1;
+    }
+    (FA_TARGET_WARPS / rows).min(n_kv / FA_SPLIT_MIN_KV).clamp(1, FA_MAX_SPLIT) as i32
+}
+
+pub const FA_TARGET_WARPS: i64 = 4096;
+pub const FA_SPLIT_MIN_KV: i64 = 128;
+pub const FA_MAX_SPLIT: i64 = 64;
+
+/// (offset past dst, bytes) of the split flash attention's partial results in dst's allocation:
+/// per query row, head, sequence and split, Dv accumulator floats, M and S (kernels/flash_attn.cu)
+pub fn fa_partial(n: &NodeDesc, n_split: i32) -> (usize, usize) {
+    let up = |v: usize| v.div_ceil(SCRATCH_ALIGN) * SCRATCH_ALIGN;
+    let (q, dv) = (n.src[0].map(|t| t.ne).unwrap_or([0; 4]), n.src[2].map(|t| t.ne[0]).unwrap_or(0));
+    let records = (q[1] * q[2] * q[3]).max(0) as usize * n_split.max(0) as usize;
+    (up(nbytes(&n.dst)), records * (dv.max(0) as usize + 2) * 4)
+}
+
+/// The device buffer type's get_alloc_size: ggml_nbytes, and past it the scratch a plan uses: a
+/// MUL_MAT on cuBLAS its converted operands ([`gemm_scratch`]), a split flash attention its
+/// partial results ([`fa_partial`]).
 pub fn alloc_size(n: &NodeDesc) -> usize {
     match plan(n) {
         Ok(Plan::MulMatGemm { gemm_ty, dequant }) => gemm_scratch(n, gemm_ty, dequant).end,
+        Ok(Plan::FlashAttn { n_split, .. }) if n_split > 1 => {
+            let (off, bytes) = fa_partial(n, n_split);
+            off + bytes
+        }
         _ => nbytes(&n.dst),
     }
 }
@@ -393,7 +425,8 @@ fn plan_op(n: &NodeDesc) -> Result<Plan, String> {
                 need(s.ty == T_F32, || "FLASH_ATTN_EXT sinks".into())?;
             }
             need(n.params[3] == 0 || n.params[3] == 10, || "FLASH_ATTN_EXT precision".into())?;
-            Ok(Plan::FlashAttn { scale: n.f(0), max_bias: n.f(1), softcap: n.f(2) })
+            let n_split = fa_splits(q.ne[1] * q.ne[2] * q.ne[3], k.ne[1]);
+            Ok(Plan::FlashAttn { scale: n.f(0), max_bias: n.f(1), softcap: n.f(2), n_split })
         }
         other => Err(format!("op {other} has no CUDA kernel here")),
     }
@@ -650,6 +683,46 @@ pub(crate) mod tests {
         let mut v = c(T_F32, [4, 3, 1, 1]);
         v.nb[1] = 64;
         assert_eq!(nbytes(&v), 2 * 64 + 4 * 4);
+    }
+
+    #[test]
+    fn flash_attention_splits_the_kv_for_token_generation_only() {
+        let fa = |n_q: i64, heads: i64, n_kv: i64| {
+            let q = c(T_F32, [128, n_q, heads, 1]);
+            let kv = c(T_F16, [128, n_kv, 8, 1]);
+            node(op::FLASH_ATTN_EXT, c(T_F32, [128, heads, n_q, 1]), &[q, kv, kv])
+        };
+        let split = |n: &NodeDesc| match plan(n) {
+            Ok(Plan::FlashAttn { n_split, .. }) => n_split,
+            other => panic!("{other:?}"),
+        };
+        // one token, 32 heads, 4096 cached: 32 splits of 128 KV rows (1024 warps)
+        let tg = fa(1, 32, 4096);
+        assert_eq!(split(&tg), 32);
+        // a long cache: capped at FA_MAX_SPLIT, and no more warps than the target
+        assert_eq!(split(&fa(1, 32, 1 << 20)), 64);
+        assert_eq!(split(&fa(1, 128, 1 << 20)), 32);
+        // a short cache or a prompt: one pass
+        assert_eq!(split(&fa(1, 32, 200)), 1);
+        assert_eq!(split(&fa(512, 32, 4096)), 1);
+        assert_eq!(fa_splits(0, 4096), 1);
+        // every split has at least FA_SPLIT_MIN_KV rows, and none is empty (the kernel's ranges
+        // are ceil(n_kv / n_split) long)
+        for (rows, n_kv) in [(1, 256), (32, 4096), (7, 1000), (100, 100_000), (1, 8191)] {
+            let s = fa_splits(rows, n_kv) as i64;
+            assert!(s == 1 || n_kv / s >= FA_SPLIT_MIN_KV, "{rows} {n_kv}: {s}");
+            let chunk = (n_kv + s - 1) / s;
+            assert!((s - 1) * chunk < n_kv, "{rows} {n_kv}: split {s} is empty");
+        }
+        // the partial results lie past dst: n_q x heads x splits records of Dv + 2 floats
+        let (off, bytes) = fa_partial(&tg, 32);
+        assert_eq!(off, 128 * 32 * 4);
+        assert_eq!(bytes, 32 * 32 * 130 * 4);
+        assert_eq!(alloc_size(&tg), off + bytes);
+        assert_eq!(alloc_size(&fa(512, 32, 4096)), 128 * 32 * 512 * 4);
+        // the split launch: n_q x n_split blocks in x
+        let s = crate::launch::for_plan(&plan(&tg).unwrap(), &tg).unwrap();
+        assert_eq!(s.grid, (32, 32, 1));
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl Module {
             Module::Rope => &["rope_op"],
             Module::Softmax => &["soft_max_f32"],
             Module::Matmul => &["mul_mat_vec"],
-            Module::FlashAttn => &["flash_attn_ext"],
+            Module::FlashAttn => &["flash_attn_ext", "flash_attn_reduce"],
         }
     }
 

@@ -48,7 +48,7 @@ pub fn mul_mat_vec(rows: u64, cols: u64, planes: u64) -> Result<Shape, String> {
     Ok(Shape { grid: (rows.div_ceil(MMV_WARPS as u64).max(1) as u32, cols.max(1) as u32, planes.max(1) as u32), block: (32 * MMV_WARPS, 1, 1) })
 }
 
-/// flash attention: one warp per (query row, head, sequence)
+/// flash attention: one warp per (query row or row x split, head, sequence)
 pub fn flash_attn(n_q: u64, n_head: u64, n_seq: u64) -> Result<Shape, String> {
     if n_head > GRID_YZ_MAX || n_seq > GRID_YZ_MAX || n_q > GRID_X_MAX {
         return Err(format!("flash attention grid {n_q} x {n_head} x {n_seq} exceeds CUDA's limits"));
@@ -84,9 +84,10 @@ pub fn for_plan(plan: &Plan, n: &NodeDesc) -> Result<Shape, String> {
             let (a, b) = (s(0)?, s(1)?);
             mul_mat_vec(a.ne[1].max(0) as u64, b.ne[1].max(0) as u64, (b.ne[2] * b.ne[3]).max(0) as u64)
         }
-        Plan::FlashAttn { .. } => {
+        Plan::FlashAttn { n_split, .. } => {
+            // the first pass: n_split warps per query row (the second pass is one per row)
             let q = s(0)?;
-            flash_attn(q.ne[1].max(0) as u64, q.ne[2].max(0) as u64, q.ne[3].max(0) as u64)
+            flash_attn(q.ne[1].max(0) as u64 * (*n_split).max(1) as u64, q.ne[2].max(0) as u64, q.ne[3].max(0) as u64)
         }
     }
 }

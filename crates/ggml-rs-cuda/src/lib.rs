@@ -21,6 +21,8 @@
 pub mod backend;
 pub mod dispatch;
 pub mod exports;
+#[cfg(test)]
+mod gpu_tests;
 pub mod host;
 pub mod kernels;
 pub mod launch;
