@@ -31,7 +31,8 @@ extern "C" __global__ void set_rows_f(const char *a, TD ta, const char *idx, TD 
 }
 
 // SET_ROWS into Q8_0: one thread per 32-element block, quantized as ggml's quantize_row_q8_0_ref
-// (d = amax / 127, q = round(x / d)). Grid: one block of threads per source row.
+// and upstream's CUDA quantize_f32_q8_0_block: d = amax / 127, q = roundf(x * (1/d)) (halves
+// away from zero, not rintf's to even). Grid: one block of threads per source row.
 extern "C" __global__ void set_rows_q8_0(const char *a, TD ta, const char *idx, TD ti, int type_i, char *d, TD td) {
     const i64 r = blockIdx.x;
     const i64 i01 = r % ta.ne[1], i02 = (r / ta.ne[1]) % ta.ne[2], i03 = r / (ta.ne[1] * ta.ne[2]);
@@ -48,6 +49,6 @@ extern "C" __global__ void set_rows_q8_0(const char *a, TD ta, const char *idx, 
         const u16 h = f2h(dd);
         blk[0] = (u8)(h & 0xff);
         blk[1] = (u8)(h >> 8);
-        for (int j = 0; j < QK; j++) blk[2 + j] = (u8)(i8)rintf(*(const float *)(src + (ib * QK + j) * ta.nb[0]) * id);
+        for (int j = 0; j < QK; j++) blk[2 + j] = (u8)(i8)roundf(*(const float *)(src + (ib * QK + j) * ta.nb[0]) * id);
     }
 }

@@ -14,24 +14,31 @@
 #   scripts/gpu-check.sh dry-run   on the build machine: the run without a GPU (the loader set-up,
 #                                  the models, the CPU references, the table; GPU steps fail or skip)
 #
-# Steps of `run` (budget < 8 minutes): the loader pointed at the wheels' libraries (libcublas,
-# libnvrtc under site-packages/nvidia/*/lib, libcuda from the driver); the CUDA unit tests (kernels
-# compiled by NVRTC and loaded on the device); test_rscuda_backend (seed-000 and seed-003 through
-# our scheduler with CUDA + CPU, copies, events, ops against the CPU); test-backend-ops test -b CUDA0
-# for the ops we claim (against upstream's CPU); medium (and large) models generated there
-# (scripts/gen_model.py, deterministic); llama-compare greedy tokens and logits, CUDA (-ngl 99) vs
-# CPU, normalised error; llama-simple fully offloaded vs CPU; llama-bench pp512 / tg128; a copy-
-# bandwidth probe and a cuBLAS GEMM probe for the same shapes (torch), giving the speed goals'
-# ratios (tg128: weight bytes per token x tok/s over the copy bandwidth; pp512: tok/s over cuBLAS's).
+# `run` (at most 6 minutes: GPU_CHECK_BUDGET, default 330 s, for the steps; `list` prints them):
+# the loader pointed at the wheels' libraries (libcublas, libnvrtc and its builtins under
+# site-packages/nvidia/*/lib, libcuda from the driver); then the correctness steps, each a gate:
+# the CUDA unit tests (kernels compiled by NVRTC to CUBIN and loaded on the device);
+# test_rscuda_backend (seed-000 and seed-003 through our scheduler with CUDA + CPU, copies,
+# events, ops against the CPU); the medium model generated there (scripts/gen_model.py,
+# deterministic); llama logits over the prompt, CUDA (-ngl 99) against our CPU build, normalised
+# squared error at most GPU_CHECK_MAX_NMSE (default 1e-3, printed); test-backend-ops test -b
+# CUDA0 for the ops we claim (against upstream's CPU), in groups with their own caps; then speed:
+# llama-bench pp512 / tg128, a copy-bandwidth probe and a cuBLAS GEMM probe for the same shapes
+# (torch), giving the speed goals' ratios (tg128: weight bytes per token x tok/s over the copy
+# bandwidth; pp512: tok/s over cuBLAS's); the large model only with GPU_CHECK_LARGE=1. A table
+# with PASS / FAIL / TIME per step comes last; `run` exits 1 when a gate step failed, timed out
+# or was not reached.
 #
-# Environment: GPU_CHECK_LARGE=0 skips the large model (its generation takes about a minute);
-# GPU_CHECK_BUDGET (seconds for the whole run, default 450; each step's timeout is cut to what is
-# left); GPU_CHECK_PYTHON (default python3: the one with torch and the nvidia wheels); OUT: where
-# logs and the table go (the device tool sets it; default .gpu-out/).
+#   scripts/gpu-check.sh list      the steps, their caps and kinds; exit 1 when the gate steps'
+#                                  caps do not fit the budget (no GPU needed: the suite runs it)
+#
+# Environment: GPU_CHECK_BUDGET (seconds for the steps, at most 330); GPU_CHECK_MAX_NMSE;
+# GPU_CHECK_LARGE=1; GPU_CHECK_PYTHON (default python3: the one with numpy, torch and the nvidia
+# wheels); OUT: where logs and the table go (the device tool sets it; default .gpu-out/).
 #
 # With the device tool: run(command="scripts/gpu-check.sh run", carry=[".gpu-carry"],
-# timeout_s=540) after `scripts/gpu-check.sh prepare` here; the table is the output's end and
-# $OUT/table.txt, the logs $OUT/logs.tar.gz (the tool brings back at most 8 files).
+# timeout_s=420) after `scripts/gpu-check.sh prepare` here; the table is the output's end and
+# $OUT/table.txt, the logs $OUT/logs.tar.gz.
 set -uo pipefail
 
 T_START=$SECONDS
@@ -82,37 +89,95 @@ for line in sys.stdin:
     [ "$bytes" -lt $((60 << 20)) ] || { log "carry is $bytes bytes: over the 64 MiB the device tool takes"; return 1; }
     grep -qxF '/.gpu-carry/' "$ROOT/.git/info/exclude" 2>/dev/null || grep -qx '\.gpu-carry/\|/\.gpu-carry/' "$ROOT/.gitignore" \
         || log "note: .gpu-carry/ must be ignored by git (it is in .gitignore on main)"
-    echo "carry: [\".gpu-carry\"]   command: scripts/gpu-check.sh run   (timeout_s 540)"
+    echo "carry: [\".gpu-carry\"]   command: scripts/gpu-check.sh run   (timeout_s 420)"
 }
 
 # ---- run ----------------------------------------------------------------------------------------
 
-ROWS=()
-# a row of the table; a FAIL or TIME row makes `run` exit 1 (after the table and the logs)
-FAILED_ROWS=0
-row() {
-    ROWS+=("$(printf '%-44s | %-6s | %s' "$1" "$2" "$3")")
-    case "$2" in FAIL | TIME) FAILED_ROWS=$((FAILED_ROWS + 1)) ;; esac
+# The steps of `run`, in order: correctness (gate) first, then speed. Each line:
+#   kind | name | cap in seconds | function [argument]
+# A gate step that fails, times out or is not reached makes `run` exit 1; a speed step only
+# reports. Every cap is cut to what is left of GPU_CHECK_BUDGET (default 330 s: with the loader,
+# the table and the logs the whole run stays under 6 minutes); the gate caps add up to at most
+# the budget (`list` checks), so correctness always gets its full time and speed what is left.
+STEPS=(
+    "gate|cuda-unit|45|s_unit"
+    "gate|seeds|30|s_seeds"
+    "gate|model-medium|30|s_model medium"
+    "gate|logits-medium|60|s_logits"
+    "gate|ops-elementwise|20|s_ops elementwise"
+    "gate|ops-copy-rows-norm|20|s_ops copy-rows-norm"
+    "gate|ops-rope-softmax|20|s_ops rope-softmax"
+    "gate|ops-mul_mat|30|s_ops mul_mat"
+    "gate|ops-flash_attn|30|s_ops flash_attn"
+    "speed|bench-medium|75|s_bench medium"
+    "speed|ceilings-medium|40|s_ceilings medium"
+    "speed|large|120|s_large"
+)
+BUDGET=${GPU_CHECK_BUDGET:-330}
+# llama logits, CUDA (all layers) against our CPU build: the most normalised squared error
+# (sum (cuda - cpu)^2 / sum cpu^2 over the prompt's positions) that passes
+MAX_NMSE=${GPU_CHECK_MAX_NMSE:-1e-3}
+
+# the ops each test-backend-ops group runs (the ops the backend claims; README, "Ops")
+ops_of() {
+    case "$1" in
+        elementwise) echo "ADD,SUB,MUL,DIV,SCALE,SILU,GELU,GELU_QUICK,GELU_ERF,RELU,TANH,SIGMOID,NEG,ABS,SGN,STEP,ELU,EXP,REGLU,GEGLU,SWIGLU,GEGLU_ERF,GEGLU_QUICK" ;;
+        copy-rows-norm) echo "CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM" ;;
+        rope-softmax) echo "ROPE,SOFT_MAX" ;;
+        mul_mat) echo "MUL_MAT" ;;
+        flash_attn) echo "FLASH_ATTN_EXT" ;;
+    esac
 }
 
-# step NAME TIMEOUT CMD...: runs CMD with its own timeout, cut to what is left of the whole run's
-# budget (GPU_CHECK_BUDGET seconds, default 450: the device tool's 10-minute command limit leaves
-# room for start-up and copies); with under 10 s left the step is not run (status 125)
+list_steps() {
+    local line gate_sum=0 all_sum=0 i=0
+    printf '%-3s %-5s %-20s %5s  %s\n' "#" "kind" "step" "cap" "runs"
+    for line in "${STEPS[@]}"; do
+        IFS='|' read -r kind name cap fn <<< "$line"
+        i=$((i + 1))
+        all_sum=$((all_sum + cap))
+        [ "$kind" = gate ] && gate_sum=$((gate_sum + cap))
+        local what=$fn
+        case "$fn" in s_ops\ *) what="test-backend-ops -b CUDA0 -o $(ops_of "${fn#s_ops }")" ;; esac
+        printf '%-3s %-5s %-20s %4ss  %s\n' "$i" "$kind" "$name" "$cap" "$what"
+    done
+    echo "gate caps ${gate_sum}s, all caps ${all_sum}s, budget ${BUDGET}s (speed steps get what is left); logits pass at nmse <= $MAX_NMSE"
+    if [ "$gate_sum" -gt "$BUDGET" ] || [ "$BUDGET" -gt 330 ]; then
+        echo "gpu-check: the gate steps' caps (${gate_sum}s) or the budget (${BUDGET}s) exceed 330 s" >&2
+        return 1
+    fi
+}
+
+ROWS=()
+FAILED_ROWS=0
+# row KIND CHECK RESULT DETAIL: a row of the table; a gate row that is FAIL or TIME counts
+row() {
+    ROWS+=("$(printf '%-5s %-44s | %-6s | %s' "$1" "$2" "$3" "$4")")
+    [ "$1" = gate ] && case "$3" in FAIL | TIME) FAILED_ROWS=$((FAILED_ROWS + 1)) ;; esac
+    return 0
+}
+
+# seconds left of the budget
+left() { echo $((T_START + BUDGET - SECONDS)); }
+
+# step NAME CAP CMD...: runs CMD with a timeout of CAP cut to what is left of the budget, its
+# output in $LOGS/NAME.log; with under 5 s left it is not run (status 125)
 step() {
     local name=$1 limit=$2
     shift 2
-    local t0=$SECONDS
-    local left=$((T_START + ${GPU_CHECK_BUDGET:-450} - SECONDS))
-    if [ "$left" -lt 10 ]; then
+    local t0=$SECONDS l
+    l=$(left)
+    if [ "$l" -lt 5 ]; then
         echo "not run: the budget is spent" > "$LOGS/$name.log"
         log "$name: not run (budget spent)"
         return 125
     fi
-    [ "$left" -lt "$limit" ] && limit=$left
+    [ "$l" -lt "$limit" ] && limit=$l
     log "$name (timeout ${limit}s)"
-    timeout --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+    timeout --kill-after=5 "$limit" "$@" > "$LOGS/$name.log" 2>&1
     local rc=$?
-    [ $rc -eq 124 ] && echo "TIMEOUT after ${limit}s" >> "$LOGS/$name.log"
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && { echo "TIMEOUT after ${limit}s" >> "$LOGS/$name.log"; rc=124; }
     echo "rc=$rc ($((SECONDS - t0))s)" >> "$LOGS/$name.log"
     return $rc
 }
@@ -120,8 +185,7 @@ step() {
 status_of() {
     case "$1" in
         0) echo PASS ;;
-        124) echo TIME ;;
-        125) echo SKIP ;;
+        124 | 125) echo TIME ;;
         *) echo FAIL ;;
     esac
 }
@@ -146,10 +210,10 @@ setup_loader() {
     joined=$(IFS=:; echo "${dirs[*]:-}")
     export LD_LIBRARY_PATH="$CARRY/lib${joined:+:$joined}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export GGML_BACKEND_PATH=$CARRY/lib/libggml_rs_cuda.so
-    export GGML_RS_CUDA_CACHE=$WORK/ptx-cache
+    export GGML_RS_CUDA_CACHE=$WORK/kernel-cache
     local found=""
     local lib
-    for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libnvrtc.so.13; do
+    for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libnvrtc.so.13 libnvrtc-builtins.so.13.0; do
         local p=""
         for d in $(echo "$LD_LIBRARY_PATH" | tr ':' ' '); do
             [ -e "$d/$lib" ] && { p=$d/$lib; break; }
@@ -159,7 +223,10 @@ setup_loader() {
     done
     echo "$found" > "$LOGS/loader.log"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >> "$LOGS/loader.log"
-    case "$found" in *MISSING*) row "loader: libcuda, cuBLAS, NVRTC" FAIL "$found" ;; *) row "loader: libcuda, cuBLAS, NVRTC" PASS "all found" ;; esac
+    case "$found" in
+        *MISSING*) row gate "loader: libcuda, cuBLAS, NVRTC (+ builtins)" FAIL "$found" ;;
+        *) row gate "loader: libcuda, cuBLAS, NVRTC (+ builtins)" PASS "all found" ;;
+    esac
 }
 
 gen_model() { # size type -> path
@@ -171,118 +238,111 @@ gen_model() { # size type -> path
     [ -f "$out" ] && echo "$out"
 }
 
-run_all() {
-    local dry=$1
-    OUTDIR=${OUT:-$ROOT/.gpu-out}
-    mkdir -p "$OUTDIR"
-    WORK=${GPU_CHECK_WORK:-/tmp/gpu-check}
-    LOGS=$WORK/logs
-    mkdir -p "$LOGS" "$WORK"
-    [ -d "$CARRY/lib" ] || { log ".gpu-carry/ is missing: run 'scripts/gpu-check.sh prepare' on the build machine and carry it"; return 1; }
-    T_START=$SECONDS
-    local t_start=$T_START
-    if command -v nvidia-smi > /dev/null; then
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$LOGS/gpu.log" 2>&1
-    else
-        echo "no nvidia-smi" > "$LOGS/gpu.log"
-    fi
-    setup_loader
-    local req=1
-    [ "$dry" = 1 ] && req=0
+# ---- the steps (each: kind, name, cap; it runs its commands through `step` and adds its rows)
 
-    # 1. the unit tests: host parts, and every kernel compiled by NVRTC and loaded on the device
-    step cuda-unit 120 env GGML_RS_CUDA_NVRTC_REQUIRED=$req GGML_RS_CUDA_REQUIRE_GPU=$req "$CARRY/bin/ggml_rs_cuda_tests" --test-threads=1 --nocapture
+# the unit tests: host parts, and every kernel compiled by NVRTC (CUBIN) and loaded on the device
+s_unit() {
+    step "$2" "$3" env GGML_RS_CUDA_NVRTC_REQUIRED="$REQ" GGML_RS_CUDA_REQUIRE_GPU="$REQ" "$CARRY/bin/ggml_rs_cuda_tests" --test-threads=1 --nocapture
     local rc=$?
-    row "CUDA unit tests (NVRTC, kernels on the GPU)" "$(status_of $rc)" "$(grep -oE '[0-9]+ passed; [0-9]+ failed' "$LOGS/cuda-unit.log" | tail -n1), $(grep -c 'SKIP ' "$LOGS/cuda-unit.log") skipped; $(grep -m1 '^GPU ' "$LOGS/cuda-unit.log")"
+    row "$1" "CUDA unit tests (NVRTC, kernels on the GPU)" "$(status_of $rc)" \
+        "$(grep -oE '[0-9]+ passed; [0-9]+ failed' "$LOGS/$2.log" | tail -n1), $(grep -c 'SKIP ' "$LOGS/$2.log") skipped; $(grep -m1 '^GPU ' "$LOGS/$2.log")"
+}
 
-    # 2. the C scenarios: seed-000 / seed-003 through our scheduler, CUDA + CPU
-    step seeds 90 env GGML_RS_CUDA_REQUIRE_GPU=$req "$CARRY/bin/test_rscuda_backend" "$CARRY/lib/libggml_rs_cuda.so"
-    rc=$?
-    row "seed-000/003 + ops vs CPU (our scheduler)" "$(status_of $rc)" "$(grep -E 'tests passed|SKIP|failed' "$LOGS/seeds.log" | head -n1 | cut -c1-70)"
+# the C scenarios: seed-000 / seed-003 through our scheduler, CUDA + CPU, ops against the CPU
+s_seeds() {
+    step "$2" "$3" env GGML_RS_CUDA_REQUIRE_GPU="$REQ" "$CARRY/bin/test_rscuda_backend" "$CARRY/lib/libggml_rs_cuda.so"
+    local rc=$?
+    row "$1" "seed-000/003 + ops vs CPU (our scheduler)" "$(status_of $rc)" "$(grep -E 'tests passed|SKIP|failed' "$LOGS/$2.log" | head -n1 | cut -c1-70)"
+}
 
-    # 3. test-backend-ops against upstream's CPU, the ops we claim, in groups with their own limits
-    local groups=(
-        "elementwise:ADD,SUB,MUL,DIV,SCALE,SILU,GELU,GELU_QUICK,GELU_ERF,RELU,TANH,SIGMOID,NEG,ABS,SGN,STEP,ELU,EXP,REGLU,GEGLU,SWIGLU,GEGLU_ERF,GEGLU_QUICK:45"
-        "copy-rows-norm:CPY,CONT,DUP,GET_ROWS,SET_ROWS,RMS_NORM,NORM:45"
-        "rope-softmax:ROPE,SOFT_MAX:45"
-        "mul_mat:MUL_MAT:60"
-        "flash_attn:FLASH_ATTN_EXT:60"
-    )
-    local g
-    for g in "${groups[@]}"; do
-        local name=${g%%:*} rest=${g#*:}
-        local ops=${rest%:*} limit=${rest##*:}
-        local extra=()
-        [ "$name" = flash_attn ] && extra=(-p 'hsk=(64|128),hsv=(64|128),')
-        step "ops-$name" "$limit" "$CARRY/bin/test-backend-ops" test -b CUDA0 -o "$ops" "${extra[@]}"
-        rc=$?
-        local passed failed unsupported
-        # one line per case: "OP(params): OK" / "FAIL" / "not supported [CUDA0]" (colour codes around)
-        passed=$(grep -c '): .*OK' "$LOGS/ops-$name.log")
-        failed=$(grep -c '): .*FAIL' "$LOGS/ops-$name.log")
-        unsupported=$(grep -c 'not supported' "$LOGS/ops-$name.log")
-        [ "$failed" -gt 0 ] && rc=1
-        [ "$passed" -eq 0 ] && [ $rc -eq 0 ] && rc=1
-        row "test-backend-ops -b CUDA0: $name" "$(status_of $rc)" "$passed OK, $failed FAIL, $unsupported not supported"
-    done
+# a model (deterministic; generated here: the files do not fit the carry); MODEL_<size> its path
+s_model() {
+    local size=$4 path
+    step "$2" "$3" bash -c "$(declare -f gen_model); WORK='$WORK' CARRY='$CARRY' ROOT='$ROOT' gen_model $size q8_0"
+    local rc=$?
+    path=$(grep -E '^/.*\.gguf$' "$LOGS/$2.log" | tail -n1)
+    [ $rc -eq 0 ] && [ -z "$path" ] && rc=1
+    [ -n "$path" ] && eval "MODEL_${size}=\$path"
+    row "$1" "model $size-q8_0 (scripts/gen_model.py)" "$(status_of $rc)" "${path:-none}"
+}
 
-    # 4. models (deterministic; generated here: the files do not fit the carry)
-    local medium large=""
-    medium=$(gen_model medium q8_0 2> "$LOGS/gen-medium.log")
-    if [ "${GPU_CHECK_LARGE:-1}" = 1 ] && [ $((SECONDS - t_start)) -lt 300 ]; then
-        large=$(timeout 150 bash -c "$(declare -f gen_model); WORK='$WORK' CARRY='$CARRY' ROOT='$ROOT' gen_model large q8_0" 2> "$LOGS/gen-large.log")
+# llama logits over the prompt: CUDA (-ngl 99) against our CPU build (no module loaded), the
+# normalised squared error at most MAX_NMSE; the generated tokens are shown, not compared
+s_logits() {
+    local m=${MODEL_medium:-} half=$(($3 / 2))
+    if [ -z "$m" ]; then
+        row "$1" "llama logits medium: CUDA -ngl 99 vs CPU" FAIL "no model"
+        return
     fi
-    row "models (scripts/gen_model.py)" "$([ -n "$medium" ] && echo PASS || echo FAIL)" "medium-q8_0 ${medium:+ok}${large:+, large-q8_0 ok}"
+    local args=(-m "$m" -n 8 -c 256 -t 8 -p "Once upon a time there was a little model that generated random text")
+    step "$2-cpu" "$half" env -u GGML_BACKEND_PATH "$CARRY/bin/llama-compare" "${args[@]}" --logits "$WORK/cpu.bin"
+    local rc_cpu=$?
+    step "$2-cuda" "$half" "$CARRY/bin/llama-compare" "${args[@]}" --dev CUDA0 -ngl 99 --logits "$WORK/cuda.bin"
+    local rc=$?
+    [ $rc_cpu -ne 0 ] && rc=$rc_cpu
+    local n_prompt tokens="different" err
+    n_prompt=$(grep -m1 -oE '^prompt_tokens [0-9]+' "$LOGS/$2-cpu.log" | awk '{print $2}')
+    diff <(grep generated_tokens "$LOGS/$2-cpu.log") <(grep generated_tokens "$LOGS/$2-cuda.log") > /dev/null 2>&1 && tokens="same"
+    # the prompt's positions (one batch: the GEMM path); with the same tokens generated, every
+    # position (the generated ones decode one token at a time: the mat-vec path)
+    local rows=${n_prompt:-0} over="prompt"
+    [ "$tokens" = same ] && rows=all over="prompt + 8 generated"
+    err=$("${GPU_CHECK_PYTHON:-python3}" "$ROOT/scripts/gpu_probe.py" logits "$WORK/cuda.bin" "$WORK/cpu.bin" 32000 "$rows" "$MAX_NMSE" 2>&1 | tail -n1)
+    [ $rc -eq 0 ] && case "$err" in *pass=yes*) ;; *) rc=1 ;; esac
+    row "$1" "llama logits medium: CUDA -ngl 99 vs CPU" "$(status_of $rc)" "over the $over: ${err:-no result}; generated tokens $tokens"
+}
 
-    # 5. greedy tokens and logits: CUDA (all layers) vs CPU (no module in the process)
-    if [ -n "$medium" ]; then
-        local args=(-m "$medium" -n 32 -c 256 -t 8 -p "Once upon a time there was a little model that generated random text")
-        step compare-cpu 120 env -u GGML_BACKEND_PATH "$CARRY/bin/llama-compare" "${args[@]}" --logits "$WORK/cpu.bin"
-        step compare-cuda 120 "$CARRY/bin/llama-compare" "${args[@]}" --dev CUDA0 -ngl 99 --logits "$WORK/cuda.bin"
-        rc=$?
-        local same="different"
-        diff <(grep generated_tokens "$LOGS/compare-cpu.log") <(grep generated_tokens "$LOGS/compare-cuda.log") > /dev/null 2>&1 && same="same"
-        local err
-        err=$(PYTHONPATH="$CARRY" "${GPU_CHECK_PYTHON:-python3}" "$ROOT/scripts/gpu_probe.py" logits "$WORK/cuda.bin" "$WORK/cpu.bin" 32000 2>&1 | tail -n1)
-        [ "$same" = same ] || rc=1
-        row "llama-compare medium: CUDA -ngl 99 vs CPU" "$(status_of $rc)" "tokens $same; $err"
-        step simple-cpu 90 env -u GGML_BACKEND_PATH "$CARRY/bin/llama-simple" -m "$medium" -n 32 -ngl 0 "Once upon a time"
-        step simple-cuda 90 "$CARRY/bin/llama-simple" -m "$medium" -n 32 -ngl 99 "Once upon a time"
-        rc=$?
-        same="different"
-        diff <(grep -v 'decoded\|load\|llama_\|ggml\|print_info\|main:' "$LOGS/simple-cpu.log" | head -n 3) \
-            <(grep -v 'decoded\|load\|llama_\|ggml\|print_info\|main:' "$LOGS/simple-cuda.log" | head -n 3) > /dev/null && same="same"
-        [ "$same" = same ] || rc=1
-        row "llama-simple medium -ngl 99 vs CPU" "$(status_of $rc)" "text $same"
-    fi
+# test-backend-ops against upstream's CPU for one group of the claimed ops
+s_ops() {
+    local group=$4 extra=()
+    [ "$group" = flash_attn ] && extra=(-p 'hsk=(64|128),hsv=(64|128),')
+    step "$2" "$3" "$CARRY/bin/test-backend-ops" test -b CUDA0 -o "$(ops_of "$group")" "${extra[@]}"
+    local rc=$?
+    local passed failed unsupported
+    # one line per case: "OP(params): OK" / "FAIL" / "not supported [CUDA0]" (colour codes around)
+    passed=$(grep -c '): .*OK' "$LOGS/$2.log")
+    failed=$(grep -c '): .*FAIL' "$LOGS/$2.log")
+    unsupported=$(grep -c 'not supported' "$LOGS/$2.log")
+    [ "$failed" -gt 0 ] && [ $rc -eq 0 ] && rc=1
+    [ "$passed" -eq 0 ] && [ $rc -eq 0 ] && rc=1
+    row "$1" "test-backend-ops -b CUDA0: $group" "$(status_of $rc)" "$passed OK, $failed FAIL, $unsupported not supported"
+}
 
-    # 6. speed: llama-bench and the two ceilings
-    local bw
-    bw=$(step probe-bandwidth 60 "${GPU_CHECK_PYTHON:-python3}" "$ROOT/scripts/gpu_probe.py" bandwidth; tail -n 2 "$LOGS/probe-bandwidth.log" | head -n1)
-    row "copy bandwidth probe (torch)" "-" "$bw"
-    local m
-    for m in $medium $large; do
-        local tag
-        tag=$(basename "$m" .gguf)
-        step "bench-$tag" 150 "$CARRY/bin/llama-bench" -m "$m" -ngl 99 -p 512 -n 128 -r 3 -fa 1 -o jsonl
-        rc=$?
-        local pp tg
-        pp=$(python3 -c 'import json, sys
+json_ts() { # log n_prompt n_gen -> tok/s of that llama-bench row
+    python3 -c 'import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         r = json.loads(l)
-        if r.get("n_prompt") == int(sys.argv[2]) and r.get("n_gen") == int(sys.argv[3]): print("%.1f" % r["avg_ts"])' "$LOGS/bench-$tag.log" 512 0 2>/dev/null | tail -n1)
-        tg=$(python3 -c 'import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        r = json.loads(l)
-        if r.get("n_prompt") == int(sys.argv[2]) and r.get("n_gen") == int(sys.argv[3]): print("%.1f" % r["avg_ts"])' "$LOGS/bench-$tag.log" 0 128 2>/dev/null | tail -n1)
-        row "llama-bench $tag pp512 / tg128 (tok/s)" "$(status_of $rc)" "pp512 ${pp:-?}  tg128 ${tg:-?}"
-        local wb gemm
-        wb=$(PYTHONPATH="$CARRY" "${GPU_CHECK_PYTHON:-python3}" "$ROOT/scripts/gpu_probe.py" weights "$m" 2>&1 | tail -n1)
-        gemm=$(step "probe-gemm-$tag" 90 env PYTHONPATH="$CARRY" "${GPU_CHECK_PYTHON:-python3}" "$ROOT/scripts/gpu_probe.py" gemm "$m" 512; tail -n 2 "$LOGS/probe-gemm-$tag.log" | head -n1)
-        local ratios
-        ratios=$(python3 - "$wb" "$bw" "$gemm" "${pp:-0}" "${tg:-0}" <<'PY'
+        if r.get("n_prompt") == int(sys.argv[2]) and r.get("n_gen") == int(sys.argv[3]): print("%.1f" % r["avg_ts"])' "$@" 2>/dev/null | tail -n1
+}
+
+# llama-bench pp512 / tg128, all layers on CUDA
+s_bench() {
+    local size=$4 m
+    eval "m=\${MODEL_${size}:-}"
+    [ -n "$m" ] || { row "$1" "llama-bench $size" SKIP "no model"; return; }
+    step "$2" "$3" "$CARRY/bin/llama-bench" -m "$m" -ngl 99 -p 512 -n 128 -r 2 -fa 1 -o jsonl
+    local rc=$?
+    eval "PP_${size}=\$(json_ts '$LOGS/$2.log' 512 0); TG_${size}=\$(json_ts '$LOGS/$2.log' 0 128)"
+    local pp tg
+    eval "pp=\${PP_${size}:-?}; tg=\${TG_${size}:-?}"
+    row "$1" "llama-bench $size pp512 / tg128 (tok/s)" "$(status_of $rc)" "pp512 $pp  tg128 $tg"
+}
+
+# the ceilings: device copy bandwidth and cuBLAS f16 on the model's pp512 shapes (torch), and the
+# speed goals' ratios
+s_ceilings() {
+    local size=$4 m pp tg
+    eval "m=\${MODEL_${size}:-}; pp=\${PP_${size}:-0}; tg=\${TG_${size}:-0}"
+    [ -n "$m" ] || { row "$1" "speed goals $size" SKIP "no model"; return; }
+    local py=${GPU_CHECK_PYTHON:-python3} half=$(($3 / 2)) bw gemm wb
+    [ -n "${COPY_BW:-}" ] || { step "$2-bandwidth" "$half" "$py" "$ROOT/scripts/gpu_probe.py" bandwidth; COPY_BW=$(grep -m1 'copy_GBps=\|skipped=' "$LOGS/$2-bandwidth.log"); }
+    bw=$COPY_BW
+    step "$2-gemm" "$half" env PYTHONPATH="$CARRY" "$py" "$ROOT/scripts/gpu_probe.py" gemm "$m" 512
+    gemm=$(grep -m1 'cublas_\|skipped=' "$LOGS/$2-gemm.log")
+    wb=$(PYTHONPATH="$CARRY" "$py" "$ROOT/scripts/gpu_probe.py" weights "$m" 2>&1 | tail -n1)
+    local ratios
+    ratios=$(python3 - "$wb" "$bw" "$gemm" "$pp" "$tg" <<'PY'
 import sys
 kv = {}
 for part in sys.argv[1:4]:
@@ -290,11 +350,16 @@ for part in sys.argv[1:4]:
         if "=" in tok:
             k, v = tok.split("=", 1)
             kv[k] = v
-pp, tg = float(sys.argv[4] or 0), float(sys.argv[5] or 0)
+def num(s):
+    try:
+        return float(s)
+    except ValueError:
+        return 0.0
+pp, tg = num(sys.argv[4]), num(sys.argv[5])
 out = []
 try:
     bw = float(kv["bytes_per_token"]) * tg / 1e9
-    out.append(f"tg reads {bw:.0f} GB/s = {bw / float(kv['copy_GBps']):.0%} of copy bw (goal 70%)")
+    out.append(f"tg reads {bw:.0f} GB/s = {bw / float(kv['copy_GBps']):.0%} of copy bw {kv['copy_GBps']} GB/s (goal 70%)")
 except (KeyError, ValueError, ZeroDivisionError):
     out.append("tg ratio: n/a")
 try:
@@ -304,16 +369,54 @@ except (KeyError, ValueError, ZeroDivisionError):
 print("; ".join(out))
 PY
 )
-        row "speed goals $tag" "-" "$ratios"
+    row "$1" "speed goals $size" "-" "$ratios"
+}
+
+# the large model (weights well beyond L2), only with GPU_CHECK_LARGE=1 and time left for it
+s_large() {
+    if [ "${GPU_CHECK_LARGE:-0}" != 1 ]; then
+        row "$1" "large model" SKIP "GPU_CHECK_LARGE=1 to run it"
+        return
+    fi
+    local cap=$3
+    s_model "$1" "$2-model" $((cap / 2)) large
+    s_bench "$1" "$2-bench" $((cap / 2)) large
+}
+
+run_all() {
+    local dry=$1
+    OUTDIR=${OUT:-$ROOT/.gpu-out}
+    mkdir -p "$OUTDIR"
+    WORK=${GPU_CHECK_WORK:-/tmp/gpu-check}
+    LOGS=$WORK/logs
+    mkdir -p "$LOGS" "$WORK"
+    [ -d "$CARRY/lib" ] || { log ".gpu-carry/ is missing: run 'scripts/gpu-check.sh prepare' on the build machine and carry it"; return 1; }
+    list_steps > "$LOGS/plan.log" 2>&1 || log "warning: the gate steps' caps do not fit GPU_CHECK_BUDGET=$BUDGET: the last ones are cut (TIME)"
+    T_START=$SECONDS
+    if command -v nvidia-smi > /dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$LOGS/gpu.log" 2>&1
+    else
+        echo "no nvidia-smi" > "$LOGS/gpu.log"
+    fi
+    REQ=1
+    [ "$dry" = 1 ] && REQ=0
+    setup_loader
+    local line
+    for line in "${STEPS[@]}"; do
+        IFS='|' read -r kind name cap fn <<< "$line"
+        # shellcheck disable=SC2086  # fn is a function and its argument
+        set -- $fn
+        "$1" "$kind" "$name" "$cap" "${@:2}"
     done
 
     # the table, last
     {
         echo
-        echo "== gpu-check: $(head -n1 "$LOGS/gpu.log")  ($((SECONDS - t_start))s)"
-        printf '%-44s | %-6s | %s\n' "check" "result" "detail"
-        printf '%s\n' "---------------------------------------------+--------+------------------------------------------"
+        echo "== gpu-check: $(head -n1 "$LOGS/gpu.log")  ($((SECONDS - T_START))s of a ${BUDGET}s budget)"
+        printf '%-5s %-44s | %-6s | %s\n' "kind" "check" "result" "detail"
+        printf '%s\n' "---------------------------------------------------+--------+------------------------------------------"
         printf '%s\n' "${ROWS[@]}"
+        echo "gate steps failed or timed out: $FAILED_ROWS"
     } | tee "$OUTDIR/table.txt"
     # two files come back through the device tool: the table and the logs
     tar -czf "$OUTDIR/logs.tar.gz" -C "$WORK" logs
@@ -321,10 +424,12 @@ PY
 
 case "${1:-}" in
     prepare) prepare ;;
-    run)
-        run_all 0
-        [ "$FAILED_ROWS" = 0 ] || { echo "gpu-check: $FAILED_ROWS step(s) failed or timed out" >&2; exit 1; }
+    list) list_steps ;;
+    run | dry-run)
+        [ "$1" = dry-run ] && dry=1 || dry=0
+        run_all "$dry" || exit 1
+        # nonzero when a gate step failed, timed out or was not reached (dry-run: GPU steps fail)
+        [ "$FAILED_ROWS" = 0 ] || { echo "gpu-check: $FAILED_ROWS gate step(s) failed or timed out" >&2; exit 1; }
         ;;
-    dry-run) run_all 1 ;;
-    *) sed -n '2,30p' "$0"; exit 2 ;;
+    *) sed -n '2,41p' "$0"; exit 2 ;;
 esac

@@ -2,8 +2,11 @@
 """Helpers of scripts/gpu-check.sh (run on the GPU machine with its python3; numpy there, torch
 optional, gguf from the pinned tree's gguf-py on PYTHONPATH).
 
-  gpu_probe.py logits A.bin B.bin N_VOCAB      normalised squared error of two llama-compare
-                                                --logits dumps, top-1 agreement per position
+  gpu_probe.py logits A.bin B.bin N_VOCAB [POSITIONS|all [MAX_NMSE]]
+                                                normalised squared error of two llama-compare
+                                                --logits dumps (B the reference) over the first
+                                                POSITIONS rows, top-1 agreement per position;
+                                                with MAX_NMSE: pass=yes|no and exit 1 above it
   gpu_probe.py weights MODEL.gguf               weight bytes one generated token reads (every
                                                 tensor but the token embedding, whose GET_ROWS
                                                 reads one row), and the matmul shapes of a layer
@@ -18,20 +21,32 @@ Each prints one line `key=value ...` for the table; without torch or a GPU the p
 import sys
 
 
-def logits(a, b, n_vocab):
+def logits(a, b, n_vocab, positions=None, max_nmse=None):
+    """nmse = sum (a - b)^2 / sum b^2 over the first `positions` rows (all when None): b is the
+    reference. With max_nmse: `pass=yes|no` and exit status 0 / 1."""
     import numpy as np
 
     x = np.fromfile(a, dtype=np.float32)
     y = np.fromfile(b, dtype=np.float32)
-    if x.size != y.size or x.size % n_vocab:
-        print(f"error=sizes {x.size} vs {y.size} (n_vocab {n_vocab})")
+    if x.size % n_vocab or y.size % n_vocab or x.size == 0:
+        print(f"error=sizes {x.size} vs {y.size} (n_vocab {n_vocab}) pass=no")
         return 1
     x = x.reshape(-1, n_vocab).astype(np.float64)
     y = y.reshape(-1, n_vocab).astype(np.float64)
+    n = min(x.shape[0], y.shape[0]) if positions is None else positions
+    if n <= 0 or x.shape[0] < n or y.shape[0] < n:
+        print(f"error=rows {x.shape[0]} vs {y.shape[0]}, {n} wanted pass=no")
+        return 1
+    x, y = x[:n], y[:n]
     nmse = float(((x - y) ** 2).sum() / max((y**2).sum(), 1e-30))
     top1 = float((x.argmax(1) == y.argmax(1)).mean())
-    print(f"positions={x.shape[0]} nmse={nmse:.3e} top1_agree={top1:.3f} max_abs={float(abs(x - y).max()):.3e}")
-    return 0
+    line = f"positions={n} nmse={nmse:.3e} top1_agree={top1:.3f} max_abs={float(abs(x - y).max()):.3e}"
+    if max_nmse is None:
+        print(line)
+        return 0
+    ok = bool(np.isfinite(nmse)) and nmse <= max_nmse
+    print(f"{line} threshold={max_nmse:.0e} pass={'yes' if ok else 'no'}")
+    return 0 if ok else 1
 
 
 def model_info(path):
@@ -118,8 +133,10 @@ def gemm(path, n_tokens):
 
 
 def main(argv):
-    if len(argv) >= 4 and argv[0] == "logits":
-        return logits(argv[1], argv[2], int(argv[3]))
+    if 4 <= len(argv) <= 6 and argv[0] == "logits":
+        positions = int(argv[4]) if len(argv) >= 5 and argv[4] != "all" else None
+        max_nmse = float(argv[5]) if len(argv) == 6 else None
+        return logits(argv[1], argv[2], int(argv[3]), positions, max_nmse)
     if len(argv) == 2 and argv[0] == "weights":
         return weights(argv[1])
     if argv == ["bandwidth"]:

@@ -699,12 +699,15 @@ check "cargo build --release -p ggml-rs-cuda (no CUDA toolkit, no driver)" bash 
 cuda_unit() {
     local nvrtc
     nvrtc=$("$ROOT/scripts/cuda-nvrtc.sh" | tail -n1) || return 1
-    (cd "$ROOT" && LD_LIBRARY_PATH="$nvrtc" GGML_RS_CUDA_NVRTC_REQUIRED=1 cargo test -p ggml-rs-cuda --lib -- --nocapture > "$T/cuda-unit.log" 2>&1)
+    (cd "$ROOT" && LD_LIBRARY_PATH="$nvrtc" GGML_RS_CUDA_NVRTC_REQUIRED=1 GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 cargo test -p ggml-rs-cuda --lib -- --nocapture > "$T/cuda-unit.log" 2>&1)
     local rc=$?
     grep -E '^test result|NVRTC [0-9]|SKIP|FAILED|panicked' "$T/cuda-unit.log"
     return $rc
 }
 check "ggml-rs-cuda: unit tests (cache keys, launch shapes, dispatch, zero devices, no driver) + every kernel through NVRTC for sm_90" cuda_unit
+# the GPU check's script: its syntax, and its plan (the gate steps' caps fit its 6-minute budget)
+check "gpu-check.sh: bash -n, and 'list' (gate caps within the budget)" bash -o pipefail -c \
+    "bash -n '$ROOT/scripts/gpu-check.sh' && '$ROOT/scripts/gpu-check.sh' list | tail -n 1"
 # upstream's loader (GGML_BACKEND_PATH's ggml_backend_load) on our core (build ours), no driver
 cuda_module() {
     local prog=$T/test_rscuda_backend

@@ -46,6 +46,7 @@ pub const GGML_TENSOR_FLAG_COMPUTE: i32 = 16;
 pub mod op {
     use super::ggml_op;
     pub const NONE: ggml_op = 0;
+    pub const DUP: ggml_op = 1;
     pub const ADD: ggml_op = 2;
     pub const ADD_ID: ggml_op = 3;
     pub const ADD1: ggml_op = 4;
@@ -57,15 +58,20 @@ pub mod op {
     pub const LOG: ggml_op = 11;
     pub const CUMSUM: ggml_op = 16;
     pub const SILU_BACK: ggml_op = 23;
+    pub const NORM: ggml_op = 24;
     pub const RMS_NORM: ggml_op = 25;
     pub const RMS_NORM_BACK: ggml_op = 26;
     pub const MUL_MAT: ggml_op = 29;
     pub const MUL_MAT_ID: ggml_op = 30;
     pub const SCALE: ggml_op = 32;
+    pub const CPY: ggml_op = 34;
+    pub const CONT: ggml_op = 35;
     pub const RESHAPE: ggml_op = 36;
     pub const VIEW: ggml_op = 37;
     pub const PERMUTE: ggml_op = 38;
     pub const TRANSPOSE: ggml_op = 39;
+    pub const GET_ROWS: ggml_op = 40;
+    pub const SET_ROWS: ggml_op = 42;
     pub const DIAG_MASK_INF: ggml_op = 44;
     pub const DIAG_MASK_ZERO: ggml_op = 45;
     pub const SOFT_MAX: ggml_op = 46;

@@ -70,7 +70,7 @@ fn build_state(gpus: Vec<Gpu>) -> &'static State {
         reg: UnsafeCell::new(ggml_backend_reg { api_version: GGML_BACKEND_API_VERSION, iface: reg_i(), context: std::ptr::null_mut() }),
         devices: (0..n).map(|i| UnsafeCell::new(ggml_backend_device { iface: device_i(), reg: std::ptr::null_mut(), context: i as *mut c_void })).collect(),
         bufts: (0..n).map(|i| UnsafeCell::new(ggml_backend_buffer_type { iface: buft_i(), device: std::ptr::null_mut(), context: i as *mut c_void })).collect(),
-        host_buft: UnsafeCell::new(ggml_backend_buffer_type { iface: host_buft_i(), device: std::ptr::null_mut(), context: std::ptr::null_mut() }),
+        host_buft: UnsafeCell::new(ggml_backend_buffer_type { iface: crate::host::host_buft_i(), device: std::ptr::null_mut(), context: std::ptr::null_mut() }),
     }));
     let reg = st.reg.get();
     for i in 0..n {
@@ -137,7 +137,7 @@ impl State {
     }
 }
 
-fn st() -> &'static State {
+pub(crate) fn st() -> &'static State {
     state()
 }
 
@@ -369,7 +369,7 @@ fn buft_i() -> ggml_backend_buffer_type_i {
         alloc_buffer: Some(buft_alloc_buffer),
         get_alignment: Some(buft_get_alignment),
         get_max_size: None,
-        get_alloc_size: None,
+        get_alloc_size: Some(buft_get_alloc_size),
         is_host: None,
     }
 }
@@ -383,6 +383,12 @@ unsafe extern "C" fn buft_get_alignment(_buft: ggml_backend_buffer_type_t) -> us
     ALIGNMENT
 }
 
+/// ggml_nbytes, and past it the cuBLAS path's scratch for a MUL_MAT (`dispatch::alloc_size`)
+unsafe extern "C" fn buft_get_alloc_size(_buft: ggml_backend_buffer_type_t, t: *const ggml_tensor) -> usize {
+    // SAFETY: ggml passes a live tensor.
+    guard("cuda buft.get_alloc_size", 0, || unsafe { TensorRef::from_raw(t) }.map_or(0, |t| dispatch::alloc_size(&NodeDesc::from_tensor(t))))
+}
+
 /// one device allocation, the context of a device buffer
 struct DevBuf {
     gpu: &'static Gpu,
@@ -390,7 +396,7 @@ struct DevBuf {
     size: usize,
 }
 
-fn buffer_init(buft: ggml_backend_buffer_type_t, iface: ggml_backend_buffer_i, context: *mut c_void, size: usize) -> ggml_backend_buffer_t {
+pub(crate) fn buffer_init(buft: ggml_backend_buffer_type_t, iface: ggml_backend_buffer_i, context: *mut c_void, size: usize) -> ggml_backend_buffer_t {
     static INIT: Import = Import::new(c"ggml_backend_buffer_init");
     // SAFETY: ggml-base's `ggml_backend_buffer_t ggml_backend_buffer_init(buft, struct
     // ggml_backend_buffer_i iface, void * context, size_t size)` (iface passed by value).
@@ -534,102 +540,6 @@ unsafe extern "C" fn buf_clear(b: ggml_backend_buffer_t, value: u8) {
             check("cuCtxSynchronize", sys::cuCtxSynchronize());
         }
     })
-}
-
-//
-// pinned host buffers
-//
-
-fn host_buft_i() -> ggml_backend_buffer_type_i {
-    ggml_backend_buffer_type_i {
-        get_name: Some(host_buft_get_name),
-        alloc_buffer: Some(host_buft_alloc_buffer),
-        get_alignment: Some(host_buft_get_alignment),
-        get_max_size: None,
-        get_alloc_size: None,
-        is_host: Some(host_buft_is_host),
-    }
-}
-
-unsafe extern "C" fn host_buft_get_name(_buft: ggml_backend_buffer_type_t) -> *const c_char {
-    c"CUDA_Host".as_ptr()
-}
-
-unsafe extern "C" fn host_buft_get_alignment(_buft: ggml_backend_buffer_type_t) -> usize {
-    // ggml's TENSOR_ALIGNMENT: the CPU backend reads these tensors
-    32
-}
-
-unsafe extern "C" fn host_buft_is_host(_buft: ggml_backend_buffer_type_t) -> bool {
-    true
-}
-
-unsafe extern "C" fn host_buft_alloc_buffer(buft: ggml_backend_buffer_type_t, size: usize) -> ggml_backend_buffer_t {
-    guard("cuda host buft.alloc_buffer", std::ptr::null_mut(), || {
-        let Some(gpu) = st().gpus.first() else {
-            ggml_abi::log_error!("CUDA_Host: no CUDA device, no pinned memory\n");
-            return std::ptr::null_mut();
-        };
-        if gpu.bind().is_err() {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: page-locked host allocation, portable across contexts.
-        match unsafe { result::malloc_host(size.max(1), sys::CU_MEMHOSTALLOC_PORTABLE) } {
-            Ok(p) => buffer_init(buft, host_buf_i(), p, size),
-            Err(e) => {
-                ggml_abi::log_warn!("CUDA_Host: pinning {:.2} MiB failed ({e:?})\n", size as f64 / (1 << 20) as f64);
-                std::ptr::null_mut()
-            }
-        }
-    })
-}
-
-fn host_buf_i() -> ggml_backend_buffer_i {
-    ggml_backend_buffer_i {
-        free_buffer: Some(host_buf_free),
-        get_base: Some(host_buf_get_base),
-        init_tensor: None,
-        memset_tensor: Some(host_buf_memset_tensor),
-        set_tensor: Some(host_buf_set_tensor),
-        get_tensor: Some(host_buf_get_tensor),
-        set_tensor_2d: None,
-        get_tensor_2d: None,
-        cpy_tensor: None,
-        clear: Some(host_buf_clear),
-        reset: None,
-    }
-}
-
-unsafe extern "C" fn host_buf_free(b: ggml_backend_buffer_t) {
-    // SAFETY: context is the cuMemHostAlloc pointer, freed once.
-    guard("cuda host buffer.free", (), || unsafe {
-        let _ = result::free_host((*b).context);
-    })
-}
-
-unsafe extern "C" fn host_buf_get_base(b: ggml_backend_buffer_t) -> *mut c_void {
-    // SAFETY: our buffer.
-    unsafe { (*b).context }
-}
-
-unsafe extern "C" fn host_buf_memset_tensor(_b: ggml_backend_buffer_t, t: *mut ggml_tensor, value: u8, offset: usize, size: usize) {
-    // SAFETY: host memory of a live tensor; ggml checked the range.
-    unsafe { std::ptr::write_bytes(((*t).data as *mut u8).add(offset), value, size) }
-}
-
-unsafe extern "C" fn host_buf_set_tensor(_b: ggml_backend_buffer_t, t: *mut ggml_tensor, data: *const c_void, offset: usize, size: usize) {
-    // SAFETY: as above.
-    unsafe { std::ptr::copy_nonoverlapping(data as *const u8, ((*t).data as *mut u8).add(offset), size) }
-}
-
-unsafe extern "C" fn host_buf_get_tensor(_b: ggml_backend_buffer_t, t: *const ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
-    // SAFETY: as above.
-    unsafe { std::ptr::copy_nonoverlapping(((*t).data as *const u8).add(offset), data as *mut u8, size) }
-}
-
-unsafe extern "C" fn host_buf_clear(b: ggml_backend_buffer_t, value: u8) {
-    // SAFETY: the buffer's whole allocation.
-    unsafe { std::ptr::write_bytes((*b).context as *mut u8, value, (*b).size) }
 }
 
 //
@@ -813,6 +723,35 @@ mod tests {
         t.op = ggml_abi::sys::op::ADD;
         t.ne = [4, 0, 1, 1];
         assert!(!computes(r(&mut t)));
+    }
+
+    #[test]
+    fn the_device_buffer_type_reserves_the_gemm_scratch_after_a_mul_mat() {
+        let tensor = |ty: i32, ne: [i64; 4]| {
+            // SAFETY: a zeroed ggml_tensor is a valid value of the struct.
+            let mut t: Box<ggml_tensor> = Box::new(unsafe { std::mem::zeroed() });
+            let d = dispatch::TDesc::contiguous(ty, ne);
+            (t.type_, t.ne, t.nb) = (ty as _, d.ne, d.nb);
+            t
+        };
+        let (mut w, mut x) = (tensor(dispatch::T_Q8_0, [4096, 1024, 1, 1]), tensor(dispatch::T_F32, [4096, 512, 1, 1]));
+        let mut mm = tensor(dispatch::T_F32, [1024, 512, 1, 1]);
+        mm.op = ggml_abi::sys::op::MUL_MAT;
+        (mm.src[0], mm.src[1]) = (&mut *w as *mut ggml_tensor, &mut *x as *mut ggml_tensor);
+        let size = buft_i().get_alloc_size.unwrap();
+        // SAFETY: live tensors, as ggml passes them; the buffer type is not read.
+        let got = unsafe { size(std::ptr::null_mut(), &*mm) };
+        let want = dispatch::gemm_scratch(&NodeDesc::from_tensor(unsafe { TensorRef::from_raw(&*mm) }.unwrap()), dispatch::T_F16, true).end;
+        assert_eq!(got, want);
+        assert!(got >= 1024 * 512 * 4 + 4096 * 1024 * 2 + 4096 * 512 * 2);
+        // one column (mat-vec) or any other op: ggml_nbytes
+        let (mut x1, mut v) = (tensor(dispatch::T_F32, [4096, 1, 1, 1]), tensor(dispatch::T_F32, [1024, 1, 1, 1]));
+        v.op = ggml_abi::sys::op::MUL_MAT;
+        (v.src[0], v.src[1]) = (&mut *w as *mut ggml_tensor, &mut *x1 as *mut ggml_tensor);
+        // SAFETY: as above.
+        assert_eq!(unsafe { size(std::ptr::null_mut(), &*v) }, 4096);
+        // SAFETY: as above (a weight: op NONE).
+        assert_eq!(unsafe { size(std::ptr::null_mut(), &*w) }, 1024 * 4352);
     }
 
     #[test]

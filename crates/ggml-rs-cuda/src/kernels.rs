@@ -1,13 +1,15 @@
 //! The CUDA C sources of `kernels/` (embedded, so the library carries them) and their compiled
-//! form: NVRTC turns a module's text (`common.cuh` + the file) into PTX for one compute
-//! capability, and [`KernelCache`] keeps each PTX in memory and on disk under a key made of the
-//! source's hash, the architecture and the NVRTC version, so a changed kernel, another GPU or
-//! another NVRTC never reuses a stale file.
+//! form: NVRTC (`crate::nvrtc`) turns a module's text (`common.cuh` + the file) into a CUBIN for
+//! one compute capability (PTX when that fails), and [`KernelCache`] keeps each image in memory
+//! and on disk under a key made of the source's hash, the architecture and the NVRTC version, so
+//! a changed kernel, another GPU or another NVRTC never reuses a stale file.
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+pub use crate::nvrtc;
+use crate::nvrtc::Image;
 
 /// One kernel file of `kernels/`: its name and the kernels (`extern "C" __global__`) it defines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,7 +62,7 @@ impl Module {
             Module::Rope => &["rope_op"],
             Module::Softmax => &["soft_max_f32"],
             Module::Matmul => &["mul_mat_vec"],
-            Module::FlashAttn => &["flash_attn_ext"],
+            Module::FlashAttn => &["flash_attn_ext", "flash_attn_reduce"],
         }
     }
 
@@ -99,9 +101,9 @@ impl CacheKey {
         CacheKey { module: module.name(), source_hash: fnv1a64(src.as_bytes()), source_len: src.len(), arch, nvrtc }
     }
 
-    /// the file name of this key's PTX in the disk cache
+    /// the file name of this key's image (CUBIN or PTX) in the disk cache
     pub fn file_name(&self) -> String {
-        format!("{}-sm{}-nvrtc{}.{}-{:016x}-{}.ptx", self.module, self.arch, self.nvrtc.0, self.nvrtc.1, self.source_hash, self.source_len)
+        format!("{}-sm{}-nvrtc{}.{}-{:016x}-{}.img", self.module, self.arch, self.nvrtc.0, self.nvrtc.1, self.source_hash, self.source_len)
     }
 }
 
@@ -121,7 +123,7 @@ fn cache_dir_from(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
     env("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".cache").join("ggml-rs-cuda"))
 }
 
-/// Where a module's PTX came from (the tests and the debug log tell the three apart).
+/// Where a module's image came from (the tests and the debug log tell the three apart).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
     Memory,
@@ -129,10 +131,10 @@ pub enum Origin {
     Compiled,
 }
 
-/// PTX by key, in memory and (when a folder is given) on disk.
+/// Compiled images by key, in memory and (when a folder is given) on disk.
 pub struct KernelCache {
     dir: Option<PathBuf>,
-    mem: Mutex<HashMap<CacheKey, std::sync::Arc<str>>>,
+    mem: Mutex<HashMap<CacheKey, Arc<Image>>>,
 }
 
 impl KernelCache {
@@ -140,114 +142,31 @@ impl KernelCache {
         KernelCache { dir, mem: Mutex::new(HashMap::new()) }
     }
 
-    /// the PTX of `key`: from memory, else from disk, else `compile()`'s (then stored in both; a
-    /// disk that cannot be written only costs the next process a compile, so it is not an error)
-    pub fn get_or_compile(&self, key: &CacheKey, compile: impl FnOnce() -> Result<String, String>) -> Result<(std::sync::Arc<str>, Origin), String> {
+    /// the image of `key`: from memory, else from disk, else `compile()`'s (then stored in both;
+    /// a disk that cannot be written only costs the next process a compile, so it is not an
+    /// error)
+    pub fn get_or_compile(&self, key: &CacheKey, compile: impl FnOnce() -> Result<Image, String>) -> Result<(Arc<Image>, Origin), String> {
         if let Some(p) = self.mem.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
             return Ok((p.clone(), Origin::Memory));
         }
         let path = self.dir.as_ref().map(|d| d.join(key.file_name()));
-        let (ptx, origin) = match path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).filter(|s| s.contains(".entry")) {
-            Some(text) => (text, Origin::Disk),
+        let (image, origin) = match path.as_ref().and_then(|p| std::fs::read(p).ok()).and_then(Image::from_bytes) {
+            Some(image) => (image, Origin::Disk),
             None => {
-                let text = compile()?;
+                let image = compile()?;
                 if let (Some(dir), Some(path)) = (&self.dir, &path) {
                     // write beside, then rename: a reader never sees half a file
                     let tmp = dir.join(format!(".{}.{}.tmp", key.file_name(), std::process::id()));
-                    if std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&tmp, &text)).and_then(|_| std::fs::rename(&tmp, path)).is_err() {
+                    if std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&tmp, &image.bytes)).and_then(|_| std::fs::rename(&tmp, path)).is_err() {
                         let _ = std::fs::remove_file(&tmp);
                     }
                 }
-                (text, Origin::Compiled)
+                (image, Origin::Compiled)
             }
         };
-        let ptx: std::sync::Arc<str> = ptx.into();
-        self.mem.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), ptx.clone());
-        Ok((ptx, origin))
-    }
-}
-
-/// NVRTC, loaded on first use by cudarc (dlopen of libnvrtc.so.13 etc. on the loader's path).
-pub mod nvrtc {
-    use super::*;
-    use cudarc::nvrtc::{result, sys};
-
-    /// whether a libnvrtc can be loaded (cudarc panics on a missing library: ask first)
-    pub fn available() -> bool {
-        // SAFETY: only tries dlopen on cudarc's candidate names.
-        unsafe { sys::is_culib_present() }
-    }
-
-    /// (major, minor) of the loaded NVRTC
-    pub fn version() -> Result<(i32, i32), String> {
-        if !available() {
-            return Err("libnvrtc not found on the loader's path".into());
-        }
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: two out-parameters of nvrtcVersion.
-        let r = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
-        if r != sys::nvrtcResult::NVRTC_SUCCESS {
-            return Err(format!("nvrtcVersion failed: {r:?}"));
-        }
-        Ok((major, minor))
-    }
-
-    /// the options every module is compiled with: PTX for the device's virtual architecture (the
-    /// driver turns it into the device's machine code when the module is loaded)
-    pub fn options(arch: u32) -> Vec<String> {
-        vec![format!("--gpu-architecture=compute_{arch}"), "--std=c++17".into(), "-default-device".into()]
-    }
-
-    /// compiles `source` to PTX for compute capability `arch`; Err carries NVRTC's log
-    pub fn compile(name: &str, source: &str, arch: u32) -> Result<String, String> {
-        if !available() {
-            return Err("libnvrtc not found on the loader's path".into());
-        }
-        let src = CString::new(source).map_err(|_| format!("{name}: source has a NUL byte"))?;
-        let cname = CString::new(format!("{name}.cu")).map_err(|_| format!("{name}: bad name"))?;
-        let prog = result::create_program(&src, Some(&cname)).map_err(|e| format!("{name}: nvrtcCreateProgram: {e:?}"))?;
-        // SAFETY: prog was created above and is destroyed once, at the end.
-        unsafe {
-            let compiled = result::compile_program(prog, &options(arch));
-            let log = result::get_program_log(prog).map(|l| c_chars_to_string(&l)).unwrap_or_default();
-            let r = match compiled {
-                Ok(()) => result::get_ptx(prog).map(|p| c_chars_to_string(&p)).map_err(|e| format!("{name}: nvrtcGetPTX: {e:?}")),
-                Err(e) => Err(format!("{name}: NVRTC failed for compute_{arch} ({e:?}):\n{log}")),
-            };
-            let _ = result::destroy_program(prog);
-            r
-        }
-    }
-
-    /// compiles `source` to machine code for sm_`arch` (NVRTC runs ptxas itself: no driver
-    /// needed) and returns the CUBIN's size and NVRTC's log (ptxas's register / spill report with
-    /// `-Xptxas -v`). The backend loads PTX; this is the check that the PTX also assembles.
-    pub fn compile_cubin(name: &str, source: &str, arch: u32) -> Result<(usize, String), String> {
-        if !available() {
-            return Err("libnvrtc not found on the loader's path".into());
-        }
-        let src = CString::new(source).map_err(|_| format!("{name}: source has a NUL byte"))?;
-        let cname = CString::new(format!("{name}.cu")).map_err(|_| format!("{name}: bad name"))?;
-        let prog = result::create_program(&src, Some(&cname)).map_err(|e| format!("{name}: nvrtcCreateProgram: {e:?}"))?;
-        let opts = [format!("--gpu-architecture=sm_{arch}"), "--std=c++17".into(), "-default-device".into(), "-Xptxas".into(), "-v".into()];
-        // SAFETY: prog was created above and is destroyed once, at the end.
-        unsafe {
-            let compiled = result::compile_program(prog, &opts);
-            let log = result::get_program_log(prog).map(|l| c_chars_to_string(&l)).unwrap_or_default();
-            let mut size = 0usize;
-            let r = match compiled {
-                Ok(()) if sys::nvrtcGetCUBINSize(prog, &mut size) == sys::nvrtcResult::NVRTC_SUCCESS && size > 0 => Ok((size, log)),
-                Ok(()) => Err(format!("{name}: no CUBIN for sm_{arch}")),
-                Err(e) => Err(format!("{name}: NVRTC failed for sm_{arch} ({e:?}):\n{log}")),
-            };
-            let _ = result::destroy_program(prog);
-            r
-        }
-    }
-
-    fn c_chars_to_string(v: &[std::ffi::c_char]) -> String {
-        let bytes: Vec<u8> = v.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
+        let image = Arc::new(image);
+        self.mem.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), image.clone());
+        Ok((image, origin))
     }
 }
 
@@ -296,7 +215,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ggml-rs-cuda-cache-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let key = CacheKey::new(Module::Softmax, 90, (13, 0));
-        let fake_ptx = || Ok::<_, String>(".version 8.0\n.entry soft_max_f32()\n".to_string());
+        let fake_ptx = || Ok::<_, String>(Image { target: nvrtc::Target::Ptx, bytes: b".version 8.0\n.entry soft_max_f32()\n".to_vec() });
         let c1 = KernelCache::new(Some(dir.clone()));
         let (p1, o1) = c1.get_or_compile(&key, fake_ptx).unwrap();
         assert_eq!(o1, Origin::Compiled);
@@ -331,7 +250,12 @@ mod tests {
         let v = nvrtc::version().unwrap();
         eprintln!("NVRTC {}.{}", v.0, v.1);
         for m in Module::ALL {
-            let ptx = nvrtc::compile(m.name(), &m.source(), 90).unwrap_or_else(|e| panic!("{e}"));
+            // the backend loads a CUBIN for the device (sm_90 here)
+            let img = nvrtc::compile(m.name(), &m.source(), 90).unwrap_or_else(|e| panic!("{e}"));
+            assert!(img.target == nvrtc::Target::Cubin && img.bytes.starts_with(b"\x7fELF"), "{}: not an sm_90 CUBIN", m.name());
+            // the PTX fallback compiles as well
+            let (ptx, _) = nvrtc::compile_target(m.name(), &m.source(), nvrtc::Target::Ptx, 90, &[]).unwrap_or_else(|e| panic!("{e}"));
+            let ptx = String::from_utf8(ptx).unwrap();
             assert!(ptx.contains(".target sm_90"), "{}: PTX for another target", m.name());
             for k in m.kernels() {
                 assert!(ptx.contains(&format!(".entry {k}(")), "{}: PTX lacks the entry {k}", m.name());

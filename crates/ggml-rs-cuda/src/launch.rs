@@ -3,6 +3,8 @@
 //! hardware sets (grid.y and grid.z at most 65535, a block at most 1024 threads) and that every
 //! element is covered.
 
+use crate::dispatch::{NodeDesc, Plan, TDesc};
+
 /// (grid, block) in CUDA's (x, y, z) order
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
@@ -46,12 +48,48 @@ pub fn mul_mat_vec(rows: u64, cols: u64, planes: u64) -> Result<Shape, String> {
     Ok(Shape { grid: (rows.div_ceil(MMV_WARPS as u64).max(1) as u32, cols.max(1) as u32, planes.max(1) as u32), block: (32 * MMV_WARPS, 1, 1) })
 }
 
-/// flash attention: one warp per (query row, head, sequence)
+/// flash attention: one warp per (query row or row x split, head, sequence)
 pub fn flash_attn(n_q: u64, n_head: u64, n_seq: u64) -> Result<Shape, String> {
     if n_head > GRID_YZ_MAX || n_seq > GRID_YZ_MAX || n_q > GRID_X_MAX {
         return Err(format!("flash attention grid {n_q} x {n_head} x {n_seq} exceeds CUDA's limits"));
     }
     Ok(Shape { grid: (n_q.max(1) as u32, n_head.max(1) as u32, n_seq.max(1) as u32), block: (32, 1, 1) })
+}
+
+/// The launch shape of the kernel a plan runs (`Stream::run`), or why the grid would exceed
+/// CUDA's limits: `dispatch::plan` asks this, so `supports_op` refuses such a node rather than
+/// `graph_compute` failing on it. Nothing launched (views) and the cuBLAS path (its conversion
+/// kernels are element-wise, any size) answer with a one-block shape.
+pub fn for_plan(plan: &Plan, n: &NodeDesc) -> Result<Shape, String> {
+    let s = |i: usize| n.src[i].ok_or_else(|| format!("source {i} missing"));
+    let count = n.dst.nelements().max(0) as u64;
+    let rows = |t: &TDesc| (t.ne[1] * t.ne[2] * t.ne[3]).max(0) as u64;
+    match plan {
+        Plan::Nop | Plan::MulMatGemm { .. } => Ok(elementwise(1)),
+        Plan::Binary { .. } | Plan::Scale { .. } | Plan::Unary { .. } | Plan::Glu { .. } | Plan::Cpy => Ok(elementwise(count)),
+        Plan::Rope { .. } => Ok(elementwise(count / 2)),
+        Plan::GetRows => {
+            let (a, i) = (s(0)?, s(1)?);
+            per_row((i.ne[0] * i.ne[1] * i.ne[2]).max(0) as u64, a.ne[0].max(0) as u64)
+        }
+        Plan::SetRows { quant } => {
+            let a = s(0)?;
+            per_row(rows(&a), a.ne[0].max(0) as u64 / if *quant { 32 } else { 1 })
+        }
+        Plan::RmsNorm { .. } | Plan::Norm { .. } | Plan::SoftMax { .. } => {
+            let a = s(0)?;
+            per_row(rows(&a), a.ne[0].max(0) as u64)
+        }
+        Plan::MulMatVec => {
+            let (a, b) = (s(0)?, s(1)?);
+            mul_mat_vec(a.ne[1].max(0) as u64, b.ne[1].max(0) as u64, (b.ne[2] * b.ne[3]).max(0) as u64)
+        }
+        Plan::FlashAttn { n_split, .. } => {
+            // the first pass: n_split warps per query row (the second pass is one per row)
+            let q = s(0)?;
+            flash_attn(q.ne[1].max(0) as u64 * (*n_split).max(1) as u64, q.ne[2].max(0) as u64, q.ne[3].max(0) as u64)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -93,6 +93,16 @@ pub fn probe(log: &mut dyn FnMut(String)) -> Vec<Gpu> {
             Err(e) => errors.push(format!("device {i}: {e}")),
         }
     }
+    // a real compile now (NVRTC's builtins library found, the device's architecture known to
+    // this NVRTC), not at the first graph
+    let target = match gpus.first().map(|g| (g.arch(), nvrtc::self_check(g.arch()))) {
+        Some((_, Err(e))) => {
+            log(format!("ggml-rs-cuda: {} CUDA device(s) but {e}: no CUDA devices\n", gpus.len()));
+            return Vec::new();
+        }
+        Some((arch, Ok(t))) => format!("; kernels as {} for sm_{arch}", if t == nvrtc::Target::Cubin { "CUBIN" } else { "PTX (CUBIN failed)" }),
+        None => String::new(),
+    };
     let list: Vec<String> = gpus
         .iter()
         .map(|g| format!("{} = {} (sm_{}{}, {} MiB)", g.name.to_string_lossy(), g.description.to_string_lossy(), g.cc.0, g.cc.1, g.total_mem >> 20))
@@ -101,6 +111,7 @@ pub fn probe(log: &mut dyn FnMut(String)) -> Vec<Gpu> {
     if !list.is_empty() {
         line += &format!(": {}", list.join(", "));
     }
+    line += &target;
     if !errors.is_empty() {
         line += &format!("; skipped {}", errors.join("; "));
     }
@@ -130,7 +141,7 @@ fn open_device(i: i32, prefix: &str) -> Result<Gpu, String> {
     }
 }
 
-/// the process's PTX cache (memory + disk)
+/// the process's kernel image cache (memory + disk)
 pub fn kernel_cache() -> &'static KernelCache {
     static CACHE: OnceLock<KernelCache> = OnceLock::new();
     CACHE.get_or_init(|| KernelCache::new(default_cache_dir()))
@@ -171,14 +182,15 @@ impl Gpu {
         let arch = self.arch();
         let ver = nvrtc::version()?;
         let key = CacheKey::new(m, arch, ver);
-        let (ptx, origin) = kernel_cache().get_or_compile(&key, || nvrtc::compile(m.name(), &m.source(), arch))?;
+        let (image, origin) = kernel_cache().get_or_compile(&key, || nvrtc::compile(m.name(), &m.source(), arch))?;
         if origin != Origin::Memory && std::env::var_os("GGML_RS_CUDA_DEBUG").is_some() {
-            crate::log_line(ggml_abi::log::Level::Debug, &format!("ggml-rs-cuda: module {} for sm_{arch}: {origin:?}\n", m.name()));
+            crate::log_line(ggml_abi::log::Level::Debug, &format!("ggml-rs-cuda: module {} for sm_{arch}: {:?} ({origin:?})\n", m.name(), image.target));
         }
         self.bind()?;
-        let image = CString::new(ptx.as_bytes()).map_err(|_| "PTX with a NUL byte".to_string())?;
-        // SAFETY: image is a NUL-terminated PTX text; the context is current.
-        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(|e| de(&format!("cuModuleLoadData({})", m.name()), e))?;
+        let bytes = image.load_bytes();
+        // SAFETY: a CUBIN image or NUL-terminated PTX text (Image::load_bytes); the context is current.
+        let module = unsafe { result::module::load_data(bytes.as_ptr() as *const c_void) }
+            .map_err(|e| de(&format!("cuModuleLoadData({}, {:?} for sm_{arch})", m.name(), image.target), e))?;
         let mut functions = HashMap::new();
         for &k in m.kernels() {
             let cname = CString::new(k).expect("kernel names have no NUL");
@@ -232,21 +244,25 @@ impl Args {
     }
 }
 
-/// Device memory the stream reuses between ops (converted GEMM operands); grows, never shrinks.
-struct Scratch {
-    ptr: sys::CUdeviceptr,
-    size: usize,
+/// The arguments of `rope_op` (kernels/rope.cu), in its parameter order: src, positions (src1),
+/// frequency factors (src2: 0, NULL to the kernel, without one), dst, then the plan's numbers.
+pub fn rope_args(a: &dispatch::TDesc, d: &dispatch::TDesc, data: &[u64; 6], plan: &Plan) -> Args {
+    let mut args = Args::default();
+    if let Plan::Rope { n_dims, n_offs, neox, theta_scale, freq_scale, ext_factor, attn_factor, corr } = *plan {
+        args.push(data[1]).push(Td::of(a)).push(a.ty).push(data[2]).push(data[3]).push(data[0]).push(Td::of(d)).push(d.ty);
+        args.push(n_dims).push(n_offs).push(neox as i32).push(theta_scale).push(freq_scale).push(ext_factor).push(attn_factor).push(corr[0]).push(corr[1]);
+    }
+    args
 }
 
-/// A backend's stream on one device, with its cuBLAS handle and scratch.
+/// A backend's stream on one device, with its cuBLAS handle.
 pub struct Stream {
     pub gpu: &'static Gpu,
     pub stream: sys::CUstream,
     cublas: Option<blas_sys::cublasHandle_t>,
-    scratch: [Scratch; 2],
 }
 
-// SAFETY: the stream, handle and scratch belong to this backend; ggml uses a backend from one
+// SAFETY: the stream and handle belong to this backend; ggml uses a backend from one
 // thread at a time.
 unsafe impl Send for Stream {}
 
@@ -256,31 +272,13 @@ impl Stream {
         // a blocking stream: the synchronous copies of the buffers (legacy default stream) are
         // ordered with it
         let stream = result::stream::create(result::stream::StreamKind::Default).map_err(|e| de("cuStreamCreate", e))?;
-        Ok(Stream { gpu, stream, cublas: None, scratch: [Scratch { ptr: 0, size: 0 }, Scratch { ptr: 0, size: 0 }] })
+        Ok(Stream { gpu, stream, cublas: None })
     }
 
     pub fn synchronize(&self) -> Result<(), String> {
         self.gpu.bind()?;
         // SAFETY: our stream.
         unsafe { result::stream::synchronize(self.stream) }.map_err(|e| de("cuStreamSynchronize", e))
-    }
-
-    fn scratch(&mut self, i: usize, size: usize) -> Result<sys::CUdeviceptr, String> {
-        if self.scratch[i].size < size {
-            self.synchronize()?;
-            let s = &mut self.scratch[i];
-            if s.ptr != 0 {
-                // SAFETY: allocated below by an earlier call; the stream is idle.
-                unsafe { result::free_sync(s.ptr) }.map_err(|e| de("cuMemFree", e))?;
-                s.ptr = 0;
-                s.size = 0;
-            }
-            let want = size.next_power_of_two().max(1 << 20);
-            // SAFETY: plain device allocation on the current context.
-            s.ptr = unsafe { result::malloc_sync(want) }.map_err(|e| de(&format!("cuMemAlloc({want}) for scratch"), e))?;
-            s.size = want;
-        }
-        Ok(self.scratch[i].ptr)
     }
 
     fn cublas(&mut self) -> Result<blas_sys::cublasHandle_t, String> {
@@ -307,10 +305,11 @@ impl Stream {
     /// Computes one node of the graph (its plan decided by `dispatch::plan`).
     pub fn run(&mut self, n: &NodeDesc, data: &[u64; 6]) -> Result<(), String> {
         let plan = dispatch::plan(n)?;
+        // the shape supports_op checked (launch::for_plan): each arm launches its kernel with it
+        let shape = launch::for_plan(&plan, n)?;
         let d = n.dst;
         let td = Td::of(&d);
         let s = |i: usize| n.src[i].expect("the plan checked the sources");
-        let count = d.nelements().max(0) as u64;
         match plan {
             Plan::Nop => Ok(()),
             Plan::Binary { op } => {
@@ -323,50 +322,48 @@ impl Stream {
                 };
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(Td::of(&b)).push(b.ty).push(data[0]).push(td).push(d.ty).push(bin);
-                self.launch(Module::Elementwise, "binary_op", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "binary_op", shape, &mut args)
             }
             Plan::Scale { s: sc, b } => {
                 let a = s(0);
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[0]).push(td).push(sc).push(b);
-                self.launch(Module::Elementwise, "scale_f32", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "scale_f32", shape, &mut args)
             }
             Plan::Unary { op } => {
                 let a = s(0);
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[0]).push(td).push(d.ty).push(op);
-                self.launch(Module::Elementwise, "unary_op", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "unary_op", shape, &mut args)
             }
             Plan::Glu { op, swapped } => {
                 let a = s(0);
                 let tb = n.src[1].map(|b| Td::of(&b)).unwrap_or(Td::of(&a));
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[2]).push(tb).push(a.ty).push(data[0]).push(td).push(d.ty).push(op).push(swapped as i32);
-                self.launch(Module::Elementwise, "glu_op", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "glu_op", shape, &mut args)
             }
             Plan::Cpy => {
                 let a = s(0);
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[0]).push(td).push(d.ty);
-                self.launch(Module::Elementwise, "cpy_f", launch::elementwise(count), &mut args)
+                self.launch(Module::Elementwise, "cpy_f", shape, &mut args)
             }
             Plan::GetRows => {
                 let (a, i) = (s(0), s(1));
-                let rows = (i.ne[0] * i.ne[1] * i.ne[2]) as u64;
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(Td::of(&i)).push(i.ty).push(data[0]).push(td).push(d.ty);
-                self.launch(Module::Rows, "get_rows", launch::per_row(rows, a.ne[0] as u64)?, &mut args)
+                self.launch(Module::Rows, "get_rows", shape, &mut args)
             }
             Plan::SetRows { quant } => {
                 let (a, i) = (s(0), s(1));
-                let rows = (a.ne[1] * a.ne[2] * a.ne[3]) as u64;
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[2]).push(Td::of(&i)).push(i.ty).push(data[0]).push(td);
                 if quant {
-                    self.launch(Module::Rows, "set_rows_q8_0", launch::per_row(rows, a.ne[0] as u64 / 32)?, &mut args)
+                    self.launch(Module::Rows, "set_rows_q8_0", shape, &mut args)
                 } else {
                     args.push(d.ty);
-                    self.launch(Module::Rows, "set_rows_f", launch::per_row(rows, a.ne[0] as u64)?, &mut args)
+                    self.launch(Module::Rows, "set_rows_f", shape, &mut args)
                 }
             }
             Plan::RmsNorm { eps } | Plan::Norm { eps } => {
@@ -374,51 +371,54 @@ impl Stream {
                 let k = if matches!(plan, Plan::RmsNorm { .. }) { "rms_norm_f32" } else { "norm_f32" };
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[0]).push(td).push(eps);
-                self.launch(Module::Norm, k, launch::per_row((a.ne[1] * a.ne[2] * a.ne[3]) as u64, a.ne[0] as u64)?, &mut args)
+                self.launch(Module::Norm, k, shape, &mut args)
             }
-            Plan::Rope { n_dims, neox, theta_scale, freq_scale, ext_factor, attn_factor, corr } => {
-                let a = s(0);
-                let mut args = Args::default();
-                args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(data[3]).push(data[0]).push(td).push(d.ty);
-                args.push(n_dims).push(neox as i32).push(theta_scale).push(freq_scale).push(ext_factor).push(attn_factor).push(corr[0]).push(corr[1]);
-                self.launch(Module::Rope, "rope_op", launch::elementwise(count / 2), &mut args)
-            }
+            Plan::Rope { .. } => self.launch(Module::Rope, "rope_op", shape, &mut rope_args(&s(0), &d, data, &plan)),
             Plan::SoftMax { scale, max_bias } => {
                 let a = s(0);
                 let tm = n.src[1].map(|m| (Td::of(&m), m.ty)).unwrap_or((Td::of(&a), T_F32));
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(data[2]).push(tm.0).push(tm.1).push(data[3]).push(data[0]).push(td).push(scale).push(max_bias);
-                self.launch(Module::Softmax, "soft_max_f32", launch::per_row((a.ne[1] * a.ne[2] * a.ne[3]) as u64, a.ne[0] as u64)?, &mut args)
+                self.launch(Module::Softmax, "soft_max_f32", shape, &mut args)
             }
             Plan::MulMatVec => {
                 let (a, b) = (s(0), s(1));
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&a)).push(a.ty).push(data[2]).push(Td::of(&b)).push(data[0]).push(td);
-                self.launch(Module::Matmul, "mul_mat_vec", launch::mul_mat_vec(a.ne[1] as u64, b.ne[1] as u64, (b.ne[2] * b.ne[3]) as u64)?, &mut args)
+                self.launch(Module::Matmul, "mul_mat_vec", shape, &mut args)
             }
             Plan::MulMatGemm { gemm_ty, dequant } => self.gemm(n, data, gemm_ty, dequant),
-            Plan::FlashAttn { scale, max_bias, softcap } => {
+            Plan::FlashAttn { scale, max_bias, softcap, n_split } => {
                 let (q, k, v) = (s(0), s(1), s(2));
                 let tm = n.src[3].map(|m| Td::of(&m)).unwrap_or(Td::of(&q));
+                // split: the partial results go past dst's bytes (the buffer type reserved them)
+                let partial = if n_split > 1 { data[0] + dispatch::fa_partial(n, n_split).0 as u64 } else { 0 };
                 let mut args = Args::default();
                 args.push(data[1]).push(Td::of(&q)).push(data[2]).push(Td::of(&k)).push(k.ty).push(data[3]).push(Td::of(&v)).push(v.ty);
-                args.push(data[4]).push(tm).push(data[5]).push(data[0]).push(td).push(scale).push(max_bias).push(softcap);
-                self.launch(Module::FlashAttn, "flash_attn_ext", launch::flash_attn(q.ne[1] as u64, q.ne[2] as u64, q.ne[3] as u64)?, &mut args)
+                args.push(data[4]).push(tm).push(data[5]).push(data[0]).push(td).push(scale).push(max_bias).push(softcap).push(n_split).push(partial);
+                self.launch(Module::FlashAttn, "flash_attn_ext", shape, &mut args)?;
+                if n_split <= 1 {
+                    return Ok(());
+                }
+                let mut args = Args::default();
+                args.push(partial).push(data[5]).push(data[0]).push(td).push(n_split);
+                self.launch(Module::FlashAttn, "flash_attn_reduce", launch::flash_attn(q.ne[1] as u64, q.ne[2] as u64, q.ne[3] as u64)?, &mut args)
             }
         }
     }
 
     /// MUL_MAT through cuBLAS: dst (M x N per plane, column-major = ggml's row-major transposed)
-    /// = src0^T (K x M) x src1 (K x N). src1 is converted to the GEMM type in scratch 1; a
-    /// quantized src0 is dequantized to f16 in scratch 0.
+    /// = src0^T (K x M) x src1 (K x N). src1 is converted to the GEMM type, a quantized src0
+    /// dequantized to f16, into the scratch past dst's bytes in dst's allocation
+    /// (`dispatch::gemm_scratch`; the buffer type's get_alloc_size reserved it).
     fn gemm(&mut self, n: &NodeDesc, data: &[u64; 6], gemm_ty: i32, dequant: bool) -> Result<(), String> {
         let (a, b, d) = (n.src[0].unwrap(), n.src[1].unwrap(), n.dst);
         let (k, m, cols) = (a.ne[0], a.ne[1], b.ne[1]);
         let esz = type_size(gemm_ty);
+        let sc = dispatch::gemm_scratch(n, gemm_ty, dequant);
         // src0 as GEMM operand: (pointer, lda in elements, plane strides in bytes)
         let (a_ptr, lda, a_nb2, a_nb3) = if dequant {
-            let bytes = (a.nelements() as usize) * 2;
-            let p = self.scratch(0, bytes)?;
+            let p = data[0] + sc.a_off as u64;
             let mut args = Args::default();
             args.push(data[1]).push(Td::of(&a)).push(a.ty).push(p);
             self.launch(Module::Elementwise, "dequant_to_f16", launch::elementwise(a.nelements() as u64), &mut args)?;
@@ -426,8 +426,7 @@ impl Stream {
         } else {
             (data[1], (a.nb[1] / esz) as i64, a.nb[2], a.nb[3])
         };
-        let b_bytes = b.nelements() as usize * esz;
-        let b_ptr = self.scratch(1, b_bytes)?;
+        let b_ptr = data[0] + sc.b_off as u64;
         let mut args = Args::default();
         args.push(data[2]).push(Td::of(&b)).push(b.ty).push(b_ptr).push(gemm_ty);
         self.launch(Module::Elementwise, "to_contiguous", launch::elementwise(b.nelements() as u64), &mut args)?;
@@ -488,11 +487,6 @@ impl Drop for Stream {
             if let Some(h) = self.cublas.take() {
                 let _ = blas::destroy_handle(h);
             }
-            for s in &mut self.scratch {
-                if s.ptr != 0 {
-                    let _ = result::free_sync(s.ptr);
-                }
-            }
             let _ = result::stream::destroy(self.stream);
         }
     }
@@ -521,6 +515,42 @@ mod tests {
     }
 
     #[test]
+    fn rope_arguments_carry_the_frequency_factors_and_the_offset() {
+        let slot = |a: &Args, i: usize| -> u64 {
+            // SAFETY: every slot holds at least 8 bytes (zero-filled past the value).
+            unsafe { *(a.ptrs[i] as *const u64) }
+        };
+        let data = [0xd0, 0xa0, 0xb0, 0xf0, 0, 0];
+        let mut n = crate::dispatch::tests::rope_node(crate::dispatch::ROPE_NEOX, 32, Some(TDesc::contiguous(T_F32, [16, 1, 1, 1])));
+        n.params[15] = 8;
+        let plan = dispatch::plan(&n).unwrap();
+        let a = rope_args(&n.src[0].unwrap(), &n.dst, &data, &plan);
+        // as many as rope_op's parameters in kernels/rope.cu
+        let src = Module::Rope.source();
+        let sig = &src[src.find("void rope_op(").expect("rope_op in rope.cu")..];
+        let params = sig[..sig.find(')').unwrap()].split(',').count();
+        assert_eq!(a.len(), params);
+        assert!(sig[..sig.find(')').unwrap()].contains("int n_offs"));
+        assert_eq!([slot(&a, 0), slot(&a, 3), slot(&a, 4), slot(&a, 5)], [0xa0, 0xb0, 0xf0, 0xd0], "src, pos, freq_factors, dst");
+        // SAFETY: the slots hold the Td / i32 / f32 values pushed there.
+        unsafe {
+            assert_eq!(*(a.ptrs[1] as *const Td), Td::of(&n.src[0].unwrap()));
+            assert_eq!(*(a.ptrs[6] as *const Td), Td::of(&n.dst));
+            assert_eq!(*(a.ptrs[8] as *const i32), 32, "n_dims");
+            assert_eq!(*(a.ptrs[9] as *const i32), 8, "n_offs");
+            assert_eq!(*(a.ptrs[10] as *const i32), 1, "neox");
+            assert_eq!(*(a.ptrs[11] as *const f32), 10000f32.powf(-2.0 / 32.0), "theta_scale");
+            assert_eq!(*(a.ptrs[14] as *const f32), 1.0, "attn_factor");
+        }
+        // no frequency factors: a NULL pointer
+        let n = crate::dispatch::tests::rope_node(0, 32, None);
+        let a = rope_args(&n.src[0].unwrap(), &n.dst, &[0xd0, 0xa0, 0xb0, 0, 0, 0], &dispatch::plan(&n).unwrap());
+        assert_eq!(slot(&a, 4), 0);
+        // SAFETY: as above.
+        unsafe { assert_eq!(*(a.ptrs[9] as *const i32), 0, "n_offs") };
+    }
+
+    #[test]
     fn without_a_driver_probe_finds_no_device_and_says_so_once() {
         // SAFETY: dlopen attempts only.
         if unsafe { sys::is_culib_present() } && std::env::var_os("GGML_RS_CUDA_DISABLE").is_none() {
@@ -532,155 +562,5 @@ mod tests {
         assert!(gpus.is_empty());
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains("no CUDA devices"), "{}", lines[0]);
-    }
-
-    /// On a machine with a GPU (scripts/gpu-check.sh): every module compiles for the device's
-    /// architecture and loads, and kernels of each path give what a host reference computes (ADD
-    /// broadcast, RMS_NORM, SOFT_MAX with scale, MUL_MAT Q8_0 by the mat-vec kernel and by
-    /// cuBLAS after dequantization, F16 by cuBLAS). Skips, saying why, without a device, unless
-    /// GGML_RS_CUDA_REQUIRE_GPU=1.
-    #[test]
-    fn gpu_modules_load_and_kernels_match_host_references() {
-        let mut lines = Vec::new();
-        let gpus = probe(&mut |l| lines.push(l));
-        let Some(gpu) = gpus.into_iter().next() else {
-            assert!(std::env::var("GGML_RS_CUDA_REQUIRE_GPU").as_deref() != Ok("1"), "GGML_RS_CUDA_REQUIRE_GPU=1 and no device: {lines:?}");
-            eprintln!("SKIP gpu_modules_load_and_kernels_match_host_references: {}", lines.concat().trim());
-            return;
-        };
-        let gpu: &'static Gpu = Box::leak(Box::new(gpu));
-        eprintln!("GPU {} sm_{}", gpu.description.to_string_lossy(), gpu.arch());
-        for m in Module::ALL {
-            for k in m.kernels() {
-                gpu.function(m, k).unwrap_or_else(|e| panic!("{e}"));
-            }
-        }
-        let mut s = Stream::new(gpu).unwrap();
-        let up = |bytes: &[u8]| -> u64 {
-            // SAFETY: a fresh allocation of the slice's size, filled from it.
-            unsafe {
-                let p = result::malloc_sync(bytes.len().max(1)).unwrap();
-                result::memcpy_htod_sync(p, bytes).unwrap();
-                p
-            }
-        };
-        let down = |p: u64, n: usize| -> Vec<f32> {
-            let mut v = vec![0f32; n];
-            // SAFETY: p holds at least n floats (allocated by `up` for the result).
-            unsafe { result::memcpy_dtoh_sync(&mut v, p).unwrap() };
-            v
-        };
-        let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-        let mut rng = 1u32;
-        let mut rand = move || {
-            rng = rng.wrapping_mul(1664525).wrapping_add(1013904223);
-            (rng >> 8) as f32 / 16777216.0 - 0.5
-        };
-        let close = |what: &str, got: &[f32], want: &[f32], tol: f32| {
-            for (i, (g, w)) in got.iter().zip(want).enumerate() {
-                assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}[{i}]: {g} vs {w}");
-            }
-        };
-        let node = |op: i32, dst: TDesc, srcs: &[TDesc], params: &[(usize, i32)]| {
-            let mut src = [None; 5];
-            for (i, t) in srcs.iter().enumerate() {
-                src[i] = Some(*t);
-            }
-            let mut p = [0i32; 16];
-            for &(i, v) in params {
-                p[i] = v;
-            }
-            NodeDesc { op, params: p, dst, src }
-        };
-        let c = TDesc::contiguous;
-
-        // ADD, src1 broadcast over rows
-        let a: Vec<f32> = (0..24).map(|_| rand()).collect();
-        let b: Vec<f32> = (0..8).map(|_| rand()).collect();
-        let (pa, pb, pd) = (up(&f32s(&a)), up(&f32s(&b)), up(&[0u8; 96]));
-        s.run(&node(ggml_abi::sys::op::ADD, c(T_F32, [8, 3, 1, 1]), &[c(T_F32, [8, 3, 1, 1]), c(T_F32, [8, 1, 1, 1])], &[]), &[pd, pa, pb, 0, 0, 0]).unwrap();
-        s.synchronize().unwrap();
-        let want: Vec<f32> = (0..24).map(|i| a[i] + b[i % 8]).collect();
-        close("ADD", &down(pd, 24), &want, 1e-6);
-
-        // RMS_NORM over rows of 64
-        let x: Vec<f32> = (0..256).map(|_| rand()).collect();
-        let (px, py) = (up(&f32s(&x)), up(&[0u8; 1024]));
-        let eps = 1e-5f32;
-        s.run(&node(ggml_abi::sys::op::RMS_NORM, c(T_F32, [64, 4, 1, 1]), &[c(T_F32, [64, 4, 1, 1])], &[(0, eps.to_bits() as i32)]), &[py, px, 0, 0, 0, 0])
-            .unwrap();
-        s.synchronize().unwrap();
-        let mut want = vec![0f32; 256];
-        for r in 0..4 {
-            let row = &x[r * 64..(r + 1) * 64];
-            let k = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / 64.0 + eps).sqrt();
-            for i in 0..64 {
-                want[r * 64 + i] = row[i] * k;
-            }
-        }
-        close("RMS_NORM", &down(py, 256), &want, 1e-5);
-
-        // SOFT_MAX with scale 0.5 over rows of 40
-        let x: Vec<f32> = (0..120).map(|_| 4.0 * rand()).collect();
-        let (px, py) = (up(&f32s(&x)), up(&[0u8; 480]));
-        s.run(&node(ggml_abi::sys::op::SOFT_MAX, c(T_F32, [40, 3, 1, 1]), &[c(T_F32, [40, 3, 1, 1])], &[(0, 0.5f32.to_bits() as i32)]), &[py, px, 0, 0, 0, 0])
-            .unwrap();
-        s.synchronize().unwrap();
-        let mut want = vec![0f32; 120];
-        for r in 0..3 {
-            let row = &x[r * 40..(r + 1) * 40];
-            let m = row.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v * 0.5));
-            let e: Vec<f32> = row.iter().map(|v| (v * 0.5 - m).exp()).collect();
-            let sum: f32 = e.iter().sum();
-            for i in 0..40 {
-                want[r * 40 + i] = e[i] / sum;
-            }
-        }
-        close("SOFT_MAX", &down(py, 120), &want, 1e-5);
-
-        // MUL_MAT: Q8_0 weights [K=256, M=48], by the mat-vec kernel (1 column) and cuBLAS (16)
-        let (k, m) = (256usize, 48usize);
-        let w: Vec<f32> = (0..k * m).map(|_| rand()).collect();
-        let mut q = Vec::new();
-        let mut wq = vec![0f32; k * m]; // the dequantized weights: the reference multiplies these
-        for (bi, blk) in w.chunks(32).enumerate() {
-            let amax = blk.iter().fold(0f32, |a, v| a.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            let dh = half::f16::from_f32(d);
-            q.extend_from_slice(&dh.to_bits().to_le_bytes());
-            for (j, v) in blk.iter().enumerate() {
-                let qi = (v * id).round() as i8;
-                q.push(qi as u8);
-                wq[bi * 32 + j] = dh.to_f32() * qi as f32;
-            }
-        }
-        let pw = up(&q);
-        for cols in [1usize, 16] {
-            let xs: Vec<f32> = (0..k * cols).map(|_| rand()).collect();
-            let (px, py) = (up(&f32s(&xs)), up(&vec![0u8; m * cols * 4]));
-            let n = node(
-                ggml_abi::sys::op::MUL_MAT,
-                c(T_F32, [m as i64, cols as i64, 1, 1]),
-                &[c(dispatch::T_Q8_0, [k as i64, m as i64, 1, 1]), c(T_F32, [k as i64, cols as i64, 1, 1])],
-                &[],
-            );
-            let plan = dispatch::plan(&n).unwrap();
-            if matches!(plan, Plan::MulMatGemm { .. }) && !cublas_available() {
-                eprintln!("SKIP MUL_MAT by cuBLAS: no libcublas");
-                continue;
-            }
-            s.run(&n, &[py, pw, px, 0, 0, 0]).unwrap();
-            s.synchronize().unwrap();
-            let mut want = vec![0f32; m * cols];
-            for j in 0..cols {
-                for i in 0..m {
-                    want[j * m + i] = (0..k).map(|t| wq[i * k + t] * xs[j * k + t]).sum();
-                }
-            }
-            // the cuBLAS path rounds x to f16: a looser bound there
-            let tol = if cols == 1 { 1e-4 } else { 2e-2 };
-            close(&format!("MUL_MAT Q8_0 x {cols} ({plan:?})"), &down(py, m * cols), &want, tol);
-        }
     }
 }
