@@ -120,7 +120,7 @@ pub fn kind(ty: GgmlType) -> Option<Kind> {
 /// x86 vec_dot order and the tiles in the one-lane form), unless `GGML_RS_CPU_Q4_ORDER=vec_dot`,
 /// [`crate::dot::vec_dot_only`])
 pub fn kind_at(ty: GgmlType, level: Level) -> Option<Kind> {
-    let k = kind_of(ty, q8_0_pairs_at(level));
+    let k = kind_of(ty, !q8_0_fast());
     match ty {
         GgmlType::Q4K if !crate::dot::vec_dot_only() => k.map(|k| Kind { k_pairs: true, ..k }),
         GgmlType::Q6K if !crate::dot::vec_dot_only() && level >= Level::Avx512Vnni => k.map(|k| Kind { tiled: true, ..k }),
@@ -128,41 +128,14 @@ pub fn kind_at(ty: GgmlType, level: Level) -> Option<Kind> {
     }
 }
 
-/// `GGML_RS_CPU_Q8_0_TILES` (read once): `fast` for Q8_0's prompt tiles in the one-lane-per-row
-/// form (~2.2× faster per tile at AVX-512 VNNI, ~1.6× at AVX2), summed in another order than
-/// upstream (last-bit differences in every prompt MUL_MAT); `exact` for the pairs form,
-/// upstream's x86 order bit for bit; unset (or anything else): the pairs form at AVX-512 VNNI,
-/// where it is faster than upstream anyway, and the one-lane form below it, where the pairs form
-/// costs as much as upstream's own kernel (`bench_cpu.sh --isa avx2`: medium q8_0 pp512 0.86-0.92)
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Q8_0Tiles {
-    Fast,
-    Exact,
-    Auto,
-}
-
-/// this process's [`Q8_0Tiles`] (`GGML_RS_CPU_Q8_0_TILES`, read once)
-pub fn q8_0_tiles() -> Q8_0Tiles {
-    static MODE: std::sync::OnceLock<Q8_0Tiles> = std::sync::OnceLock::new();
-    *MODE.get_or_init(|| match std::env::var("GGML_RS_CPU_Q8_0_TILES").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("fast") => Q8_0Tiles::Fast,
-        Ok("exact") => Q8_0Tiles::Exact,
-        _ => Q8_0Tiles::Auto,
-    })
-}
-
-/// `GGML_RS_CPU_Q8_0_TILES=fast`: every level's Q8_0 (and unrepacked Q4_0) tiles in the one-lane form
+/// `GGML_RS_CPU_Q8_0_TILES=fast` (read once): Q8_0's prompt tiles in the one-lane-per-row form
+/// (~2.2× faster per tile at AVX-512 VNNI, ~1.6× at AVX2), summed in another order than
+/// upstream (last-bit differences in every prompt MUL_MAT, which a random-weight model amplifies:
+/// medium-q8_0's prompt logits at the avx2 set 1.7e-2 from upstream's AVX2 build, 0 in its order);
+/// anything else or unset: the pairs form, upstream's x86 order bit for bit at every set
 pub fn q8_0_fast() -> bool {
-    q8_0_tiles() == Q8_0Tiles::Fast
-}
-
-/// whether Q8_0's tiles at `level` take the pairs form (upstream's order): [`Q8_0Tiles`]
-pub fn q8_0_pairs_at(level: Level) -> bool {
-    match q8_0_tiles() {
-        Q8_0Tiles::Fast => false,
-        Q8_0Tiles::Exact => true,
-        Q8_0Tiles::Auto => level >= Level::Avx512Vnni,
-    }
+    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAST.get_or_init(|| std::env::var("GGML_RS_CPU_Q8_0_TILES").is_ok_and(|v| v.trim().eq_ignore_ascii_case("fast")))
 }
 
 /// [`kind`] with the choice of Q8_0's form given
