@@ -339,6 +339,8 @@ impl TensorRef {
         // SAFETY: ggml keeps `name` NUL-terminated (ggml_set_name truncates and terminates);
         // the bound below protects against a tensor that was never named properly.
         let bytes = unsafe { &(*self.0.as_ptr()).name };
+        // (c_char is u8 on aarch64: the cast is a no-op there)
+        #[allow(clippy::unnecessary_cast)]
         let bytes: &[u8; GGML_MAX_NAME] = unsafe { &*(bytes as *const [c_char; GGML_MAX_NAME] as *const [u8; GGML_MAX_NAME]) };
         match CStr::from_bytes_until_nul(bytes) {
             Ok(s) => s,
@@ -355,6 +357,7 @@ impl TensorRef {
     #[inline]
     pub fn name_bytes(self) -> [u8; GGML_MAX_NAME] {
         let raw = read_field!(self, name);
+        #[allow(clippy::unnecessary_cast)]
         raw.map(|c| c as u8)
     }
 

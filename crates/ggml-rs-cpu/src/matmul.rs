@@ -109,7 +109,7 @@ impl MatMul {
 /// results can match it bit for bit), every other type by its reference conversion
 fn quantize_activations(vt: GgmlType, x: &[f32], out: &mut [u8]) {
     if vt == GgmlType::Q8_0 && cfg!(target_arch = "x86_64") {
-        crate::quants::quantize_row_q8_0_x86(x, as_blocks_mut(out, "mul_mat q8_0 activations"));
+        crate::quants::quantize_row_q8_0_cpu(x, as_blocks_mut(out, "mul_mat q8_0 activations"));
     } else if vt == GgmlType::Q8_1 && cfg!(target_arch = "x86_64") {
         crate::quants::quantize_row_q8_1_x86(x, as_blocks_mut(out, "mul_mat q8_1 activations"));
     } else {

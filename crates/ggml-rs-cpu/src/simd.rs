@@ -1,6 +1,10 @@
 //! Run-time SIMD selection: the instruction-set levels the kernels come in, detected once.
-//! `GGML_RS_CPU_SIMD=scalar|avx2|avx512|avx512vnni` caps the level (for comparisons and for
-//! machines where a wide path measures slower).
+//! `GGML_RS_CPU_SIMD` caps the level (for comparisons and for machines where a wide path measures
+//! slower): `scalar|avx2|avx512|avx512vnni` on x86-64, `scalar|neon|dotprod` on aarch64.
+//!
+//! The levels of both architectures are one ordered enum, the aarch64 ones between `Scalar` and
+//! `Avx2`, so that `level >= Level::Avx2` keeps meaning "an x86 SIMD level" and a machine only
+//! ever sees its own architecture's levels ([`Level::available`]).
 
 use std::sync::OnceLock;
 
@@ -9,6 +13,10 @@ use std::sync::OnceLock;
 pub enum Level {
     /// portable Rust, the reference every other level is tested against
     Scalar,
+    /// aarch64 Advanced SIMD (every AArch64 CPU has it)
+    Neon,
+    /// aarch64 NEON with the dot-product instructions (`sdot`, Armv8.2's DotProd)
+    NeonDot,
     /// AVX2 + FMA + F16C
     Avx2,
     /// AVX-512 F/BW/VL on top of AVX2
@@ -21,20 +29,38 @@ impl Level {
     pub fn name(self) -> &'static str {
         match self {
             Level::Scalar => "scalar",
+            Level::Neon => "neon",
+            Level::NeonDot => "dotprod",
             Level::Avx2 => "avx2",
             Level::Avx512 => "avx512",
             Level::Avx512Vnni => "avx512vnni",
         }
     }
 
+    /// the levels of this architecture, lowest first
+    pub fn of_this_arch() -> &'static [Level] {
+        if cfg!(target_arch = "x86_64") {
+            &[Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Vnni]
+        } else if cfg!(target_arch = "aarch64") {
+            &[Level::Scalar, Level::Neon, Level::NeonDot]
+        } else {
+            &[Level::Scalar]
+        }
+    }
+
     fn from_name(s: &str) -> Option<Level> {
-        [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Vnni].into_iter().find(|l| l.name() == s)
+        Level::of_this_arch().iter().copied().find(|l| l.name() == s)
     }
 
     /// every level this CPU runs, lowest first (what the tests iterate over)
     pub fn available() -> Vec<Level> {
         let top = detected();
-        [Level::Scalar, Level::Avx2, Level::Avx512, Level::Avx512Vnni].into_iter().filter(|l| *l <= top).collect()
+        Level::of_this_arch().iter().copied().filter(|l| *l <= top).collect()
+    }
+
+    /// an aarch64 NEON level
+    pub fn is_neon(self) -> bool {
+        matches!(self, Level::Neon | Level::NeonDot)
     }
 }
 
@@ -53,7 +79,8 @@ pub fn active() -> Level {
             Ok(s) => match Level::from_name(&s) {
                 Some(l) => l.min(top),
                 None => {
-                    eprintln!("ggml-rs-cpu: GGML_RS_CPU_SIMD={s} is not one of scalar, avx2, avx512, avx512vnni; using {}", top.name());
+                    let names: Vec<&str> = Level::of_this_arch().iter().map(|l| l.name()).collect();
+                    eprintln!("ggml-rs-cpu: GGML_RS_CPU_SIMD={s} is not one of {} (this CPU's sets); using {}", names.join(", "), top.name());
                     top
                 }
             },
@@ -74,9 +101,25 @@ fn detect() -> Level {
     if has!("avx512vnni") { Level::Avx512Vnni } else { Level::Avx512 }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+fn detect() -> Level {
+    use std::arch::is_aarch64_feature_detected as has;
+    if !has!("neon") {
+        return Level::Scalar;
+    }
+    if has!("dotprod") { Level::NeonDot } else { Level::Neon }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn detect() -> Level {
     Level::Scalar
+}
+
+/// whether this process runs under user-mode emulation (qemu-user): an aarch64 build whose
+/// `/proc/cpuinfo` is an x86 kernel's. A few tests of the host kernel's behaviour (huge-page
+/// advice, which qemu-user accepts and drops) hold only natively.
+pub fn emulated() -> bool {
+    cfg!(not(target_arch = "x86_64")) && std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| s.contains("vendor_id"))
 }
 
 /// whether this is an AMD CPU (CPUID's vendor string "AuthenticAMD"): a few memory-access

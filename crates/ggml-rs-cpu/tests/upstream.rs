@@ -16,7 +16,7 @@ mod upstream_lib;
 
 use ggml_rs_cpu::block::AlignedBytes;
 use ggml_rs_cpu::dot::RowDot;
-use ggml_rs_cpu::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86, quantize_row_q8_1_x86};
+use ggml_rs_cpu::quants::{dequantize_row, quantize_row, quantize_row_q8_0_cpu, quantize_row_q8_1_x86};
 use ggml_rs_cpu::rng::XorShift;
 use ggml_rs_cpu::simd::Level;
 use ggml_rs_cpu::{GgmlType, block};
@@ -79,6 +79,12 @@ fn quantize_is_byte_for_byte_upstreams() {
     let mut r = XorShift::new(11);
     let mut compared = 0usize;
     for ty in WEIGHT_TYPES {
+        // upstream's aarch64 build (GCC, FMA in the baseline) fuses multiply-adds in the K-quant
+        // scale searches (`make_qkx2_quants`, `make_qx_quants`); ours are the unfused x86 build's
+        if cfg!(target_arch = "aarch64") && matches!(ty, GgmlType::Q4K | GgmlType::Q6K) {
+            println!("SKIP {}: upstream's aarch64 build fuses its scale search's multiply-adds (ours: the x86 build's bytes)", ty.name());
+            continue;
+        }
         for n in [256, 4096] {
             for (k, row) in test_rows(&mut r, n).iter().enumerate() {
                 let mut theirs = AlignedBytes::zeroed(ty.row_size(n));
@@ -134,11 +140,12 @@ fn activation_quantization_is_ggml_cpus() {
         u.cpu_from_float(GgmlType::Q8K as u32, &row, &mut theirs);
         quantize_row(GgmlType::Q8K, &row, &mut ours);
         assert!(*theirs == *ours, "q8_K activations differ from ggml-cpu's from_float");
-        // Q8_0: the x86 form, byte for byte; the reference differs now and then (ties, 127/amax)
+        // Q8_0: this architecture's form (x86: 127/amax; aarch64: 1/d), byte for byte; the
+        // reference differs now and then (ties, the scale's reciprocal)
         let mut theirs = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
         let mut ours = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
         u.cpu_from_float(GgmlType::Q8_0 as u32, &row, &mut theirs);
-        quantize_row_q8_0_x86(&row, block::as_blocks_mut(&mut ours, "q8_0"));
+        quantize_row_q8_0_cpu(&row, block::as_blocks_mut(&mut ours, "q8_0"));
         assert!(*theirs == *ours, "q8_0 activations differ from ggml-cpu's from_float");
         // Q8_1 (Q5_1's activations): the x86 form too, `s` included
         let mut theirs1 = AlignedBytes::zeroed(GgmlType::Q8_1.row_size(n));
@@ -151,13 +158,14 @@ fn activation_quantization_is_ggml_cpus() {
         total += ours.len();
     }
     println!("q8_0: ggml-cpu's from_float and the reference quantizer differ in {diff_ref} of {total} bytes");
-    // denormal activations, where `127 / amax` overflows to +inf: x86's conversion of ±inf and
-    // NaN (the integer indefinite, packed to -128), not a saturating cast
+    // denormal activations, where the reciprocal of the scale overflows to +inf: x86's conversion
+    // of ±inf and NaN (the integer indefinite, packed to -128), not a saturating cast; aarch64's
+    // saturating conversion kept to its low byte
     let tiny: Vec<f32> = (0..n).map(|i| ((i % 64) as f32 - 31.5) * 1e-40).collect();
     let mut theirs = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
     let mut ours = AlignedBytes::zeroed(GgmlType::Q8_0.row_size(n));
     u.cpu_from_float(GgmlType::Q8_0 as u32, &tiny, &mut theirs);
-    quantize_row_q8_0_x86(&tiny, block::as_blocks_mut(&mut ours, "q8_0"));
+    quantize_row_q8_0_cpu(&tiny, block::as_blocks_mut(&mut ours, "q8_0"));
     assert!(*theirs == *ours, "q8_0 activations of denormals differ from ggml-cpu's from_float: {:?} vs {:?}", &theirs[..34], &ours[..34]);
 }
 
@@ -198,6 +206,38 @@ fn vec_dot_matches_ggml_cpus() {
             }
         }
         println!("vec_dot {}: worst difference from ggml-cpu {worst:.2e} of Σ|w·a|", ty.name());
+    }
+}
+
+/// upstream built for aarch64 with DotProd (`-march=armv8.2-a+dotprod`, scripts/aarch64.sh's
+/// stock build, run under qemu-user): our `dotprod` kernel set's vec_dot is its bit for bit for
+/// every type with a NEON kernel of ours (`dot::neon`'s orders), on its own activation bytes
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn vec_dot_is_the_aarch64_builds_bit_for_bit() {
+    let Some(u) = upstream() else { return };
+    if Level::available().last() != Some(&Level::NeonDot) {
+        println!("SKIP: this CPU has no DotProd");
+        return;
+    }
+    let mut r = XorShift::new(21);
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K] {
+        let vt = ty.vec_dot_type().unwrap();
+        let mut compared = 0;
+        for n in [256, 512, 4096, 11008] {
+            for (k, w) in test_rows(&mut r, n).iter().enumerate().take(20) {
+                let a = r.model_like(n);
+                let mut wq = AlignedBytes::zeroed(ty.row_size(n));
+                quantize_row(ty, w, &mut wq);
+                let mut aq = AlignedBytes::zeroed(vt.row_size(n));
+                u.cpu_from_float(vt as u32, &a, &mut aq);
+                let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
+                let ours = RowDot::new(ty, Level::NeonDot).dot(&wq, &aq);
+                assert_eq!(ours.to_bits(), theirs.to_bits(), "{} n={n} row {k}: upstream {theirs}, ours {ours}", ty.name());
+                compared += 1;
+            }
+        }
+        println!("vec_dot {}: {compared} rows equal to upstream's aarch64 build bit for bit", ty.name());
     }
 }
 
@@ -349,11 +389,19 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
 /// activations, then its `vec_dot` per row; within float rounding (2⁻¹⁸ · Σ|w·a|)
 /// SILU and SWIGLU rows as upstream's CPU computes them (its build's vector exp in blocks, libm
 /// for the tail), bit for bit: our rows at the level of the build loaded (AVX-512 for a native
-/// AVX-512 build, AVX2 for an AVX2 build: `ops::expf`'s two definitions)
+/// AVX-512 build, AVX2 for an AVX2 build: `ops::expf`'s two definitions; NEON for an aarch64
+/// build: AVX2's exp in blocks of 4)
 #[test]
 fn silu_and_swiglu_are_ggml_cpus_bit_for_bit() {
     let Some(u) = upstream() else { return };
-    let level = if u.avx512_build { Level::Avx512 } else { Level::Avx2 };
+    // the kernel set of the build's: its aarch64 build (NEON's blocks of 4), AVX-512, AVX2
+    let level = if cfg!(target_arch = "aarch64") {
+        Level::Neon
+    } else if u.avx512_build {
+        Level::Avx512
+    } else {
+        Level::Avx2
+    };
     if ggml_rs_cpu::simd::detected() < level {
         println!("SKIPPED: this CPU does not run {}", level.name());
         return;

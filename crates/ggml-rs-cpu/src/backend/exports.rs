@@ -157,7 +157,11 @@ pub extern "C" fn ggml_backend_init() -> ggml_backend_reg_t {
 /// as upstream's CPU variants do.
 #[unsafe(no_mangle)]
 pub extern "C" fn ggml_backend_score() -> c_int {
-    guard("ggml_backend_score", 0, || 1 + crate::simd::detected() as c_int)
+    guard("ggml_backend_score", 0, || {
+        // 1 + the detected set's rank among this architecture's (x86-64: 1..=4, aarch64: 1..=3)
+        let top = crate::simd::detected();
+        1 + crate::simd::Level::of_this_arch().iter().position(|l| *l == top).unwrap_or(0) as c_int
+    })
 }
 
 #[unsafe(no_mangle)]

@@ -69,15 +69,39 @@ fn x86() -> [(&'static str, &'static CStr, bool); 0] {
     []
 }
 
+/// the aarch64 queries, in upstream's list order, each reported when the CPU has it and the
+/// active kernel set reaches it: NEON and ARM_FMA from `neon`, DOTPROD from `dotprod`; FP16_VA,
+/// MATMUL_INT8 and SVE (which no kernel of ours uses yet) only at the top set, as
+/// upstream's native build on the machine reports them
+#[cfg(target_arch = "aarch64")]
+fn arm() -> Vec<(&'static str, &'static CStr, bool)> {
+    use std::arch::is_aarch64_feature_detected as has;
+
+    use crate::simd::Level;
+    let active = crate::simd::active();
+    let top = active == crate::simd::detected();
+    vec![
+        ("neon", c"NEON", has!("neon") && active >= Level::Neon),
+        ("arm_fma", c"ARM_FMA", has!("neon") && active >= Level::Neon),
+        ("fp16_va", c"FP16_VA", has!("fp16") && top && active >= Level::Neon),
+        ("matmul_int8", c"MATMUL_INT8", has!("i8mm") && top && active >= Level::Neon),
+        ("sve", c"SVE", has!("sve") && top && active >= Level::Neon),
+        ("dotprod", c"DOTPROD", has!("dotprod") && active >= Level::NeonDot),
+    ]
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn arm() -> Vec<(&'static str, &'static CStr, bool)> {
+    Vec::new()
+}
+
 /// every feature this backend knows of, in upstream's list order
 pub fn all() -> &'static [Feature] {
     static ALL: OnceLock<Vec<Feature>> = OnceLock::new();
     ALL.get_or_init(|| {
         #[allow(unused_mut)]
         let mut v: Vec<Feature> = x86().into_iter().map(|(query, list_name, present)| Feature { query, list_name, present }).collect();
-        // the other architectures' queries: never on the CPUs this crate builds for
-        #[cfg(target_arch = "aarch64")]
-        v.push(Feature { query: "neon", list_name: c"NEON", present: std::arch::is_aarch64_feature_detected!("neon") });
+        v.extend(arm().into_iter().map(|(query, list_name, present)| Feature { query, list_name, present }));
         v
     })
 }
@@ -112,6 +136,8 @@ fn kernels_name() -> &'static CStr {
     use crate::simd::Level;
     match crate::simd::active() {
         Level::Scalar => c"scalar",
+        Level::Neon => c"neon",
+        Level::NeonDot => c"dotprod",
         Level::Avx2 => c"avx2",
         Level::Avx512 => c"avx512",
         Level::Avx512Vnni => c"avx512vnni",
@@ -135,6 +161,10 @@ mod tests {
             assert_eq!((has("avx2"), has("fma"), has("avx")), (0, 0, 0));
         }
         assert_eq!(has("avx512_vnni") == 1, level >= crate::simd::Level::Avx512Vnni);
+        // aarch64: NEON (and its FMA) from the neon set, DOTPROD from the dotprod set
+        assert_eq!(has("neon") == 1, level.is_neon());
+        assert_eq!(has("arm_fma") == 1, level.is_neon());
+        assert_eq!(has("dotprod") == 1, level == crate::simd::Level::NeonDot);
         assert_eq!(has("no_such_feature"), 0);
         // the list holds exactly the present ones, NULL-terminated
         let mut n = 0;

@@ -175,8 +175,19 @@ pub fn select_bf16_native(level: Level) -> Bf16Dot {
     bf16_avx512f_order
 }
 
+/// the aarch64 kernel `$k` of `super::neon::kernels` as a selector's NEON entry
+#[cfg(target_arch = "aarch64")]
+macro_rules! neon_kernel {
+    ($k:ident) => {
+        Some(|x: &[_], y: &[_]| {
+            // SAFETY: every AArch64 CPU has NEON
+            unsafe { super::neon::kernels::$k(x, y) }
+        })
+    };
+}
+
 macro_rules! selector {
-    ($name:ident, $ty:ty, $reference:ident, $avx2:ident, $avx512:ident) => {
+    ($name:ident, $ty:ty, $reference:ident, $avx2:ident, $avx512:ident, $neon:expr) => {
         /// the kernel of `level`
         pub fn $name(level: Level) -> fn(&[$ty], &[$ty]) -> f32 {
             assert!(level <= crate::simd::detected(), "{}: {} is not supported by this CPU", stringify!($name), level.name());
@@ -192,7 +203,8 @@ macro_rules! selector {
                     // SAFETY: selected only when the CPU has AVX-512 F/BW/VL (asserted above)
                     unsafe { x86::$avx512(x, y) }
                 },
-                #[cfg(not(target_arch = "x86_64"))]
+                #[cfg(target_arch = "aarch64")]
+                Level::Neon | Level::NeonDot if $neon.is_some() => $neon.unwrap(),
                 _ => $reference,
             }
         }
@@ -202,9 +214,9 @@ macro_rules! selector {
 // f32 at the AVX-512 levels: upstream's AVX-512 order with 512-bit loads (dot_bench, one thread,
 // against upstream native's ggml_vec_dot_f32: 0.89-0.96x in L2, 0.93-1.07x from memory; the same
 // order in 256-bit halves 0.83-0.87x, the AVX2 kernel's 4 × 8 lanes about the same)
-selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx512);
-selector!(select_f16, f16, f16_reference, f16_avx2, f16_avx512);
-selector!(select_bf16, bf16, bf16_reference, bf16_avx2, bf16_avx512);
+selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx512, neon_kernel!(f32_neon));
+selector!(select_f16, f16, f16_reference, f16_avx2, f16_avx512, neon_kernel!(f16_neon));
+selector!(select_bf16, bf16, bf16_reference, bf16_avx2, bf16_avx512, None::<fn(&[bf16], &[bf16]) -> f32>);
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {

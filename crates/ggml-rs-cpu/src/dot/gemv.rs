@@ -132,6 +132,7 @@ impl Gemv {
     /// `w + r · stride` is readable for `ty.row_size(k)` bytes for every `r < rows`, where `k` is
     /// the element count of `x` (`x` whole blocks of the vec-dot type); `out` writable for `rows`
     /// floats; `w` and `stride` multiples of [`Gemv::row_align`].
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unreachable_patterns))]
     pub unsafe fn rows(&self, w: *const u8, stride: usize, rows: usize, x: &[u8], out: *mut f32) {
         let w_len = self.ty.row_size(self.ty.vec_dot_type().map_or(0, |v| x.len() / v.type_size() * v.block_size()));
         match self.kind {
@@ -166,6 +167,7 @@ impl Gemv {
     ///
     /// # Safety
     /// as [`Gemv::rows`]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     unsafe fn multi(&self, w: *const u8, stride: usize, rows: usize, x: &[u8], out: *mut f32) {
         match self.kind {
             Kind::Rows => unreachable!("Gemv::multi of the row kind"),
@@ -275,6 +277,7 @@ impl Gemv {
 /// vs 48 ns). Rows under 512 bytes (Q4_K / Q6_K of 512: 288 / 420) keep the 4-row kernels (1.1-1.4×
 /// the row kernel). Elsewhere (Intel, where issue 15 measured the 4-row kernels with their
 /// prefetches at 1.2-1.35× on memory-bound models) always the 4-row kernels.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn one_stream_rows() -> usize {
     static AT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *AT.get_or_init(|| if crate::simd::cpu_vendor_is_amd() { 512 } else { usize::MAX })
@@ -289,12 +292,14 @@ fn one_stream_rows() -> usize {
 /// measured alike, 4 KiB and more gained less). Now only the first rows of a call are prefetched
 /// so; after them each kernel's pass prefetches the next pass's rows as it goes
 /// ([`prefetch_next`]: llama-bench tg128 on large-q4_0 +24%, large-q8_0 +35%, medium-f16 +17%).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const PREFETCH_AHEAD: usize = 1536;
 
 /// runs `f(first row, its output, true)` per 4 rows, then `f(row, output, false)` per row left;
 /// first the `4 · stride` bytes from [`PREFETCH_AHEAD`] are prefetched (the 4-row kernels
 /// prefetch the rows after theirs: [`prefetch_next`])
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 unsafe fn by_four(rows: usize, stride: usize, w: *const u8, out: *mut f32, f: impl Fn(*const u8, *mut f32, bool)) {
     let mut r = 0;
     prefetch(w.wrapping_add(PREFETCH_AHEAD), 4 * stride);
@@ -311,6 +316,7 @@ unsafe fn by_four(rows: usize, stride: usize, w: *const u8, out: *mut f32, f: im
 /// a prefetch hint for each cache line of `len` bytes from `p`; past the end of the weights it
 /// fetches nothing useful, never faults (a prefetch is a hint: no access is made)
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn prefetch(p: *const u8, len: usize) {
     let mut o = 0;
     while o < len {
@@ -319,6 +325,13 @@ fn prefetch(p: *const u8, len: usize) {
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(o).cast())
         };
+        // SAFETY: PRFM is a hint as well: no access, no fault (`asm!`: the intrinsic is unstable)
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            std::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) p.wrapping_add(o), options(nostack, readonly, preserves_flags))
+        };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let _ = p;
         o += 64;
     }
 }
@@ -330,6 +343,7 @@ fn prefetch(p: *const u8, len: usize) {
 /// the prefetches spread over the pass (one burst before each pass left fewer lines in flight).
 /// Past the last row it fetches nothing useful and never faults.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn prefetch_next<const R: usize>(w: *const u8, stride: usize, off: usize, len: usize) {
     if R > 1 {
         let first = if R * stride < PREFETCH_AHEAD { 2 * R } else { R };

@@ -8,15 +8,17 @@
 //!
 //! | weight | activation | file       | SIMD levels                 | vs reference          |
 //! |--------|------------|------------|-----------------------------|-----------------------|
-//! | F32    | F32        | `float.rs` | AVX2, AVX-512               | float tolerance       |
-//! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512        | float tolerance       |
+//! | F32    | F32        | `float.rs` | AVX2, AVX-512, NEON         | float tolerance       |
+//! | F16    | F16        | `float.rs` | AVX2 (F16C), AVX-512, NEON  | float tolerance       |
 //! | BF16   | BF16       | `float.rs` | AVX2, AVX-512               | float tolerance       |
-//! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |
-//! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI          | upstream x86, bitwise |
+//! | Q8_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI, NEON(+DotProd) | upstream x86 / arm, bitwise |
+//! | Q4_0   | Q8_0       | `q8_0.rs`  | AVX2, AVX-512 VNNI, NEON(+DotProd) | upstream x86 / arm, bitwise |
 //! | Q5_0   | Q8_0       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q5_1   | Q8_1       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
-//! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2                        | bit for bit           |
-//! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2                        | upstream x86, bitwise |
+//! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2, NEON(+DotProd)        | bit for bit (arm: its order) |
+//! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2, NEON(+DotProd)        | upstream x86 / arm, bitwise |
+//!
+//! The aarch64 sets' kernels and the orders of upstream's aarch64 build are in `neon.rs`.
 //!
 //! [`RowDot`] is the byte-level entry: the kernel chosen once for a weight type and a level,
 //! applied to rows given as bytes. [`gemv::Gemv`] runs it over many rows, 4 rows per pass where a
@@ -47,6 +49,7 @@ macro_rules! avx2_selector {
 
 pub mod float;
 pub mod gemv;
+pub mod neon;
 pub mod q4_k;
 pub mod q5;
 pub mod q6_k;

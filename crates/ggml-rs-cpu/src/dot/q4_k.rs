@@ -39,6 +39,7 @@ fn scales_and_mins(a: &BlockQ4K, b: &BlockQ8K) -> ([u8; 8], i32) {
 /// of bytes 0..4 / 4..8 are scales / mins 0..4; scales / mins 4..8 take their low 4 bits from
 /// the low / high nibbles of bytes 8..12 and their top 2 bits from the top of bytes 0..4 / 4..8
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn unpack_scales_mins(q: &[u8; 12]) -> [u8; 16] {
     let w = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
     let (a, b, c) = (w(0), w(1), w(2));
@@ -137,8 +138,26 @@ avx2_selector! {
 }
 
 avx2_selector! {
-    /// the Q4_K · Q8_K kernel of `level`
-    pub fn select_q4_k -> Q4KDot { scalar: q4_k_q8_k_reference, avx2: x86::q4_k_q8_k_avx2 }
+    /// the Q4_K · Q8_K kernel of an x86 `level`
+    fn select_q4_k_x86 -> Q4KDot { scalar: q4_k_q8_k_reference, avx2: x86::q4_k_q8_k_avx2 }
+}
+
+/// the Q4_K · Q8_K kernel of `level`: on aarch64 upstream's aarch64 order
+/// ([`super::neon::q4_k_q8_k_arm`])
+pub fn select_q4_k(level: Level) -> Q4KDot {
+    match level {
+        #[cfg(target_arch = "aarch64")]
+        Level::Neon => super::neon::q4_k_q8_k_arm,
+        #[cfg(target_arch = "aarch64")]
+        Level::NeonDot => {
+            assert!(level <= crate::simd::detected(), "select_q4_k: dotprod is not supported by this CPU");
+            |x, y| {
+                // SAFETY: the CPU has DotProd (asserted above)
+                unsafe { super::neon::kernels::q4_k_q8_k_dotprod(x, y) }
+            }
+        }
+        _ => select_q4_k_x86(level),
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

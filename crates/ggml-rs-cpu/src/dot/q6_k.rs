@@ -86,9 +86,22 @@ avx2_selector! {
 }
 
 /// the Q6_K · Q8_K kernel of `level`: the reference at the scalar level, upstream's x86 order
-/// ([`select_q6_k_x86`]) from AVX2, what upstream's x86 builds compute
+/// ([`select_q6_k_x86`]) from AVX2, what upstream's x86 builds compute; on aarch64 upstream's
+/// aarch64 order ([`super::neon::q6_k_q8_k_arm`])
 pub fn select_q6_k(level: Level) -> Q6KDot {
-    select_q6_k_x86(level)
+    match level {
+        #[cfg(target_arch = "aarch64")]
+        Level::Neon => super::neon::q6_k_q8_k_arm,
+        #[cfg(target_arch = "aarch64")]
+        Level::NeonDot => {
+            assert!(level <= crate::simd::detected(), "select_q6_k: dotprod is not supported by this CPU");
+            |x, y| {
+                // SAFETY: the CPU has DotProd (asserted above)
+                unsafe { super::neon::kernels::q6_k_q8_k_dotprod(x, y) }
+            }
+        }
+        _ => select_q6_k_x86(level),
+    }
 }
 
 avx2_selector! {

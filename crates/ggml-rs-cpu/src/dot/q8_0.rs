@@ -122,7 +122,16 @@ pub fn select_q8_0(level: Level) -> Q8_0Dot {
             // SAFETY: selected only when the CPU has AVX-512 VL and VNNI (asserted above)
             unsafe { x86::q8_0_q8_0_vnni(x, y) }
         },
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "aarch64")]
+        Level::Neon => |x, y| {
+            // SAFETY: every AArch64 CPU has NEON
+            unsafe { super::neon::kernels::q8_0_q8_0_neon(x, y) }
+        },
+        #[cfg(target_arch = "aarch64")]
+        Level::NeonDot => |x, y| {
+            // SAFETY: selected only when the CPU has DotProd (asserted above)
+            unsafe { super::neon::kernels::q8_0_q8_0_dotprod(x, y) }
+        },
         _ => q8_0_q8_0_reference,
     }
 }
@@ -142,7 +151,16 @@ pub fn select_q4_0(level: Level) -> Q4_0Dot {
             // SAFETY: selected only when the CPU has AVX-512 VL and VNNI (asserted above)
             unsafe { x86::q4_0_q8_0_vnni(x, y) }
         },
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "aarch64")]
+        Level::Neon => |x, y| {
+            // SAFETY: every AArch64 CPU has NEON
+            unsafe { super::neon::kernels::q4_0_q8_0_neon(x, y) }
+        },
+        #[cfg(target_arch = "aarch64")]
+        Level::NeonDot => |x, y| {
+            // SAFETY: selected only when the CPU has DotProd (asserted above)
+            unsafe { super::neon::kernels::q4_0_q8_0_dotprod(x, y) }
+        },
         _ => q4_0_q8_0_reference,
     }
 }

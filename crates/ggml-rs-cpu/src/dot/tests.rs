@@ -116,7 +116,7 @@ pub(crate) fn q8_0_model_rows(r: &mut XorShift, nb: usize) -> (Vec<BlockQ8_0>, V
     let zero = BlockQ8_0 { d: f16::ZERO, qs: [0; 32] };
     let (mut x, mut y) = (vec![zero; nb], vec![zero; nb]);
     crate::quants::quantize_row_q8_0(&r.model_like(32 * nb), &mut x);
-    crate::quants::quantize_row_q8_0_x86(&r.model_like(32 * nb), &mut y);
+    crate::quants::quantize_row_q8_0_cpu(&r.model_like(32 * nb), &mut y);
     if nb >= 3 {
         x[0] = zero;
         x[1].qs = std::array::from_fn(|i| if i % 3 == 0 { -128 } else { 127 });
@@ -126,12 +126,13 @@ pub(crate) fn q8_0_model_rows(r: &mut XorShift, nb: usize) -> (Vec<BlockQ8_0>, V
     (x, y)
 }
 
-/// Q8_0 · Q8_0 at every SIMD level equals upstream's x86 order ([`q8_0_q8_0_x86`]) bit for bit,
-/// on rows as MUL_MAT sees them: one block, odd block counts, zero and extreme blocks
+/// Q8_0 · Q8_0 at every x86 SIMD level equals upstream's x86 order ([`q8_0_q8_0_x86`]) bit for
+/// bit, on rows as MUL_MAT sees them: one block, odd block counts, zero and extreme blocks (the
+/// aarch64 levels: `neon.rs`)
 #[test]
 fn q8_0_simd_kernels_equal_upstreams_x86_order_bit_for_bit() {
     let mut r = XorShift::new(14);
-    for level in Level::available().into_iter().filter(|&l| l > Level::Scalar) {
+    for level in Level::available().into_iter().filter(|&l| l >= Level::Avx2) {
         for nb in [0, 1, 2, 3, 5, 17, 64, 127, 128, 130] {
             for _ in 0..4 {
                 let (x, y) = q8_0_model_rows(&mut r, nb);
@@ -158,7 +159,7 @@ fn q8_0_x86_order_is_not_the_generic_order() {
     assert_eq!(hsum8(v), 1.0 + 2f32.powi(-23));
 }
 
-fn q8_k_row(r: &mut XorShift, nb: usize) -> Vec<BlockQ8K> {
+pub(crate) fn q8_k_row(r: &mut XorShift, nb: usize) -> Vec<BlockQ8K> {
     let x = r.model_like(nb * QK_K);
     let mut y = vec![BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; 16] }; nb];
     quantize_row_q8_k(&x, &mut y);
@@ -179,7 +180,9 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
                 b.d = f16::from_f32(r.f32_in(0.0, 0.01));
                 b.dmin = f16::from_f32(r.f32_in(0.0, 0.01));
             }
-            let (got, want) = (select_q4_k(level)(&x4, &y), q4_k_q8_k_reference(&x4, &y));
+            // upstream's aarch64 order at the NEON levels (`neon.rs`), the reference's elsewhere
+            let want = if level.is_neon() { super::neon::q4_k_q8_k_arm(&x4, &y) } else { q4_k_q8_k_reference(&x4, &y) };
+            let got = select_q4_k(level)(&x4, &y);
             assert_eq!(got.to_bits(), want.to_bits(), "q4_K {} nb={nb}: {got} vs {want}", level.name());
 
             let mut x6 = vec![BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: f16::ZERO }; nb];
@@ -189,8 +192,15 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
             }
             let (got, want) = (select_q6_k_reference_order(level)(&x6, &y), q6_k_q8_k_reference(&x6, &y));
             assert_eq!(got.to_bits(), want.to_bits(), "q6_K {} nb={nb}: {got} vs {want}", level.name());
-            // the kernel MUL_MAT runs: upstream's x86 order from AVX2 (the reference at scalar)
-            let want = if level >= Level::Avx2 { q6_k_q8_k_x86(&x6, &y) } else { q6_k_q8_k_reference(&x6, &y) };
+            // the kernel MUL_MAT runs: upstream's x86 order from AVX2, its aarch64 order at the
+            // NEON levels (the reference at scalar)
+            let want = if level >= Level::Avx2 {
+                q6_k_q8_k_x86(&x6, &y)
+            } else if level.is_neon() {
+                super::neon::q6_k_q8_k_arm(&x6, &y)
+            } else {
+                q6_k_q8_k_reference(&x6, &y)
+            };
             let got = select_q6_k(level)(&x6, &y);
             assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 {} nb={nb}: {got} vs {want}", level.name());
         }
@@ -378,7 +388,7 @@ fn f16_avx512_order_is_its_own() {
 }
 
 /// Q4_K rows of random bytes (every scale, min and quant pattern), scales `d` and `dmin` from `scale`
-fn q4_k_random(r: &mut XorShift, nb: usize, scale: f32) -> Vec<BlockQ4K> {
+pub(crate) fn q4_k_random(r: &mut XorShift, nb: usize, scale: f32) -> Vec<BlockQ4K> {
     let mut x = vec![BlockQ4K { d: f16::ZERO, dmin: f16::ZERO, scales: [0; 12], qs: [0; 128] }; nb];
     r.fill_bytes(as_bytes_mut(&mut x));
     for b in &mut x {

@@ -24,7 +24,7 @@ use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, Scratch, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
-use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_x86};
+use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_cpu};
 
 mod rows;
 mod tiles;
@@ -406,7 +406,7 @@ fn convert_queries(c: &Ctx, g: &Group, w: &mut Areas, tiled: bool) {
         // SAFETY: this chunk's own f32 words seen as bytes (any bit pattern is valid for both)
         let qb = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, qbytes) };
         if qt == GgmlType::Q8_0 {
-            quantize_row_q8_0_x86(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
+            quantize_row_q8_0_cpu(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
         } else {
             quantize_row(qt, qf, qb);
         }

@@ -86,14 +86,22 @@ pub fn silu8(x: f32) -> f32 {
     x / (1.0 + exp8(0.0 - x))
 }
 
-/// the values SiLU takes in blocks at `level` (the rest of a row through libm): 8 at AVX2, else 16
+/// the values SiLU takes in blocks at `level` (the rest of a row through libm): 8 at AVX2, 4 at
+/// the NEON levels (upstream's aarch64 build: `float32x4_t`), else 16
 pub fn silu_block(level: Level) -> usize {
-    if cfg!(target_arch = "x86_64") && level == Level::Avx2 { 8 } else { 16 }
+    if cfg!(target_arch = "x86_64") && level == Level::Avx2 {
+        8
+    } else if level.is_neon() {
+        4
+    } else {
+        16
+    }
 }
 
-/// a block value's SiLU at `level` ([`silu8`] at AVX2, else [`silu16`])
+/// a block value's SiLU at `level` ([`silu8`] at AVX2 and NEON, whose vector exp is the same lane
+/// for lane; else [`silu16`])
 pub fn silu_at(level: Level, x: f32) -> f32 {
-    if silu_block(level) == 8 { silu8(x) } else { silu16(x) }
+    if silu_block(level) < 16 { silu8(x) } else { silu16(x) }
 }
 
 /// libm's SiLU, upstream's form for the values after the last whole block of 16
@@ -116,8 +124,17 @@ pub fn silu_row(level: Level, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
         silu_blocks_scalar(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
     }
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = level;
+    if level.is_neon() {
+        // upstream's aarch64 build: blocks of 4 of `ggml_v_silu`, [`exp8`]'s exp lane for lane
+        // (plain Rust: the lanes are independent, LLVM vectorizes what it can)
+        for i in 0..whole {
+            let s = silu8(x[i]);
+            y[i] = match g {
+                Some(g) => s * g[i],
+                None => s,
+            };
+        }
+    } else {
         silu_blocks_scalar(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
     }
     for i in whole..y.len() {
@@ -150,6 +167,21 @@ pub(crate) fn reduce_add16(v: &[f32; 16]) -> f32 {
 /// them (`ggml_vec_soft_max_f32`); at AVX2 as its AVX2 build does (blocks of 8 through [`exp8`],
 /// each block summed as `hsum_ps` sums 8 lanes, the block sums in f64)
 pub fn exp_sub_sum_row(level: Level, y: &mut [f32], max: f32) -> f64 {
+    if level.is_neon() {
+        // upstream's aarch64 build: blocks of 4 through [`exp8`] (its `ggml_v_expf` lane for
+        // lane), each summed by `vaddvq_f32` and added in f64; the rest through libm
+        let whole = y.len() / 4 * 4;
+        let mut sum = 0.0f64;
+        for yb in y[..whole].chunks_exact_mut(4) {
+            yb.iter_mut().for_each(|v| *v = exp8(*v - max));
+            sum += f64::from(crate::dot::neon::hsum4([yb[0], yb[1], yb[2], yb[3]]));
+        }
+        for v in &mut y[whole..] {
+            *v = (*v - max).exp();
+            sum += f64::from(*v);
+        }
+        return sum;
+    }
     #[cfg(target_arch = "x86_64")]
     if level == Level::Avx2 {
         let whole = y.len() / 8 * 8;

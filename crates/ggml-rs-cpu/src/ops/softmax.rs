@@ -141,8 +141,9 @@ fn fast_row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale
     }
     let sink = sinks.map(|s| get(s, i2, 0, 0, 0));
     let max = sink.map_or(vf.max(y), |s| vf.max(y).max(s));
-    // from AVX2, upstream's own exponential and summation order (the bits of its build of the level)
-    let mut sum = if vf.level() >= Level::Avx2 { super::expf::exp_sub_sum_row(vf.level(), y, max) } else { vf.exp_sub_sum(y, max) };
+    // from AVX2 and at NEON, upstream's own exponential and summation order (the bits of its
+    // build of the level)
+    let mut sum = if vf.level() >= Level::Avx2 || vf.level().is_neon() { super::expf::exp_sub_sum_row(vf.level(), y, max) } else { vf.exp_sub_sum(y, max) };
     if let Some(s) = sink {
         sum += (s - max).exp() as f64;
     }

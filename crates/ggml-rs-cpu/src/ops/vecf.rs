@@ -269,6 +269,7 @@ fn rope_halves_scalar(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
 
 /// the scalar form of the vector exp (the tail lanes of the vector kernels)
 #[inline]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn exp_poly(x: f32) -> f32 {
     let x = x.clamp(-88.0, 88.0);
     let n = (x * std::f32::consts::LOG2_E).round_ties_even();
@@ -281,9 +282,12 @@ fn exp_poly(x: f32) -> f32 {
     y * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const LN2_HI: f32 = 0.693_359_4;
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const LN2_LO: f32 = -2.121_944_4e-4;
 /// exp(r) ≈ 1 + r + r²·(P0·r⁵ + … + P5)
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const P: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5];
 
 #[cfg(target_arch = "x86_64")]

@@ -18,7 +18,7 @@ pub(crate) use q5::unpack5;
 pub use q5::{dequantize_row_q5_0, dequantize_row_q5_1, dequantize_row_q8_1, quantize_row_q5_0, quantize_row_q5_1, quantize_row_q8_1, quantize_row_q8_1_x86};
 pub(crate) use q6_k::q6_get;
 pub use q6_k::{dequantize_row_q6_k, quantize_row_q6_k};
-pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0_x86};
+pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0_arm, quantize_row_q8_0_cpu, quantize_row_q8_0_x86};
 pub use q8_k::{dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k_4x8};
 
 use crate::GgmlType;

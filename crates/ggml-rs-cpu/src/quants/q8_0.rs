@@ -29,6 +29,39 @@ pub fn dequantize_row_q8_0(x: &[BlockQ8_0], y: &mut [f32]) {
     }
 }
 
+/// Q8_0 as upstream's CPU backend quantizes activations (its `from_float`) on this architecture:
+/// [`quantize_row_q8_0_x86`] on x86-64, [`quantize_row_q8_0_arm`] on aarch64, elsewhere the
+/// reference
+pub fn quantize_row_q8_0_cpu(x: &[f32], y: &mut [BlockQ8_0]) {
+    if cfg!(target_arch = "x86_64") {
+        quantize_row_q8_0_x86(x, y)
+    } else if cfg!(target_arch = "aarch64") {
+        quantize_row_q8_0_arm(x, y)
+    } else {
+        quantize_row_q8_0(x, y)
+    }
+}
+
+/// Q8_0 as upstream's aarch64 build quantizes activations (`quantize_row_q8_0`'s NEON branch):
+/// `d = amax / 127`, `id = 1 / d` (0 when d is), quants `v · id` rounded to the nearest, ties to
+/// even, by `vcvtnq_s32_f32` (saturating to i32, NaN to 0), then kept in their low byte (the
+/// C conversion to `int8_t`). Rust's `as i32` of a float saturates and sends NaN to 0 too. A
+/// block of denormals whose `1 / d` overflows gives -1 for positive and 0 for negative values,
+/// as upstream's aarch64 build does.
+pub fn quantize_row_q8_0_arm(x: &[f32], y: &mut [BlockQ8_0]) {
+    check_blocks("quantize_row_q8_0_arm", x.len(), QK8_0, y.len());
+    for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
+        // vmaxq_f32 propagates a NaN; f32::max would drop it
+        let amax = xb.iter().fold(0.0f32, |m, v| if m.is_nan() || v.is_nan() { f32::NAN } else { m.max(v.abs()) });
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        yb.d = f16::from_f32(d);
+        for (q, v) in yb.qs.iter_mut().zip(xb) {
+            *q = (v * id).round_ties_even() as i32 as i8;
+        }
+    }
+}
+
 /// Q8_0 as upstream's CPU backend quantizes activations on x86 (`quantize_row_q8_0` of
 /// ggml-cpu, the `from_float` MUL_MAT uses; the AVX/AVX2/AVX-512 builds): `id = 127 / amax`
 /// rather than `1 / d`, and ties rounded to even. It differs from the reference in the last
@@ -168,6 +201,51 @@ mod x86 {
 mod tests {
     use super::*;
     use crate::rng::XorShift;
+
+    /// upstream's aarch64 quantizer: ties to even (the reference rounds them away from zero), `1/d`
+    /// rather than `127/amax`, a NaN or an infinity in the block zeroes it, and a block of
+    /// denormals whose `1/d` overflows keeps the low byte of the saturated conversion
+    #[test]
+    fn the_arm_quantizer_is_upstreams_neon_branch() {
+        let one = |x: [f32; 32]| {
+            let mut b = [BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }];
+            quantize_row_q8_0_arm(&x, &mut b);
+            b[0]
+        };
+        // amax 127: d = 1, id = 1, the values are their own quants
+        let mut x = [0f32; 32];
+        x[..5].copy_from_slice(&[127.0, 2.5, -2.5, 3.5, -0.5]);
+        let b = one(x);
+        assert_eq!(b.d.to_f32(), 1.0);
+        assert_eq!(&b.qs[..5], &[127, 2, -2, 4, 0]);
+        let mut r = [BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }];
+        quantize_row_q8_0(&x, &mut r);
+        assert_eq!(&r[0].qs[..5], &[127, 3, -3, 4, -1], "the reference rounds ties away from zero");
+        // a NaN or an infinity: every quant 0
+        let mut x = [1f32; 32];
+        x[3] = f32::NAN;
+        assert_eq!(one(x).qs, [0; 32]);
+        x[3] = f32::INFINITY;
+        let b = one(x);
+        assert_eq!((b.qs, b.d.to_f32()), ([0; 32], f32::INFINITY));
+        // denormals: d = amax / 127 is denormal, 1/d is +inf; +inf saturates to i32::MAX (low
+        // byte 0xff), -inf to i32::MIN (low byte 0), 0 · inf is NaN (0)
+        let mut x = [0f32; 32];
+        x[0] = 1e-40;
+        x[1] = -1e-40;
+        let b = one(x);
+        assert_eq!(&b.qs[..3], &[-1, 0, 0]);
+        // model-like rows: within one step of the reference's quants, the same scales
+        let mut rng = XorShift::new(5);
+        let x = rng.model_like(32 * 16);
+        let (mut a, mut r) = (vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; 16], vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; 16]);
+        quantize_row_q8_0_arm(&x, &mut a);
+        quantize_row_q8_0(&x, &mut r);
+        for (a, r) in a.iter().zip(&r) {
+            assert_eq!(a.d, r.d);
+            assert!(a.qs.iter().zip(&r.qs).all(|(p, q)| (*p as i32 - *q as i32).abs() <= 1));
+        }
+    }
 
     /// the AVX-512 blocks of quantize_row_q8_0_x86 against its scalar definition, bit for bit:
     /// model-like rows, ties (values at exactly k + 0.5 of the step), zero blocks, and blocks with

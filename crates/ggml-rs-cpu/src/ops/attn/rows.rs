@@ -128,6 +128,7 @@ fn mad32_def(y: &mut [f32], x: &[f32], s: f32) {
 pub struct AccOps {
     level: Level,
     /// the f16-arithmetic part in AVX512-FP16 instructions (else emulated exactly in f64 lanes)
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fp16: bool,
 }
 

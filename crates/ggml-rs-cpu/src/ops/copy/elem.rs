@@ -192,7 +192,7 @@ pub unsafe fn dequantize_to(ty: GgmlType, src: *const u8, n: usize, dst: *mut u8
 }
 
 /// Quantizes (or converts) the f32 row `x` into `ty` at `dst` as upstream's CPU backend does
-/// (its `from_float`: Q8_0 by the x86 variant, the other formats by their reference).
+/// (its `from_float`: Q8_0 by this architecture's variant, the other formats by their reference).
 ///
 /// # Safety
 /// `dst` is valid for writing `ty.row_size(x.len())` bytes and overlaps nothing `x` borrows.
@@ -214,8 +214,8 @@ pub unsafe fn quantize_from_as(ty: GgmlType, x: &[f32], dst: *mut u8, four_row: 
     }
     let rs = ty.row_size(x.len());
     let write = |out: &mut [u8]| {
-        if ty == GgmlType::Q8_0 && cfg!(target_arch = "x86_64") {
-            crate::quants::quantize_row_q8_0_x86(x, crate::block::as_blocks_mut(out, "q8_0 row"));
+        if ty == GgmlType::Q8_0 {
+            crate::quants::quantize_row_q8_0_cpu(x, crate::block::as_blocks_mut(out, "q8_0 row"));
         } else if ty == GgmlType::Q8K && four_row {
             crate::quants::quantize_row_q8_k_4x8(x, crate::block::as_blocks_mut(out, "q8_K row"));
         } else {

@@ -91,7 +91,7 @@ fn dup_quantizes_float_rows_as_upstreams_cpu_and_dequantizes_blocks() {
             for (row, x) in vals.chunks(n).enumerate() {
                 let mut want = crate::block::AlignedBytes::zeroed(ty.row_size(n));
                 if ty == GgmlType::Q8_0 {
-                    crate::quants::quantize_row_q8_0_x86(x, crate::block::as_blocks_mut(&mut want, "q8_0"));
+                    crate::quants::quantize_row_q8_0_cpu(x, crate::block::as_blocks_mut(&mut want, "q8_0"));
                 } else {
                     quantize_row(ty, x, &mut want);
                 }
@@ -206,7 +206,7 @@ fn set_rows_converts_rows_into_every_cache_type_with_broadcast_indices() {
                             let mut want = crate::block::AlignedBytes::zeroed(rs);
                             let ty = GgmlType::from_raw(dt).unwrap();
                             if ty == GgmlType::Q8_0 {
-                                crate::quants::quantize_row_q8_0_x86(&x, crate::block::as_blocks_mut(&mut want, "q8_0"));
+                                crate::quants::quantize_row_q8_0_cpu(&x, crate::block::as_blocks_mut(&mut want, "q8_0"));
                             } else {
                                 quantize_row(ty, &x, &mut want);
                             }

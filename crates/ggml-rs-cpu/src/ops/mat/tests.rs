@@ -254,7 +254,10 @@ fn mul_mat_attention_shapes_take_the_tiles_and_agree() {
             let b = T::permuted(F32, bne, [0, 2, 1, 3]).random(&mut r);
             let dne = [rows as i64, tokens as i64, (kv_heads * g) as i64, n3 as i64];
             let what = format!("{} k={k} rows={rows} kv_heads={kv_heads} tokens={tokens} g={g} n3={n3}", wt.name());
-            assert_eq!(use_fgemm(&a.view(), &b.view(), wt, Level::Avx512), tokens * g >= 16, "{what}: takes the tiles");
+            // the float tiles are x86's (AVX2 and up)
+            if cfg!(target_arch = "x86_64") {
+                assert_eq!(use_fgemm(&a.view(), &b.view(), wt, Level::Avx512), tokens * g >= 16, "{what}: takes the tiles");
+            }
             let d = T::new(F32, dne);
             run(&node(Op::MulMat, &d, &[&a, &b], &[]), 3);
             check_mul_mat(&a, &b, &d, &what);
