@@ -1,6 +1,6 @@
 //! Tiled float GEMM for prompt processing (MUL_MAT with many activation rows) of F32, F16 and
-//! BF16 weights, on AVX-512. F32 and F16 weights come here only with `GGML_RS_CPU_F32_TILES=fast`
-//! / `GGML_RS_CPU_F16_TILES=fast`: by default they take [`crate::sgemm`] (upstream's order).
+//! BF16 weights, on AVX-512. F32 and F16 weights come here only with `GGML_RS_CPU_ORDER=fast`
+//! ([`crate::config`]): by default they take [`crate::sgemm`] (upstream's order).
 //!
 //! Weights are repacked 32 rows at a time, transposed so that element k of the 32 rows is
 //! contiguous (F16 / BF16 kept in 16 bits: half the memory traffic of widened weights; widened

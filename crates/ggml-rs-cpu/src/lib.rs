@@ -17,6 +17,7 @@
 
 pub mod backend;
 pub mod block;
+pub mod config;
 pub mod dot;
 pub mod fgemm;
 pub mod fp;

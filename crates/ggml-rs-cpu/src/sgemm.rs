@@ -19,7 +19,7 @@
 //! the activations given as f32 (F16 ones widened beforehand: no conversion in the loop). The
 //! weights are read in place (no repacking). It equals the definition bit for bit (tests). Its
 //! speed is below the one-lane-per-row tiles of [`crate::fgemm`] (another order), which
-//! `GGML_RS_CPU_F16_TILES=fast` / `GGML_RS_CPU_F32_TILES=fast` ([`fast`], read once) keep for
+//! `GGML_RS_CPU_ORDER=fast` ([`fast`], [`crate::config`]) keeps for
 //! whoever prefers the speed.
 //!
 //! **At AVX2** (+ FMA + F16C; the `avx2` kernel set, and what upstream's AVX2 builds run):
@@ -106,21 +106,10 @@ pub fn supports(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::F32 | GgmlType::F16)
 }
 
-/// `GGML_RS_CPU_F16_TILES=fast` for F16, `GGML_RS_CPU_F32_TILES=fast` for F32 (each read once):
-/// the prompts of that weight type through [`crate::fgemm`]'s tiles (faster, another summation
-/// order than upstream's)
+/// `GGML_RS_CPU_ORDER=fast` ([`crate::config`]): F16 and F32 prompts through [`crate::fgemm`]'s
+/// tiles (faster, another summation order than upstream's)
 pub fn fast(ty: GgmlType) -> bool {
-    use std::sync::OnceLock;
-    fn read(name: &str) -> bool {
-        std::env::var(name).is_ok_and(|v| v.trim().eq_ignore_ascii_case("fast"))
-    }
-    static F16: OnceLock<bool> = OnceLock::new();
-    static F32: OnceLock<bool> = OnceLock::new();
-    match ty {
-        GgmlType::F16 => *F16.get_or_init(|| read("GGML_RS_CPU_F16_TILES")),
-        GgmlType::F32 => *F32.get_or_init(|| read("GGML_RS_CPU_F32_TILES")),
-        _ => false,
-    }
+    matches!(ty, GgmlType::F16 | GgmlType::F32) && crate::config::get().fast()
 }
 
 /// whether a node of weights `ty` at `level` takes the exact forms (F32 / F16, AVX2 or above:

@@ -75,8 +75,8 @@ pub fn active() -> Level {
     static ACTIVE: OnceLock<Level> = OnceLock::new();
     *ACTIVE.get_or_init(|| {
         let top = detected();
-        match std::env::var("GGML_RS_CPU_SIMD") {
-            Ok(s) => match Level::from_name(&s) {
+        match crate::config::get().simd.as_deref() {
+            Some(s) => match Level::from_name(s) {
                 Some(l) => l.min(top),
                 None => {
                     let names: Vec<&str> = Level::of_this_arch().iter().map(|l| l.name()).collect();
@@ -84,7 +84,7 @@ pub fn active() -> Level {
                     top
                 }
             },
-            Err(_) => top,
+            None => top,
         }
     })
 }

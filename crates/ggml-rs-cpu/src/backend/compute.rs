@@ -139,8 +139,7 @@ impl Drop for Engine {
 
 /// upstream's `GGML_CPU_DISABLE_FUSION=1` (read once)
 fn fusion_disabled() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| std::env::var("GGML_CPU_DISABLE_FUSION").is_ok_and(|v| v.trim().parse::<i32>() == Ok(1)))
+    crate::config::get().disable_fusion
 }
 
 /// The index of the weight source of the MUL after RMS_NORM node `i`, when the two may run as

@@ -212,9 +212,8 @@ pub fn supports_op(t: TensorRef) -> bool {
 
 /// The name of this backend in this process (see the module docs).
 fn choose_name() -> &'static CStr {
-    if let Ok(n) = std::env::var("GGML_RS_CPU_NAME")
-        && !n.is_empty()
-        && let Ok(c) = CString::new(n)
+    if let Some(n) = &crate::config::get().name
+        && let Ok(c) = CString::new(n.as_str())
     {
         return Box::leak(c.into_boxed_c_str());
     }

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::GgmlType;
@@ -18,8 +17,7 @@ use crate::ops::{Node, Op, raw_type};
 
 /// whether `GGML_RS_CPU_PROFILE` asks for the profile (read once per process)
 pub fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GGML_RS_CPU_PROFILE").is_ok_and(|v| !v.is_empty() && v != "0"))
+    crate::config::get().profile
 }
 
 /// (op, sub-op for UNARY / GLU else -1, src0 type or -1)

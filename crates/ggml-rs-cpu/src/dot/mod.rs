@@ -94,7 +94,7 @@ impl Order {
     /// weights `wt` Q4_0 or Q4_K, 2-D (`ne02 = ne03 = 1`), `ne01 % 8 == 0` (upstream's
     /// `ggml_repack_get_optimal_repack_type`), F32 activations with `ne13 == 1` (its supports_op
     /// and forward_mul_mat). Not at the scalar level (use_ref, `GGML_RS_CPU_SIMD=scalar`: the
-    /// reference stays `vec_dot`'s), nor with `GGML_RS_CPU_Q4_ORDER=vec_dot` (read once).
+    /// reference stays `vec_dot`'s), nor with `GGML_RS_CPU_ORDER=fast` ([`vec_dot_only`]).
     pub fn repacked(wt: GgmlType, ne01: i64, ne02: i64, ne03: i64, src1_f32: bool, ne13: i64, level: Level) -> bool {
         matches!(wt, GgmlType::Q4_0 | GgmlType::Q4K)
             && level >= Level::Avx2
@@ -120,12 +120,11 @@ impl Order {
     }
 }
 
-/// `GGML_RS_CPU_Q4_ORDER=vec_dot` (read once): Q4_0 / Q4_K MUL_MATs summed in `ggml_vec_dot`'s
-/// order whatever their shape, and the prompt tiles of Q4_K / Q6_K in their per-block forms
-/// (not upstream's repacked / tiled paths)
+/// `GGML_RS_CPU_ORDER=fast` ([`crate::config`]): Q4_0 / Q4_K MUL_MATs summed in
+/// `ggml_vec_dot`'s order whatever their shape, and the prompt tiles of Q4_K in their per-block
+/// form (faster than upstream's repacked GEMM order's `k_pairs`: `qgemm_bench`)
 pub fn vec_dot_only() -> bool {
-    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *V.get_or_init(|| std::env::var("GGML_RS_CPU_Q4_ORDER").is_ok_and(|v| v.trim().eq_ignore_ascii_case("vec_dot")))
+    crate::config::get().fast()
 }
 
 /// a dot-product kernel for one weight type, chosen once

@@ -14,7 +14,7 @@
 //!
 //! By default each node takes the path upstream's CPU takes for it, in that path's order
 //! (`rows.rs`: one query row at a time, or the KV split; `tiles.rs`: the prompt blocks). Under
-//! `GGML_RS_CPU_FA_ORDER=fast`, and for the prompt blocks' nodes below AVX2, [`one_group`] runs
+//! `GGML_RS_CPU_ORDER=fast`, and for the prompt blocks' nodes below AVX2, [`one_group`] runs
 //! instead: an online softmax over tiles of KV (a tile's scores first, then the running maximum,
 //! the rescale of the f32 V accumulator and the sum, then the V rows weighted in).
 

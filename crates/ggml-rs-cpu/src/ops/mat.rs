@@ -291,10 +291,10 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
 
 /// Q6_K weights that upstream's native build hands to its tiled K-quant path (8 or more
 /// activation rows, F32 or Q8_K; [`crate::dot::q6_k::tiled_order_applies`]); the qgemm tiles
-/// of Q6_K sum in that order too (their `tiled` form), unless `GGML_RS_CPU_Q4_ORDER=vec_dot`
+/// of Q6_K sum in that order too (their `tiled` form), whatever `GGML_RS_CPU_ORDER`
 fn q6_k_tiled(b: &View, wt: GgmlType, level: Level) -> bool {
     let src1_ok = b.ty == raw_type::F32 || b.ty == GgmlType::Q8K as i32;
-    wt == GgmlType::Q6K && !crate::dot::vec_dot_only() && crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, level)
+    wt == GgmlType::Q6K && crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, level)
 }
 
 /// activation rows from which the tiled GEMM beats the row kernels (below, repacking the

@@ -99,8 +99,8 @@ const PAIR_MAGIC: i32 = 0x4B40_0000;
 
 /// Q4_0's form for a MUL_MAT that upstream does not repack (`repacked` false: rows % 8 != 0,
 /// ...; [`crate::dot::Order::repacked`]): the pairs form, upstream's x86 / tinyBLAS order (the
-/// per-row form sums in its repacked order), unless `GGML_RS_CPU_Q4_ORDER=vec_dot` or
-/// [`q8_0_fast`]; any other type: [`kind`]
+/// per-row form sums in its repacked order), unless `GGML_RS_CPU_ORDER=fast`
+/// ([`crate::dot::vec_dot_only`], [`q8_0_fast`]); any other type: [`kind`]
 pub fn kind_for(ty: GgmlType, repacked: bool, level: Level) -> Option<Kind> {
     if ty == GgmlType::Q4_0 && !repacked && !crate::dot::vec_dot_only() && !q8_0_fast() {
         return Some(Kind { pairs: true, ..kind_of(ty, true)? });
@@ -115,27 +115,26 @@ pub fn kind(ty: GgmlType) -> Option<Kind> {
 }
 
 /// the repacked form of `ty` at `level`, for the weight types this GEMM takes (Q8_0: the pairs
-/// form unless [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order, and at AVX-512 VNNI Q6_K:
-/// its tiled path's order (the order of upstream's native build; below, Q6_K's rows are in its
-/// x86 vec_dot order and the tiles in the one-lane form), unless `GGML_RS_CPU_Q4_ORDER=vec_dot`,
-/// [`crate::dot::vec_dot_only`])
+/// form unless [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order unless
+/// [`crate::dot::vec_dot_only`]; at AVX-512 VNNI Q6_K: its tiled path's order (the order of
+/// upstream's native build, and the faster tiles; below, Q6_K's rows are in its x86 vec_dot
+/// order and the tiles in the one-lane form)
 pub fn kind_at(ty: GgmlType, level: Level) -> Option<Kind> {
     let k = kind_of(ty, !q8_0_fast());
     match ty {
         GgmlType::Q4K if !crate::dot::vec_dot_only() => k.map(|k| Kind { k_pairs: true, ..k }),
-        GgmlType::Q6K if !crate::dot::vec_dot_only() && level >= Level::Avx512Vnni => k.map(|k| Kind { tiled: true, ..k }),
+        GgmlType::Q6K if level >= Level::Avx512Vnni => k.map(|k| Kind { tiled: true, ..k }),
         _ => k,
     }
 }
 
-/// `GGML_RS_CPU_Q8_0_TILES=fast` (read once): Q8_0's prompt tiles in the one-lane-per-row form
+/// `GGML_RS_CPU_ORDER=fast` ([`crate::config`]): Q8_0's prompt tiles in the one-lane-per-row form
 /// (~2.2× faster per tile at AVX-512 VNNI, ~1.6× at AVX2), summed in another order than
 /// upstream (last-bit differences in every prompt MUL_MAT, which a random-weight model amplifies:
 /// medium-q8_0's prompt logits at the avx2 set 1.7e-2 from upstream's AVX2 build, 0 in its order);
 /// anything else or unset: the pairs form, upstream's x86 order bit for bit at every set
 pub fn q8_0_fast() -> bool {
-    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FAST.get_or_init(|| std::env::var("GGML_RS_CPU_Q8_0_TILES").is_ok_and(|v| v.trim().eq_ignore_ascii_case("fast")))
+    crate::config::get().fast()
 }
 
 /// [`kind`] with the choice of Q8_0's form given

@@ -18,7 +18,7 @@
 //! f16 arithmetic (one rounding of `y + x·f16(vs)`), the others as the scalar tail (`f32` fused
 //! multiply-add, then rounded to f16). [`mad16_def`] and [`scale16_def`] define both; the
 //! AVX-512 and AVX2 kernels equal them bit for bit. Other V types accumulate in f32 with fused
-//! multiply-adds. `GGML_RS_CPU_FA_ORDER=fast` keeps the previous paths (tiles for decode and short
+//! multiply-adds. `GGML_RS_CPU_ORDER=fast` keeps the previous paths (tiles for decode and short
 //! prompts, the KV split chosen by idle threads).
 
 use super::{Areas, Ctx, Group, row_bytes, v_to_f32};
@@ -50,18 +50,10 @@ pub(super) fn path(q: &View, k: &View, kt: GgmlType, vt: GgmlType, level: Level)
     }
 }
 
-/// `GGML_RS_CPU_FA_ORDER=fast`: the previous paths, faster for token generation, not upstream's bits
+/// `GGML_RS_CPU_ORDER=fast` ([`crate::config`]): the previous paths, faster for token
+/// generation, not upstream's bits
 pub(super) fn fast_order() -> bool {
-    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FAST.get_or_init(|| match std::env::var("GGML_RS_CPU_FA_ORDER") {
-        Ok(s) if s == "fast" => true,
-        Ok(s) if s.is_empty() || s == "upstream" => false,
-        Ok(s) => {
-            eprintln!("ggml-rs-cpu: GGML_RS_CPU_FA_ORDER={s} is not one of upstream, fast; using upstream");
-            false
-        }
-        Err(_) => false,
-    })
+    crate::config::get().fast()
 }
 
 /// the number of leading elements of an F16 accumulator of `dv` that upstream's native build adds

@@ -380,7 +380,7 @@ fn mul_mat_q4_is_upstreams_repacked_order_bit_for_bit() {
     use crate::dot::q4_k::{q4_k_q8_k_gemm, q4_k_q8_k_gemv};
     use crate::dot::q8_0::q4_0_q8_0_repack;
     if crate::dot::vec_dot_only() {
-        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot: not tested");
+        eprintln!("SKIP: GGML_RS_CPU_ORDER=fast (not upstream's repacked order)");
         return;
     }
     let mut r = XorShift::new(37);
@@ -447,8 +447,8 @@ fn mul_mat_q4_is_upstreams_repacked_order_bit_for_bit() {
 fn mul_mat_q6_k_is_upstream_natives_order_bit_for_bit() {
     use crate::block::{BlockQ6K, BlockQ8K, as_blocks};
     use crate::dot::q6_k::{q6_k_q8_k_tiled, q6_k_q8_k_x86};
-    if crate::dot::vec_dot_only() || crate::simd::detected() < Level::Avx512Vnni {
-        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot or no AVX-512 VNNI: not tested");
+    if crate::simd::detected() < Level::Avx512Vnni {
+        eprintln!("SKIP: no AVX-512 VNNI");
         return;
     }
     let mut r = XorShift::new(38);
@@ -489,7 +489,7 @@ fn mul_mat_q6_k_is_upstream_natives_order_bit_for_bit() {
 fn mul_mat_q4_0_not_repacked_is_upstreams_x86_order_bit_for_bit() {
     use crate::block::{BlockQ4_0, BlockQ8_0, as_blocks};
     if crate::dot::vec_dot_only() || crate::qgemm::q8_0_fast() {
-        eprintln!("GGML_RS_CPU_Q4_ORDER=vec_dot or GGML_RS_CPU_Q8_0_TILES=fast: not tested");
+        eprintln!("SKIP: GGML_RS_CPU_ORDER=fast (not upstream's x86 order)");
         return;
     }
     let mut r = XorShift::new(39);
