@@ -330,3 +330,18 @@ pub unsafe fn tensor_bytes<'a>(t: *mut ggml_tensor) -> &'a mut [u8] {
     // SAFETY: the caller's contract
     unsafe { std::slice::from_raw_parts_mut((*t).data as *mut u8, (*t).nb[3] * (*t).ne[3] as usize) }
 }
+
+/// the libraries, or None (the test skips) — unless GGML_RS_UPSTREAM_REQUIRED=1 (the suite sets
+/// it), where a missing library fails the test
+pub fn load_or_skip() -> Option<Upstream> {
+    match Upstream::load() {
+        Ok(u) => Some(u),
+        Err(why) if std::env::var("GGML_RS_UPSTREAM_REQUIRED").is_ok_and(|v| v == "1") => {
+            panic!("upstream's libraries are required (GGML_RS_UPSTREAM_REQUIRED=1) and not loaded: {why}")
+        }
+        Err(why) => {
+            println!("SKIPPED: upstream's libraries not loaded: {why}");
+            None
+        }
+    }
+}
