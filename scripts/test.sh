@@ -50,6 +50,9 @@
 #      them), its own ggml tests (ctest, grad/support -b CPU against the reference, test-opt)
 #  17. the abi-0-26-0 profile (ggml 0.26.0 of llama-cpp-sys-2): symbols, layouts, the C tests and
 #      test-alloc on it; a Rust program using llama-cpp-2 gets the same tokens and logits on ours
+#  18. aarch64 (scripts/aarch64.sh): the Rust CPU backend's NEON kernel sets cross-built and run
+#      under qemu-user: the crate's tests at scalar / neon / dotprod, its kernels against upstream's
+#      aarch64 build bit for bit, test-backend-ops -b RSCPU, and a tiny model's text stock vs ours
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
@@ -789,5 +792,36 @@ check "0.26.0: stock fails the seed scenarios (allocator, fuzz, scheduler, misus
      '$L2' upstream-fails test_sched_scenarios ${SCHED_SEED_SCENARIOS[*]} && '$L2' upstream-fails test_misuse ${MISUSE_SCENARIOS[*]}"
 check "0.26.0: the pin's test-alloc on stock and ours" "$L2" test-alloc
 check "0.26.0: llama-cpp-2 example: same tokens and logits (bits) on stock, ours, LD_PRELOAD" "$L2" compare "$MODELS/tiny-f32.gguf"
+
+step "18. aarch64: the NEON kernel sets, cross-built and run under qemu-user (correctness only)"
+# qemu-user runs aarch64 binaries here but times nothing: ARM speed is not measured by the suite
+A64=$ROOT/scripts/aarch64.sh
+A64_STOCK=$(dirname "$BUILD_STOCK")/build-aarch64-stock
+a64_cargo() {
+    (cd "$ROOT" && CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu" cargo "$@")
+}
+# the crate's tests at each aarch64 kernel set (qemu's default CPU has DotProd), then its
+# comparisons with upstream's own aarch64 build (armv8.2-a+dotprod): vec_dot, SiLU, quantizers
+a64_crate() {
+    local cap out rc=0
+    for cap in scalar neon dotprod; do
+        out=$(GGML_RS_CPU_SIMD=$cap a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --lib 2>&1) || rc=1
+        echo "$cap: $(grep -E '^test result' <<< "$out" | awk '{p += $4; f += $6} END {print p " passed, " f " failed"}')"
+        grep -E 'FAILED|panicked' <<< "$out" | head -n 5
+    done
+    out=$(GGML_RS_UPSTREAM_LIB_DIR="$A64_STOCK/bin" LD_LIBRARY_PATH="$A64_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 \
+        a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --test upstream --test enums -- --nocapture 2>&1) || rc=1
+    echo "against upstream's aarch64 build: $(grep -E '^test result' <<< "$out" | awk '{p += $4; f += $6} END {print p " passed, " f " failed"}')"
+    grep -E 'FAILED|panicked|SKIP' <<< "$out" | head -n 8
+    return $rc
+}
+check "aarch64: the cross tools (Debian's gcc/g++-aarch64-linux-gnu, qemu-user; rustup's target)" "$A64" deps
+a64_clippy() { a64_cargo clippy --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --all-targets -- -D warnings 2>&1 | tail -n 20; }
+check "aarch64: clippy -D warnings of ggml-rs-cpu for aarch64-unknown-linux-gnu" a64_clippy
+check "aarch64: upstream cross-built, stock (armv8.2-a+dotprod) and with our core + Rust CPU backend" "$A64" build
+check "aarch64: ggml-rs-cpu's tests under qemu at scalar, neon, dotprod; vec_dot, SiLU, quantizers equal upstream's aarch64 build's" a64_crate
+check "aarch64: test-backend-ops -b RSCPU beside upstream's aarch64 CPU under qemu: 0 FAIL" "$A64" ops
+check "aarch64: llama-simple's text and llama-compare's logits, stock vs ours, under qemu" "$A64" text
 
 summary

@@ -69,3 +69,12 @@ fn check_blocks(what: &str, n: usize, qk: usize, nb: usize) {
 
 #[cfg(test)]
 mod tests;
+
+/// `a · b + c` as upstream's reference quantizers compute it (`x0 = x·id; (int8_t)(x0 + 8.5f)`)
+/// on this architecture: GCC contracts the two into one fused multiply-add where FMA is in the
+/// baseline (aarch64: `fmadd` / `fmla` in its `quantize_row_q4_0_ref` and the Q4_1 / Q5_0 / Q5_1
+/// ones), not on x86-64's baseline
+#[inline(always)]
+pub(crate) fn mul_add_as_built(a: f32, b: f32, c: f32) -> f32 {
+    if cfg!(target_arch = "aarch64") { a.mul_add(b, c) } else { a * b + c }
+}

@@ -23,8 +23,8 @@ pub fn quantize_row_q4_0(x: &[f32], y: &mut [BlockQ4_0]) {
         yb.d = f16::from_f32(d);
         for j in 0..QK4_0 / 2 {
             // (int8_t) cast truncates toward zero; the values lie in [0.5, 16.5]
-            let q0 = ((xb[j] * id + 8.5) as i8).min(15) as u8;
-            let q1 = ((xb[j + QK4_0 / 2] * id + 8.5) as i8).min(15) as u8;
+            let q0 = (super::mul_add_as_built(xb[j], id, 8.5) as i8).min(15) as u8;
+            let q1 = (super::mul_add_as_built(xb[j + QK4_0 / 2], id, 8.5) as i8).min(15) as u8;
             yb.qs[j] = q0 | (q1 << 4);
         }
     }

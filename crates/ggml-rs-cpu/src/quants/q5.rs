@@ -48,7 +48,7 @@ pub fn quantize_row_q5_0(x: &[f32], y: &mut [BlockQ5_0]) {
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         yb.d = f16::from_f32(d);
         // (int8_t) cast truncates toward zero; the values lie in [0.5, 32.5]
-        let q: [u8; 32] = std::array::from_fn(|j| ((xb[j] * id + 16.5) as i8).min(31) as u8);
+        let q: [u8; 32] = std::array::from_fn(|j| (super::mul_add_as_built(xb[j], id, 16.5) as i8).min(31) as u8);
         pack5(&q, &mut yb.qs, &mut yb.qh);
     }
 }
@@ -82,7 +82,7 @@ pub fn quantize_row_q5_1(x: &[f32], y: &mut [BlockQ5_1]) {
         yb.d = f16::from_f32(d);
         yb.m = f16::from_f32(min);
         // (uint8_t) cast truncates; the values lie in [0.5, 31.5]
-        let q: [u8; 32] = std::array::from_fn(|j| ((xb[j] - min) * id + 0.5) as u8);
+        let q: [u8; 32] = std::array::from_fn(|j| super::mul_add_as_built(xb[j] - min, id, 0.5) as u8);
         pack5(&q, &mut yb.qs, &mut yb.qh);
     }
 }
