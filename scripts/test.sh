@@ -578,7 +578,7 @@ rscpu_caps_ops() {
     sets=$(cd "$ROOT" && cargo run --release -q -p ggml-rs-cpu --example kernel_sets)
     for cap in avx2 scalar; do
         grep -qx "$cap" <<< "$sets" || { echo "$cap: not below this CPU's set"; continue; }
-        GGML_RS_CPU_SIMD=$cap rscpu_ops_run "$cap-products" -o MUL_MAT,OUT_PROD,SOFT_MAX,UNARY,GLU,RMS_NORM,ROPE,GET_ROWS,CPY || ok=1
+        GGML_RS_CPU_SIMD=$cap rscpu_ops_run "$cap-products" -o MUL_MAT,OUT_PROD,SOFT_MAX,SILU,GELU,GELU_QUICK,GELU_ERF,RELU,SIGMOID,TANH,NEG,EXP,SWIGLU,GEGLU,REGLU,GEGLU_ERF,GEGLU_QUICK,SWIGLU_OAI,RMS_NORM,ROPE,GET_ROWS,CPY || ok=1
         [ "$cap" = avx2 ] && { GGML_RS_CPU_SIMD=$cap rscpu_ops_run "$cap-flash-attn" -o FLASH_ATTN_EXT -p 'hsk=64,hsv=64,' || ok=1; }
     done
     return $ok
