@@ -37,7 +37,7 @@ pub fn hsum4(v: [f32; 4]) -> f32 {
 }
 
 /// the pairs-of-blocks loop shared by Q8_0 and Q4_0: `w(block, i)` the weight at position i
-fn q_pairs<B>(x: &[B], y: &[BlockQ8_0], dot: bool, d: impl Fn(&B) -> f32, w: impl Fn(&B, usize) -> i32, tail: impl Fn(f32, f32, &B, &BlockQ8_0) -> f32) -> f32 {
+fn q_pairs<B>(x: &[B], y: &[BlockQ8_0], dot: bool, d: impl Fn(&B) -> f32, w: impl Fn(&B, usize) -> i32, tail: impl Fn(f32, &B, &BlockQ8_0) -> f32) -> f32 {
     let nb = x.len().min(y.len());
     let mut acc = [[0f32; 4]; 2];
     for ib in 0..nb - nb % 2 {
@@ -50,24 +50,37 @@ fn q_pairs<B>(x: &[B], y: &[BlockQ8_0], dot: bool, d: impl Fn(&B) -> f32, w: imp
     }
     let mut sumf = hsum4(acc[0]) + hsum4(acc[1]);
     if nb % 2 == 1 {
-        let (a, b) = (&x[nb - 1], &y[nb - 1]);
-        let sumi: i32 = (0..32).map(|i| w(a, i) * b.qs[i] as i32).sum();
-        sumf = tail(sumf, sumi as f32, a, b);
+        sumf = tail(sumf, &x[nb - 1], &y[nb - 1]);
     }
     sumf
 }
 
+/// Q8_0's odd last block, added to `s` in upstream's scalar code: `sumf += sumi * (dx * dy)`,
+/// fused (the definition's and the kernels')
+fn q8_0_tail(s: f32, a: &BlockQ8_0, b: &BlockQ8_0) -> f32 {
+    let sumi: i32 = a.qs.iter().zip(&b.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
+    (sumi as f32).mul_add(a.d.to_f32() * b.d.to_f32(), s)
+}
+
+/// Q4_0's odd last block: `sumf += sumi * dx * dy`, the second product fused
+fn q4_0_tail(s: f32, a: &BlockQ4_0, b: &BlockQ8_0) -> f32 {
+    let sumi: i32 = (0..32).map(|i| q4_0_weight(a, i) * b.qs[i] as i32).sum();
+    (sumi as f32 * a.d.to_f32()).mul_add(b.d.to_f32(), s)
+}
+
+/// weight `i` of a Q4_0 block (`n − 8`: low nibbles first, then high)
+fn q4_0_weight(a: &BlockQ4_0, i: usize) -> i32 {
+    if i < 16 { (a.qs[i] & 0x0f) as i32 - 8 } else { (a.qs[i - 16] >> 4) as i32 - 8 }
+}
+
 /// Q8_0 · Q8_0 in upstream's aarch64 order (`dot`: built with DotProd)
 pub fn q8_0_q8_0_arm(dot: bool, x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    // the tail: `sumf += sumi * (dx * dy)`, fused
-    q_pairs(x, y, dot, |a| a.d.to_f32(), |a, i| a.qs[i] as i32, |s, sumi, a, b| sumi.mul_add(a.d.to_f32() * b.d.to_f32(), s))
+    q_pairs(x, y, dot, |a| a.d.to_f32(), |a, i| a.qs[i] as i32, q8_0_tail)
 }
 
 /// Q4_0 · Q8_0 in upstream's aarch64 order (`dot`: built with DotProd)
 pub fn q4_0_q8_0_arm(dot: bool, x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    let w = |a: &BlockQ4_0, i: usize| if i < 16 { (a.qs[i] & 0x0f) as i32 - 8 } else { (a.qs[i - 16] >> 4) as i32 - 8 };
-    // the tail: `sumf += sumi * dx * dy`, the second product fused
-    q_pairs(x, y, dot, |a| a.d.to_f32(), w, |s, sumi, a, b| (sumi * a.d.to_f32()).mul_add(b.d.to_f32(), s))
+    q_pairs(x, y, dot, |a| a.d.to_f32(), q4_0_weight, q4_0_tail)
 }
 
 /// the float dot's order over values widened to f32 by `v`
@@ -257,19 +270,6 @@ pub(crate) mod kernels {
         (lo, hi)
     }
 
-    fn q8_tail(s: f32, a: &BlockQ8_0, b: &BlockQ8_0) -> f32 {
-        let sumi: i32 = a.qs.iter().zip(&b.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
-        (sumi as f32).mul_add(a.d.to_f32() * b.d.to_f32(), s)
-    }
-
-    fn q4_tail(s: f32, a: &BlockQ4_0, b: &BlockQ8_0) -> f32 {
-        let mut sumi = 0i32;
-        for j in 0..16 {
-            sumi += ((a.qs[j] & 0x0f) as i32 - 8) * b.qs[j] as i32 + ((a.qs[j] >> 4) as i32 - 8) * b.qs[j + 16] as i32;
-        }
-        (sumi as f32 * a.d.to_f32()).mul_add(b.d.to_f32(), s)
-    }
-
     #[target_feature(enable = "neon")]
     pub fn q8_0_q8_0_neon(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         pairs!(
@@ -279,7 +279,7 @@ pub(crate) mod kernels {
                 let ((a0, a1), (b0, b1)) = (q8_halves(a), q8_halves(b));
                 vaddq_s32(mdot(vdupq_n_s32(0), a0, b0), mdot(vdupq_n_s32(0), a1, b1))
             },
-            q8_tail
+            super::q8_0_tail
         )
     }
 
@@ -295,7 +295,7 @@ pub(crate) mod kernels {
                 // SAFETY: DotProd (caller)
                 unsafe { vaddq_s32(sdot(vdupq_n_s32(0), a0, b0), sdot(vdupq_n_s32(0), a1, b1)) }
             },
-            q8_tail
+            super::q8_0_tail
         )
     }
 
@@ -308,7 +308,7 @@ pub(crate) mod kernels {
                 let ((a0, a1), (b0, b1)) = (q4_halves(a), q8_halves(b));
                 mdot(mdot(vdupq_n_s32(0), a0, b0), a1, b1)
             },
-            q4_tail
+            super::q4_0_tail
         )
     }
 
@@ -324,7 +324,7 @@ pub(crate) mod kernels {
                 // SAFETY: DotProd (caller)
                 unsafe { sdot(sdot(vdupq_n_s32(0), a0, b0), a1, b1) }
             },
-            q4_tail
+            super::q4_0_tail
         )
     }
 

@@ -121,34 +121,20 @@ pub fn silu_row(level: Level, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
         // SAFETY: the level says the CPU has AVX2 and FMA; the slices have `whole` values at least
         unsafe { x86::silu_blocks8(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
     } else {
-        silu_blocks_scalar(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
+        silu_blocks_scalar(silu16, &mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
     }
+    // upstream's aarch64 build: blocks of 4 of `ggml_v_silu`, [`exp8`]'s exp lane for lane
+    // (plain Rust: the lanes are independent); elsewhere the AVX-512 build's lanes
     #[cfg(not(target_arch = "x86_64"))]
-    if level.is_neon() {
-        // upstream's aarch64 build: blocks of 4 of `ggml_v_silu`, [`exp8`]'s exp lane for lane
-        // (plain Rust: the lanes are independent, LLVM vectorizes what it can)
-        for i in 0..whole {
-            let s = silu8(x[i]);
-            y[i] = match g {
-                Some(g) => s * g[i],
-                None => s,
-            };
-        }
-    } else {
-        silu_blocks_scalar(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
-    }
-    for i in whole..y.len() {
-        let s = silu_libm(x[i]);
-        y[i] = match g {
-            Some(g) => s * g[i],
-            None => s,
-        };
-    }
+    silu_blocks_scalar(if level.is_neon() { silu8 } else { silu16 }, &mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
+    silu_blocks_scalar(silu_libm, &mut y[whole..], &x[whole..], g.map(|g| &g[whole..]));
 }
 
-fn silu_blocks_scalar(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+/// `y = lane(x) · g` (or `lane(x)`) value by value: the blocks through [`silu16`] / [`silu8`],
+/// the tail through libm
+fn silu_blocks_scalar(lane: fn(f32) -> f32, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
     for i in 0..y.len() {
-        let s = silu16(x[i]);
+        let s = lane(x[i]);
         y[i] = match g {
             Some(g) => s * g[i],
             None => s,
