@@ -21,6 +21,7 @@ pub mod config;
 pub mod dot;
 pub mod fgemm;
 pub mod fp;
+pub mod kernels;
 pub mod matmul;
 pub mod ops;
 pub mod pool;

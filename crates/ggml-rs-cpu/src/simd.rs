@@ -115,6 +115,18 @@ fn detect() -> Level {
     Level::Scalar
 }
 
+/// whether the CPU has AVX512-FP16 (f16 arithmetic; upstream's native build uses it in flash
+/// attention's F16 accumulators)
+pub fn has_avx512fp16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| std::arch::is_x86_feature_detected!("avx512fp16"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// whether this process runs under user-mode emulation (qemu-user): an aarch64 build whose
 /// `/proc/cpuinfo` is an x86 kernel's. A few tests of the host kernel's behaviour (huge-page
 /// advice, which qemu-user accepts and drops) hold only natively.

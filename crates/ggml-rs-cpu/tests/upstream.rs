@@ -410,7 +410,7 @@ fn silu_and_swiglu_are_ggml_cpus_bit_for_bit() {
         // SAFETY: the result, n floats
         let theirs: Vec<f32> = unsafe { upstream_lib::tensor_bytes(out) }.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect();
         let mut ours = vec![0f32; n];
-        ggml_rs_cpu::ops::expf::silu_row(level, &mut ours, &x, gated.then_some(&g[..]));
+        ggml_rs_cpu::kernels::at(level).vec.silu_row(&mut ours, &x, gated.then_some(&g[..]));
         for i in 0..n {
             assert_eq!(
                 ours[i].to_bits(),

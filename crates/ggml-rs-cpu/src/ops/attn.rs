@@ -20,13 +20,12 @@
 
 use super::softmax::alibi_slope;
 use super::unary::kit::{f32_row_mut, max_chunks, par_ranges_c, set};
-use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, Scratch, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
 use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_cpu};
 
-mod rows;
+pub(crate) mod rows;
 mod tiles;
 
 /// how many leading elements of an F16 V accumulator of `dv` elements the one-row path adds in
@@ -34,8 +33,12 @@ mod tiles;
 /// rounded to f16: `dv & !127` where the CPU has AVX512-FP16 (upstream's native build there),
 /// else 0 (`docs/flash-attn-order.md` §2). Public for the comparison with upstream's library.
 pub fn f16_native_len(dv: usize) -> usize {
-    rows::f16_native_len(dv)
+    rows::f16_native_len(dv, &crate::kernels::active().acc)
 }
+
+pub use rows::AccOps;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use rows::x86;
 
 pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supports, compute };
 
@@ -211,7 +214,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     if softcap != 0.0 {
         scale /= softcap;
     }
-    let p = Params { scale, max_bias, softcap, vf: VecF::at(exec.level()) };
+    let p = Params { scale, max_bias, softcap, k: exec.kernels() };
     // BF16 K as upstream's native `ggml_vec_dot_bf16` sums it (not our BF16 MUL_MAT kernel)
     let dot = if kt == GgmlType::BF16 { RowDot::Bf16(crate::dot::float::select_bf16_native(exec.level())) } else { RowDot::new(kt, exec.level()) };
     let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
@@ -297,7 +300,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                             }
                             let f = (pp[0] - m).exp();
                             s += pp[1] * f;
-                            p.vf.mad_f32(acc, &pp[2..], f);
+                            p.k.vec.mad_f32(acc, &pp[2..], f);
                         }
                     }
                     w.m_run[a] = m;
@@ -314,7 +317,7 @@ struct Params {
     scale: f32,
     max_bias: f32,
     softcap: f32,
-    vf: VecF,
+    k: &'static crate::kernels::Kernels,
 }
 
 /// what every group of a node reads
@@ -426,7 +429,7 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
     let dku = dk as usize;
     // the tiled path: K and V tiles in f32, all the group's queries against a tile at once (the
     // kernels have a vector form, K and V are float types, and there is more than one query)
-    let tiled = p.vf.has_tiles() && matches!(kt, GgmlType::F16 | GgmlType::F32) && matches!(vt, GgmlType::F16 | GgmlType::F32) && nq >= 2;
+    let tiled = p.k.vec.has_tiles() && matches!(kt, GgmlType::F16 | GgmlType::F32) && matches!(vt, GgmlType::F16 | GgmlType::F32) && nq >= 2;
     convert_queries(c, g, w, tiled);
     let q_bytes = |w: &Areas, a: usize| -> &[u8] {
         let words = &w.qbuf[a * q_words..(a + 1) * q_words];
@@ -464,7 +467,7 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
                 let ic = ic0 + j as i64;
                 v_to_f32(kt, row_bytes(k.row(ic, ik2, ik3), kt, dk), &mut w.ktile[jj * dku..(jj + 1) * dku]);
             }
-            p.vf.score_tile(w.qbuf, nq, w.ktile, nt, dku, w.scores, TILE);
+            p.k.vec.score_tile(w.qbuf, nq, w.ktile, nt, dku, w.scores, TILE);
             for a in 0..nq {
                 for (jj, &j) in live[..nt].iter().enumerate() {
                     let mv = if c.mask.is_some() { mask_at(a, ic0 + j as i64) } else { 0.0 };
@@ -501,10 +504,10 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
         // the running maxima, the accumulators rescaled; the scores become weights
         for a in 0..nq {
             let sc = &mut w.scores[a * TILE..a * TILE + nt];
-            let tmax = p.vf.max(sc);
+            let tmax = p.k.vec.max(sc);
             if tmax > w.m_run[a] {
                 let ms = (w.m_run[a] - tmax).exp();
-                p.vf.scale(&mut w.acc[a * dvu..(a + 1) * dvu], ms);
+                p.k.vec.scale(&mut w.acc[a * dvu..(a + 1) * dvu], ms);
                 w.s_run[a] *= ms;
                 w.m_run[a] = tmax;
             }
@@ -514,7 +517,7 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
                 sc.fill(0.0);
             } else {
                 // a masked position weighs 0 (the exp of -inf)
-                w.s_run[a] += p.vf.exp_sub_sum(sc, m) as f32;
+                w.s_run[a] += p.k.vec.exp_sub_sum(sc, m) as f32;
             }
         }
         if tiled {
@@ -522,7 +525,7 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
                 let ic = ic0 + j as i64;
                 v_to_f32(vt, row_bytes(v.row(ic, iv2, iv3), vt, dv), &mut w.vtile[jj * dvu..(jj + 1) * dvu]);
             }
-            p.vf.acc_tile(w.acc, nq, w.scores, TILE, w.vtile, nt, dvu);
+            p.k.vec.acc_tile(w.acc, nq, w.scores, TILE, w.vtile, nt, dvu);
             ic0 += n as i64;
             continue;
         }
@@ -544,8 +547,8 @@ fn one_group(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas) {
                 }
                 let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
                 match vh {
-                    Some(h) => p.vf.mad_f16(acc, h, vs),
-                    None => p.vf.mad_f32(acc, w.v32, vs),
+                    Some(h) => p.k.vec.mad_f16(acc, h, vs),
+                    None => p.k.vec.mad_f32(acc, w.v32, vs),
                 }
             }
         }
@@ -562,7 +565,7 @@ fn join_sink(c: &Ctx, iq2: i64, acc: &mut [f32], m: &mut f32, s_run: &mut f32, f
         if s > *m {
             ms = (*m - s).exp();
             *m = s;
-            c.p.vf.scale(acc, ms);
+            c.p.k.vec.scale(acc, ms);
         } else {
             vs = (s - *m).exp();
         }
@@ -575,7 +578,7 @@ fn write_out(c: &Ctx, iq1: i64, iq2: i64, iq3: i64, acc: &[f32], inv: f32) {
     match f32_row_mut(c.d, acc.len() as i64, iq2, iq1, iq3) {
         Some(out) => {
             out.copy_from_slice(acc);
-            c.p.vf.scale(out, inv);
+            c.p.k.vec.scale(out, inv);
         }
         None => {
             for (i0, x) in acc.iter().enumerate() {
@@ -603,7 +606,7 @@ fn finish_group(c: &Ctx, g: &Group, accs: &mut [f32], m_run: &mut [f32], s_run: 
 /// change no bits)
 fn run_rows(ctx: &Ctx, exec: &mut Exec, work: &Work) {
     let split = Split::of(ctx.q, ctx.k, ctx.v, 0);
-    let ops = rows::AccOps::at(exec.level());
+    let ops = exec.kernels().acc;
     let scratch = exec.scratch(max_chunks(exec) * work.words() * 4);
     par_ranges_c(exec, split.units(ctx.q), |c, u0, u1| {
         let mut w = chunk_work(&scratch, c, work);
@@ -626,7 +629,7 @@ fn run_split_kv(ctx: &Ctx, exec: &mut Exec, work: &Work) {
     let cs = (n_kv + nth - 1) / nth;
     let n_chunks = (n_kv + cs - 1) / cs;
     let split = Split::of(q, ctx.k, ctx.v, 0);
-    let ops = rows::AccOps::at(exec.level());
+    let ops = exec.kernels().acc;
     let pw = partial_words(dvu);
     let n_head = q.ne[2];
     let mc = max_chunks(exec);

@@ -14,8 +14,8 @@
 //!
 //! [`exp16`] is the definition, one lane at a time in plain Rust (f32 FMAs and one exact f64
 //! scaling that rounds once, as `vscalefps` does); the AVX-512 form computes the same 16 lanes
-//! at once and the tests hold them equal bit for bit. At the scalar level the definition runs
-//! lane by lane (the AVX-512 build's bits at any level).
+//! at once and the tests hold them equal bit for bit. In the scalar kernel set SiLU's definition runs
+//! lane by lane (the AVX-512 build's bits in any set).
 //!
 //! **SiLU at AVX2** (the `avx2` kernel set) is upstream's AVX2 build's instead (its `__m256`
 //! branch): blocks of 8, and an exp of the same range reduction and coefficients whose scale
@@ -23,8 +23,6 @@
 //! result `k + k·j`; `|n| > 126` goes through two factors `s2·(1 + j)·s1` so that the scale does
 //! not overflow on the way, `|n| > 192` gives `s1·s1` (0 or +inf). [`exp8`] is that definition
 //! lane by lane, the AVX2 form computes 8 lanes at once, equal bit for bit (tests).
-
-use crate::simd::Level;
 
 /// 1.5 · 2²³: adding it rounds to an integer
 const SHIFTER: f32 = f32::from_bits(0x4b40_0000);
@@ -86,52 +84,29 @@ pub fn silu8(x: f32) -> f32 {
     x / (1.0 + exp8(0.0 - x))
 }
 
-/// the values SiLU takes in blocks at `level` (the rest of a row through libm): 8 at AVX2, 4 at
-/// the NEON levels (upstream's aarch64 build: `float32x4_t`), else 16
-pub fn silu_block(level: Level) -> usize {
-    if cfg!(target_arch = "x86_64") && level == Level::Avx2 {
-        8
-    } else if level.is_neon() {
-        4
-    } else {
-        16
-    }
-}
-
-/// a block value's SiLU at `level` ([`silu8`] at AVX2 and NEON, whose vector exp is the same lane
-/// for lane; else [`silu16`])
-pub fn silu_at(level: Level, x: f32) -> f32 {
-    if silu_block(level) < 16 { silu8(x) } else { silu16(x) }
-}
-
-/// libm's SiLU, upstream's form for the values after the last whole block of 16
+/// libm's SiLU, upstream's form for the values after the last whole block of a row
 fn silu_libm(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// `y = silu(x) · g` (SWIGLU; `g = None`: SILU) as upstream's AVX-512 build computes a row
-pub fn silu_row(level: Level, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
-    assert!(x.len() == y.len() && g.is_none_or(|g| g.len() == y.len()), "expf::silu_row: lengths differ");
-    let whole = y.len() / silu_block(level) * silu_block(level);
-    #[cfg(target_arch = "x86_64")]
-    if level >= Level::Avx512 {
-        // SAFETY: the level says the CPU has AVX-512 F; the slices have `whole` values at least
-        unsafe { x86::silu_blocks(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
-    } else if level == Level::Avx2 {
-        // SAFETY: the level says the CPU has AVX2 and FMA; the slices have `whole` values at least
-        unsafe { x86::silu_blocks8(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
-    } else {
-        silu_blocks_scalar(silu16, &mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
-    }
-    // upstream's aarch64 build: blocks of 4 of `ggml_v_silu`, [`exp8`]'s exp lane for lane
-    // (plain Rust: the lanes are independent); elsewhere the AVX-512 build's lanes
-    #[cfg(not(target_arch = "x86_64"))]
-    silu_blocks_scalar(if level.is_neon() { silu8 } else { silu16 }, &mut y[..whole], &x[..whole], g.map(|g| &g[..whole]));
-    silu_blocks_scalar(silu_libm, &mut y[whole..], &x[whole..], g.map(|g| &g[whole..]));
+/// whole blocks of a SiLU row through [`silu16`] (the AVX-512 build's lanes; the scalar set's)
+pub(crate) fn silu_blocks16_def(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+    silu_blocks_scalar(silu16, y, x, g)
 }
 
-/// `y = lane(x) · g` (or `lane(x)`) value by value: the blocks through [`silu16`] / [`silu8`],
-/// the tail through libm
+/// whole blocks of a SiLU row through [`silu8`] (upstream's aarch64 build: blocks of 4 of
+/// `ggml_v_silu`, whose exp is [`exp8`]'s lane for lane; plain Rust, the lanes are independent)
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+pub(crate) fn silu_blocks8_def(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+    silu_blocks_scalar(silu8, y, x, g)
+}
+
+/// the values after a row's last whole block, through libm (upstream's tail)
+pub(crate) fn silu_blocks_libm(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+    silu_blocks_scalar(silu_libm, y, x, g)
+}
+
+/// `y = lane(x) · g` (or `lane(x)`) value by value
 fn silu_blocks_scalar(lane: fn(f32) -> f32, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
     for i in 0..y.len() {
         let s = lane(x[i]);
@@ -149,60 +124,45 @@ pub(crate) fn reduce_add16(v: &[f32; 16]) -> f32 {
     (t6[0] + t6[2]) + (t6[1] + t6[3])
 }
 
-/// `y = exp(y - max)` in place, and its sum, as upstream's AVX-512 build's SOFT_MAX row computes
-/// them (`ggml_vec_soft_max_f32`); at AVX2 as its AVX2 build does (blocks of 8 through [`exp8`],
-/// each block summed as `hsum_ps` sums 8 lanes, the block sums in f64)
-pub fn exp_sub_sum_row(level: Level, y: &mut [f32], max: f32) -> f64 {
-    if level.is_neon() {
-        // upstream's aarch64 build: blocks of 4 through [`exp8`] (its `ggml_v_expf` lane for
-        // lane), each summed by `vaddvq_f32` and added in f64; the rest through libm
-        let whole = y.len() / 4 * 4;
-        let mut sum = 0.0f64;
-        for yb in y[..whole].chunks_exact_mut(4) {
-            yb.iter_mut().for_each(|v| *v = exp8(*v - max));
-            sum += f64::from(crate::dot::neon::hsum4([yb[0], yb[1], yb[2], yb[3]]));
-        }
-        for v in &mut y[whole..] {
-            *v = (*v - max).exp();
-            sum += f64::from(*v);
-        }
-        return sum;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if level == Level::Avx2 {
-        let whole = y.len() / 8 * 8;
-        // SAFETY: the level says the CPU has AVX2 and FMA; `whole` values, a multiple of 8
-        let mut sum = unsafe { x86::exp_sub_sum_blocks8(&mut y[..whole], max) };
-        for v in &mut y[whole..] {
-            *v = (*v - max).exp();
-            sum += f64::from(*v);
-        }
-        return sum;
-    }
-    let whole = y.len() / 16 * 16;
-    let mut sum = 0.0f64;
-    for yb in y[..whole].chunks_exact_mut(16) {
-        let yb: &mut [f32; 16] = yb.try_into().expect("a block of 16");
-        #[cfg(target_arch = "x86_64")]
-        if level >= Level::Avx512 {
-            // SAFETY: the level says the CPU has AVX-512 F
-            unsafe { x86::exp_sub_block(yb, max) };
-        } else {
-            yb.iter_mut().for_each(|y| *y = exp16(*y - max));
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        yb.iter_mut().for_each(|y| *y = exp16(*y - max));
-        sum += f64::from(reduce_add16(yb));
-    }
-    for v in &mut y[whole..] {
+/// `y = exp(y - max)` past the whole blocks, through libm, each value added to `sum` in f64
+fn exp_sub_sum_tail(y: &mut [f32], max: f32, mut sum: f64) -> f64 {
+    for v in y {
         *v = (*v - max).exp();
         sum += f64::from(*v);
     }
     sum
 }
 
+/// `y = exp(y - max)` in place, and its sum, as upstream's AVX-512 build's SOFT_MAX row computes
+/// them (`ggml_vec_soft_max_f32`): blocks of 16 through [`exp16`], each summed in f32 in
+/// [`reduce_add16`]'s order and added in f64, the rest through libm. The definition, lane by lane;
+/// the AVX-512 set computes the same bits 16 lanes at once.
+pub fn exp_sub_sum_row16(y: &mut [f32], max: f32) -> f64 {
+    let whole = y.len() / 16 * 16;
+    let mut sum = 0.0f64;
+    for yb in y[..whole].chunks_exact_mut(16) {
+        let yb: &mut [f32; 16] = yb.try_into().expect("a block of 16");
+        yb.iter_mut().for_each(|y| *y = exp16(*y - max));
+        sum += f64::from(reduce_add16(yb));
+    }
+    exp_sub_sum_tail(&mut y[whole..], max, sum)
+}
+
+/// [`exp_sub_sum_row16`] in upstream's aarch64 build's form: blocks of 4 through [`exp8`] (its
+/// `ggml_v_expf` lane for lane), each summed by `vaddvq_f32` and added in f64; the rest through libm
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+pub fn exp_sub_sum_row4(y: &mut [f32], max: f32) -> f64 {
+    let whole = y.len() / 4 * 4;
+    let mut sum = 0.0f64;
+    for yb in y[..whole].chunks_exact_mut(4) {
+        yb.iter_mut().for_each(|v| *v = exp8(*v - max));
+        sum += f64::from(crate::dot::neon::hsum4([yb[0], yb[1], yb[2], yb[3]]));
+    }
+    exp_sub_sum_tail(&mut y[whole..], max, sum)
+}
+
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::*;
@@ -261,31 +221,34 @@ mod x86 {
         _mm256_blendv_ps(_mm256_blendv_ps(normal, big, c), _mm256_mul_ps(s1, s1), d)
     }
 
-    /// [`super::exp_sub_sum_row`]'s whole blocks at AVX2, in place, and their sum
+    /// SOFT_MAX's row at AVX2, as upstream's AVX2 build computes it: blocks of 8 through
+    /// [`exp8`], each block summed as `hsum_ps` sums 8 lanes, the block sums in f64; the rest
+    /// through libm
     ///
     /// # Safety
-    /// AVX2 and FMA available; `y.len()` a multiple of 8.
+    /// AVX2 and FMA available.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn exp_sub_sum_blocks8(y: &mut [f32], max: f32) -> f64 {
+    pub(crate) unsafe fn exp_sub_sum_row8(y: &mut [f32], max: f32) -> f64 {
         let m = _mm256_set1_ps(max);
+        let whole = y.len() / 8 * 8;
         let mut sum = 0.0f64;
-        for i in (0..y.len()).step_by(8) {
-            // SAFETY: i + 8 <= y.len() (caller)
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 <= whole <= y.len()
             unsafe {
                 let v = exp8_256(_mm256_sub_ps(_mm256_loadu_ps(y.as_ptr().add(i)), m));
                 _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
                 sum += f64::from(crate::dot::x86::hsum_ps(v));
             }
         }
-        sum
+        super::exp_sub_sum_tail(&mut y[whole..], max, sum)
     }
 
-    /// [`super::silu_row`]'s whole blocks at AVX2
+    /// a SiLU row's whole blocks at AVX2 ([`crate::ops::vecf::VecF::silu_row`])
     ///
     /// # Safety
     /// AVX2 and FMA available; `x` (and `g`) at least as long as `y`, whose length is a multiple of 8.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn silu_blocks8(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+    pub(crate) unsafe fn silu_blocks8(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
         let one = _mm256_set1_ps(1.0);
         for i in (0..y.len()).step_by(8) {
             // SAFETY: i + 8 <= len of every slice (caller)
@@ -301,12 +264,12 @@ mod x86 {
         }
     }
 
-    /// [`super::silu_row`]'s whole blocks
+    /// a SiLU row's whole blocks at AVX-512 ([`crate::ops::vecf::VecF::silu_row`])
     ///
     /// # Safety
     /// AVX-512 F available; `x` (and `g`) at least as long as `y`, whose length is a multiple of 16.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn silu_blocks(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+    pub(crate) unsafe fn silu_blocks(y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
         let one = _mm512_set1_ps(1.0);
         for i in (0..y.len()).step_by(16) {
             // SAFETY: i + 16 <= len of every slice (caller)
@@ -322,24 +285,33 @@ mod x86 {
         }
     }
 
-    /// one block of [`super::exp_sub_sum_row`], in place
+    /// [`super::exp_sub_sum_row16`] at AVX-512, the same bits
     ///
     /// # Safety
     /// AVX-512 F available.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn exp_sub_block(y: &mut [f32; 16], max: f32) {
-        // SAFETY: 16 values
-        unsafe {
-            let v = exp16_512(_mm512_sub_ps(_mm512_loadu_ps(y.as_ptr()), _mm512_set1_ps(max)));
-            _mm512_storeu_ps(y.as_mut_ptr(), v);
+    pub(crate) unsafe fn exp_sub_sum_row16(y: &mut [f32], max: f32) -> f64 {
+        let whole = y.len() / 16 * 16;
+        let mut sum = 0.0f64;
+        for yb in y[..whole].chunks_exact_mut(16) {
+            let yb: &mut [f32; 16] = yb.try_into().expect("a block of 16");
+            // SAFETY: 16 values
+            unsafe {
+                let v = exp16_512(_mm512_sub_ps(_mm512_loadu_ps(yb.as_ptr()), _mm512_set1_ps(max)));
+                _mm512_storeu_ps(yb.as_mut_ptr(), v);
+            }
+            sum += f64::from(reduce_add16(yb));
         }
+        super::exp_sub_sum_tail(&mut y[whole..], max, sum)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels;
     use crate::rng::XorShift;
+    use crate::simd::Level;
 
     /// inputs over the whole range: activations, softmax arguments, the edges where the result
     /// turns denormal, 0 or +inf, and the special values
@@ -388,7 +360,7 @@ mod tests {
         let g: Vec<f32> = x.iter().rev().map(|v| v * 0.25).collect();
         for gate in [None, Some(&g[..])] {
             let mut y = vec![0.0f32; x.len()];
-            silu_row(Level::Avx512, &mut y, &x, gate);
+            kernels::at(Level::Avx512).vec.silu_row(&mut y, &x, gate);
             for i in 0..x.len() {
                 let want = match gate {
                     Some(g) => silu16(x[i]) * g[i],
@@ -398,7 +370,7 @@ mod tests {
             }
         }
         let (mut y, mut want) = (x.clone(), x.clone());
-        let (s, s_ref) = (exp_sub_sum_row(Level::Avx512, &mut y, 3.5), exp_sub_sum_row(Level::Scalar, &mut want, 3.5));
+        let (s, s_ref) = (kernels::at(Level::Avx512).vec.softmax_exp(&mut y, 3.5), exp_sub_sum_row16(&mut want, 3.5));
         for i in 0..x.len() {
             assert!(
                 same(y[i], want[i]),
@@ -438,12 +410,12 @@ mod tests {
         let whole = x.len() / 8 * 8;
         for gate in [None, Some(&g[..])] {
             let mut y = vec![0.0f32; x.len()];
-            silu_row(Level::Avx2, &mut y, &x, gate);
+            kernels::at(Level::Avx2).vec.silu_row(&mut y, &x, gate);
             for i in 0..x.len() {
                 let s = if i < whole { silu8(x[i]) } else { x[i] / (1.0 + (-x[i]).exp()) };
                 let want = gate.map_or(s, |g| s * g[i]);
                 assert!(same(y[i], want), "avx2 silu lane {i}: x {} gives {} ({:#x}), definition {} ({:#x})", x[i], y[i], y[i].to_bits(), want, want.to_bits());
-                assert!(same(silu_at(Level::Avx2, x[i]), silu8(x[i])));
+                assert!(same(kernels::at(Level::Avx2).vec.silu_lane(x[i]), silu8(x[i])));
             }
         }
         // exp8 and exp16 are other functions (last-bit differences)
@@ -461,7 +433,7 @@ mod tests {
         let mut x = inputs();
         x.extend([0.25, -3.0, -7.5]);
         let mut y = x.clone();
-        let sum = exp_sub_sum_row(Level::Avx2, &mut y, 2.5);
+        let sum = kernels::at(Level::Avx2).vec.softmax_exp(&mut y, 2.5);
         let whole = x.len() / 8 * 8;
         let mut want_sum = 0.0f64;
         for (b, xb) in x[..whole].chunks_exact(8).enumerate() {
@@ -485,9 +457,9 @@ mod tests {
         // 16 + 5 values: one block through the vector exp, five through libm
         let x: Vec<f32> = (0..21).map(|i| -(i as f32) * 0.37).collect();
         let mut y = x.clone();
-        // a level of blocks of 16 (AVX2's are checked above)
+        // blocks of 16 (AVX2's are checked above): the AVX-512 set's, else the definition
         let level = if crate::simd::detected() >= Level::Avx512 { crate::simd::detected() } else { Level::Scalar };
-        let sum = exp_sub_sum_row(level, &mut y, 0.0);
+        let sum = if level >= Level::Avx512 { kernels::at(level).vec.softmax_exp(&mut y, 0.0) } else { exp_sub_sum_row16(&mut y, 0.0) };
         for i in 16..21 {
             assert_eq!(y[i].to_bits(), x[i].exp().to_bits(), "tail value {i}");
         }
@@ -497,7 +469,7 @@ mod tests {
         let want = y[16..].iter().fold(f64::from((t6[0] + t6[2]) + (t6[1] + t6[3])), |s, &v| s + f64::from(v));
         assert_eq!(sum.to_bits(), want.to_bits());
         let mut s = vec![0.0f32; 21];
-        silu_row(level, &mut s, &x, None);
+        kernels::at(level).vec.silu_row(&mut s, &x, None);
         for i in 16..21 {
             assert_eq!(s[i].to_bits(), (x[i] / (1.0 + (-x[i]).exp())).to_bits(), "silu tail value {i}");
         }

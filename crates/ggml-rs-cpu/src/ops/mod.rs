@@ -17,7 +17,7 @@
 
 pub mod enums;
 
-mod attn;
+pub(crate) mod attn;
 mod binary;
 mod copy;
 pub mod expf;
@@ -158,9 +158,9 @@ impl fmt::Display for OpError {
 pub struct Exec<'a> {
     pool: &'a mut ThreadPool,
     scratch: &'a mut AlignedBytes,
-    /// the level of the row kernels (dot products) for this node: the process's active level, or
-    /// `Scalar` (the reference path) when the backend was told `ggml_backend_cpu_set_use_ref`
-    level: Level,
+    /// the kernel table of this node: the process's active set, or the scalar one (the
+    /// reference path) when the backend was told `ggml_backend_cpu_set_use_ref`
+    kernels: &'static crate::kernels::Kernels,
 }
 
 /// A scratch area for one op's phases: chunks write disjoint parts of it.
@@ -182,14 +182,19 @@ impl<'a> Exec<'a> {
         Exec::with_level(pool, scratch, crate::simd::active())
     }
 
-    /// kernels at `level` (at most the detected one: `RowDot::new` asserts it)
+    /// kernels of the set `level` (at most the detected one: [`crate::kernels::at`] asserts it)
     pub fn with_level(pool: &'a mut ThreadPool, scratch: &'a mut AlignedBytes, level: Level) -> Exec<'a> {
-        Exec { pool, scratch, level }
+        Exec { pool, scratch, kernels: crate::kernels::at(level) }
     }
 
-    /// the level the row kernels of this node run at
+    /// the kernel table this node runs with
+    pub fn kernels(&self) -> &'static crate::kernels::Kernels {
+        self.kernels
+    }
+
+    /// the kernel set this node runs with
     pub fn level(&self) -> Level {
-        self.level
+        self.kernels.set
     }
 
     pub fn n_threads(&self) -> usize {

@@ -5,7 +5,6 @@
 
 use super::copy::elem::{chunk_range, offset, same_shape, sane, split, unravel};
 use super::unary::kit::scratch_f32;
-use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 
 pub const FAMILY: Family = Family { name: "norm", ops: &[Op::Norm, Op::RmsNorm, Op::RmsNormBack, Op::L2Norm, Op::GroupNorm], supports, compute };
@@ -83,7 +82,7 @@ pub(crate) fn rms_norm_mul(norm: &Node, mul: &Node, weight: usize, exec: &mut Ex
 /// (or when the output row overlaps an input row other than exactly)
 fn rms_rows(a: &View, d: &View, w: Option<View>, eps: f32, exec: &mut Exec) {
     let (a, d) = (*a, *d);
-    let vf = VecF::at(exec.level());
+    let vf = exec.kernels().vec;
     let n = a.nrows() as usize;
     let ne0 = a.ne[0] as usize;
     let (n_chunks, per) = split(n, exec.n_threads(), (8192 / ne0.max(1)).max(1));

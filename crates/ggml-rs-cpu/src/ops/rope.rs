@@ -212,7 +212,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let ne0 = ne[0] as usize;
     let corr = yarn_corr_dims(p.n_dims, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow);
     let sin_sign = if forward { 1.0 } else { -1.0 };
-    let vf = VecF::at(exec.level());
+    let vf = exec.kernels().vec;
     // per chunk: the (cos, sin) cache, the NeoX layout's cos and sin apart, one row in f32
     let per_chunk = 3 * ne0;
     let scratch = exec.scratch(max_chunks(exec) * per_chunk * 4);

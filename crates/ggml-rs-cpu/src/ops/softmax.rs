@@ -10,7 +10,6 @@
 use super::unary::kit::{at, f32_row, f32_row_mut, get, par_ranges, par_rows, set, unflatten};
 use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
-use crate::simd::Level;
 
 pub const FAMILY: Family = Family { name: "softmax", ops: &[Op::SoftMax, Op::SoftMaxBack], supports, compute };
 
@@ -141,9 +140,9 @@ fn fast_row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale
     }
     let sink = sinks.map(|s| get(s, i2, 0, 0, 0));
     let max = sink.map_or(vf.max(y), |s| vf.max(y).max(s));
-    // from AVX2 and at NEON, upstream's own exponential and summation order (the bits of its
-    // build of the level)
-    let mut sum = if vf.level() >= Level::Avx2 || vf.level().is_neon() { super::expf::exp_sub_sum_row(vf.level(), y, max) } else { vf.exp_sub_sum(y, max) };
+    // in the SIMD sets upstream's own exponential and summation order (the bits of its build of
+    // the set)
+    let mut sum = vf.softmax_exp(y, max);
     if let Some(s) = sink {
         sum += (s - max).exp() as f64;
     }
@@ -289,7 +288,7 @@ mod tests {
     fn the_vector_rows_match_the_element_wise_form() {
         let mut rng = XorShift::new(23);
         for level in crate::simd::Level::available() {
-            let vf = VecF::at(level);
+            let vf = crate::kernels::at(level).vec;
             for (case, n) in [1i64, 5, 16, 33, 100, 257].into_iter().enumerate() {
                 let ne = [n, 3, 4, 1];
                 let x = Tensor::random(raw_type::F32, ne, Layout::Contig, &mut rng, -8.0, 8.0);

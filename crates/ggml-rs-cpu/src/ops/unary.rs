@@ -240,8 +240,8 @@ fn glu_operands(node: &Node) -> Result<(View, View), OpError> {
 fn silu_f32_rows(exec: &mut Exec, x: View, g: Option<View>, d: View, fast: bool) {
     let ne = d.ne;
     let nc = ne[0];
-    let level = exec.level();
-    let bl = super::expf::silu_block(level) as i64;
+    let vf = exec.kernels().vec;
+    let bl = vf.silu_block() as i64;
     let whole = nc / bl * bl;
     par_rows(exec, d.nrows(), nc, |r0, r1| {
         for r in r0..r1 {
@@ -249,11 +249,11 @@ fn silu_f32_rows(exec: &mut Exec, x: View, g: Option<View>, d: View, fast: bool)
             if fast && let (Some(xs), Some(y)) = (f32_row(&x, nc, i1, i2, i3), f32_row_mut(&d, nc, i1, i2, i3)) {
                 match g.map(|g| f32_row(&g, nc, i1, i2, i3)) {
                     None => {
-                        super::expf::silu_row(level, y, xs, None);
+                        vf.silu_row(y, xs, None);
                         continue;
                     }
                     Some(Some(gs)) => {
-                        super::expf::silu_row(level, y, xs, Some(gs));
+                        vf.silu_row(y, xs, Some(gs));
                         continue;
                     }
                     Some(None) => {}
@@ -261,7 +261,7 @@ fn silu_f32_rows(exec: &mut Exec, x: View, g: Option<View>, d: View, fast: bool)
             }
             for i0 in 0..nc {
                 let v = get(&x, i0, i1, i2, i3);
-                let s = if i0 < whole { super::expf::silu_at(level, v) } else { silu(v) };
+                let s = if i0 < whole { vf.silu_lane(v) } else { silu(v) };
                 set(&d, i0, i1, i2, i3, g.map_or(s, |g| s * get(&g, i0, i1, i2, i3)));
             }
         }

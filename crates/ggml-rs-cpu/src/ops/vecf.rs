@@ -1,124 +1,153 @@
 //! f32 vector kernels the non-matmul ops share (attention's V accumulation, softmax's
 //! exponentials): `y += s·x` for f32 and f16 `x`, `y *= s`, and `exp(x - m)` in place with its sum.
 //!
-//! Each comes as a scalar reference (plain Rust, libm's `exp`) and AVX2 / AVX-512 forms chosen at
-//! run time from [`crate::simd::active`]. The vector exp is our own range reduction (`x = n·ln2 +
+//! Each comes as a scalar reference (plain Rust, libm's `exp`) and AVX2 / AVX-512 forms; [`VecF`] is
+//! one kernel set's choice of them, a part of its kernel table ([`crate::kernels`]). The vector exp is our own range reduction (`x = n·ln2 +
 //! r`, ln2 split in two parts so `r` is exact to f32) and a degree-7 polynomial of `r` (the Taylor
 //! coefficients, the last ones adjusted as Cephes' `expf` does), `2^n` put into the exponent bits:
 //! about 2 ulp from libm's over the range softmax uses (`x ≤ 0`), as upstream's `ggml_v_expf`
 //! accepts. Inputs below -88 give 0 (the exact value would be a denormal), `-inf` gives 0.
 
-use crate::simd::{Level, active};
 use half::f16;
 
-/// the level the kernels below dispatch on (a test may force a lower one)
+/// `out[a·stride + j] = q_a · k_j` (see [`VecF::score_tile`]); unsafe: the lengths that method checks
+pub type ScoreTile = unsafe fn(&[f32], usize, &[f32], usize, usize, &mut [f32], usize);
+/// `acc_a += Σ_j w[a·stride + j] · v_j` (see [`VecF::acc_tile`]); unsafe: the lengths that method checks
+pub type AccTile = unsafe fn(&mut [f32], usize, &[f32], usize, &[f32], usize, usize);
+
+/// the NeoX rotation of two halves by (cos, sin) (see [`VecF::rope_halves`])
+pub type RopeHalves = unsafe fn(&mut [f32], &mut [f32], &[f32], &[f32]);
+/// `y = x · s` (times `w`) (see [`VecF::scale_mul_into`]); unsafe: the lengths that method checks
+pub type ScaleMulInto = unsafe fn(&mut [f32], &[f32], f32, Option<&[f32]>);
+
+/// The element-wise vector kernels of one kernel set ([`crate::kernels::Kernels::vec`]). The
+/// pointers are `unsafe fn`s: their instruction set is the table's (the table is only built
+/// on a CPU that has it), and the length conditions the methods below check before calling.
 #[derive(Clone, Copy)]
-pub struct VecF(Level);
+pub struct VecF {
+    pub(crate) mad_f32: unsafe fn(&mut [f32], &[f32], f32),
+    pub(crate) mad_f16: unsafe fn(&mut [f32], &[f16], f32),
+    pub(crate) scale: unsafe fn(&mut [f32], f32),
+    pub(crate) exp_sub_sum: unsafe fn(&mut [f32], f32) -> f64,
+    pub(crate) max: unsafe fn(&[f32]) -> f32,
+    /// score and accumulate tiles (the attention takes its tiled path only where they exist)
+    pub(crate) tiles: Option<(ScoreTile, AccTile)>,
+    pub(crate) rope_pairs: unsafe fn(&mut [f32], &[f32]),
+    pub(crate) rope_halves: RopeHalves,
+    pub(crate) sum_sq: unsafe fn(&[f32]) -> f64,
+    pub(crate) scale_mul_into: ScaleMulInto,
+    /// SOFT_MAX's `y = exp(y - max)` and its sum, in the order of upstream's build of this set
+    /// ([`crate::ops::expf`]); unsafe: none beyond the set
+    pub(crate) softmax_exp: unsafe fn(&mut [f32], f32) -> f64,
+    /// the values SiLU takes in blocks (the rest of a row through libm)
+    pub(crate) silu_block: usize,
+    /// one block value's SiLU (what [`VecF::silu_row`] gives for it)
+    pub(crate) silu_lane: fn(f32) -> f32,
+    /// `y = silu(x) · g` (or `silu(x)`) over whole blocks; unsafe: `x` and `g` as long as `y`,
+    /// whose length is a multiple of `silu_block`
+    pub(crate) silu_blocks: unsafe fn(&mut [f32], &[f32], Option<&[f32]>),
+}
 
 impl VecF {
+    /// the definitions (the scalar set's kernels)
+    pub const SCALAR: VecF = VecF {
+        mad_f32: |y, x, s| y.iter_mut().zip(x).for_each(|(a, b)| *a += b * s),
+        mad_f16: |y, x, s| y.iter_mut().zip(x).for_each(|(a, b)| *a += b.to_f32() * s),
+        scale: |y, s| y.iter_mut().for_each(|a| *a *= s),
+        exp_sub_sum: exp_sub_sum_libm,
+        max: |y| y.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
+        tiles: None,
+        rope_pairs: rope_pairs_scalar,
+        rope_halves: rope_halves_scalar,
+        sum_sq: sum_sq_scalar,
+        scale_mul_into: scale_mul_into_scalar,
+        softmax_exp: exp_sub_sum_libm,
+        silu_block: 16,
+        silu_lane: super::expf::silu16,
+        silu_blocks: super::expf::silu_blocks16_def,
+    };
+
+    /// the active set's ([`crate::kernels::active`])
     pub fn active() -> VecF {
-        VecF(active())
-    }
-
-    /// the level the kernels run at
-    pub fn level(self) -> Level {
-        self.0
-    }
-
-    /// at most `level` (the backend's use_ref asks for the scalar one; a test may force a lower one)
-    pub fn at(level: Level) -> VecF {
-        VecF(level.min(crate::simd::detected()))
+        crate::kernels::active().vec
     }
 
     /// `y[i] += s · x[i]`
-    pub fn mad_f32(self, y: &mut [f32], x: &[f32], s: f32) {
+    pub fn mad_f32(&self, y: &mut [f32], x: &[f32], s: f32) {
         assert_eq!(y.len(), x.len(), "vecf::mad_f32: lengths differ");
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level is at most the detected one, which has AVX-512 F/BW/VL and AVX2/FMA/F16C
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::mad_f32_512(y, x, s) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the detected level has AVX2, FMA and F16C
-            Level::Avx2 => unsafe { x86::mad_f32_256(y, x, s) },
-            _ => y.iter_mut().zip(x).for_each(|(a, b)| *a += b * s),
-        }
+        // SAFETY: the table's set runs on this CPU; the lengths are equal
+        unsafe { (self.mad_f32)(y, x, s) }
     }
 
     /// `y[i] += s · f32(x[i])`: an F16 row weighted in without a conversion pass
-    pub fn mad_f16(self, y: &mut [f32], x: &[f16], s: f32) {
+    pub fn mad_f16(&self, y: &mut [f32], x: &[f16], s: f32) {
         assert_eq!(y.len(), x.len(), "vecf::mad_f16: lengths differ");
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::mad_f16_512(y, x, s) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx2 => unsafe { x86::mad_f16_256(y, x, s) },
-            _ => y.iter_mut().zip(x).for_each(|(a, b)| *a += b.to_f32() * s),
-        }
+        // SAFETY: as in mad_f32
+        unsafe { (self.mad_f16)(y, x, s) }
     }
 
     /// `y[i] *= s`
-    pub fn scale(self, y: &mut [f32], s: f32) {
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::scale_512(y, s) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx2 => unsafe { x86::scale_256(y, s) },
-            _ => y.iter_mut().for_each(|a| *a *= s),
-        }
+    pub fn scale(&self, y: &mut [f32], s: f32) {
+        // SAFETY: the table's set runs on this CPU
+        unsafe { (self.scale)(y, s) }
     }
 
     /// `y[i] = exp(y[i] - m)`, returning the sum of the results (in f64, as upstream sums them)
-    pub fn exp_sub_sum(self, y: &mut [f32], m: f32) -> f64 {
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::exp_sub_sum_512(y, m) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx2 => unsafe { x86::exp_sub_sum_256(y, m) },
-            _ => {
-                let mut sum = 0f64;
-                for v in y.iter_mut() {
-                    *v = (*v - m).exp();
-                    sum += *v as f64;
-                }
-                sum
-            }
-        }
+    pub fn exp_sub_sum(&self, y: &mut [f32], m: f32) -> f64 {
+        // SAFETY: as in scale
+        unsafe { (self.exp_sub_sum)(y, m) }
     }
 
     /// the largest element (`-inf` for an empty slice)
-    pub fn max(self, y: &[f32]) -> f32 {
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::max_512(y) },
-            _ => y.iter().cloned().fold(f32::NEG_INFINITY, f32::max),
-        }
+    pub fn max(&self, y: &[f32]) -> f32 {
+        // SAFETY: as in scale
+        unsafe { (self.max)(y) }
+    }
+
+    /// SOFT_MAX's `y = exp(y - max)` in place and its sum, as upstream's build of this set
+    /// computes a row ([`crate::ops::expf`]; the scalar set: libm's exp, summed in f64)
+    pub fn softmax_exp(&self, y: &mut [f32], max: f32) -> f64 {
+        // SAFETY: as in scale
+        unsafe { (self.softmax_exp)(y, max) }
+    }
+
+    /// `y = silu(x) · g` (SWIGLU; `g = None`: SILU): whole blocks of [`VecF::silu_block`] values
+    /// in the set's vector form, the rest through libm (upstream's rows)
+    pub fn silu_row(&self, y: &mut [f32], x: &[f32], g: Option<&[f32]>) {
+        assert!(x.len() == y.len() && g.is_none_or(|g| g.len() == y.len()), "vecf::silu_row: lengths differ");
+        let whole = y.len() / self.silu_block * self.silu_block;
+        // SAFETY: the table's set runs on this CPU; `whole` values of each, a multiple of the block
+        unsafe { (self.silu_blocks)(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
+        super::expf::silu_blocks_libm(&mut y[whole..], &x[whole..], g.map(|g| &g[whole..]));
+    }
+
+    /// the values SiLU takes in blocks ([`VecF::silu_row`])
+    pub fn silu_block(&self) -> usize {
+        self.silu_block
+    }
+
+    /// the SiLU of a value that falls in a whole block of a row
+    pub fn silu_lane(&self, x: f32) -> f32 {
+        (self.silu_lane)(x)
     }
 }
 
 impl VecF {
-    /// whether [`VecF::score_tile`] and [`VecF::acc_tile`] have a vector form at this level (the
+    /// whether [`VecF::score_tile`] and [`VecF::acc_tile`] have a vector form in this set (the
     /// attention takes its tiled path only then)
-    pub fn has_tiles(self) -> bool {
-        cfg!(target_arch = "x86_64") && self.0 >= Level::Avx512
+    pub fn has_tiles(&self) -> bool {
+        self.tiles.is_some()
     }
 
     /// `out[a·stride + j] = q_a · k_j` for the `nq` rows of `q` and the `n` rows of `k` (`d` floats
     /// each, packed)
     #[allow(clippy::too_many_arguments)]
-    pub fn score_tile(self, q: &[f32], nq: usize, k: &[f32], n: usize, d: usize, out: &mut [f32], stride: usize) {
+    pub fn score_tile(&self, q: &[f32], nq: usize, k: &[f32], n: usize, d: usize, out: &mut [f32], stride: usize) {
         assert!(q.len() >= nq * d && k.len() >= n * d && n <= stride && out.len() >= (nq.max(1) - 1) * stride + n, "vecf::score_tile: short slices");
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32; the lengths are checked above
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::score_tile_512(q, nq, k, n, d, out, stride) },
-            _ => {
+        match self.tiles {
+            // SAFETY: the table's set runs on this CPU; the lengths are checked above
+            Some((score, _)) => unsafe { score(q, nq, k, n, d, out, stride) },
+            None => {
                 for a in 0..nq {
                     for j in 0..n {
                         out[a * stride + j] = q[a * d..(a + 1) * d].iter().zip(&k[j * d..(j + 1) * d]).map(|(x, y)| x * y).sum();
@@ -131,13 +160,12 @@ impl VecF {
     /// `acc_a += Σ_j w[a·stride + j] · v_j` for the `nq` accumulators (`d` floats each, packed) and
     /// the `n` rows of `v`
     #[allow(clippy::too_many_arguments)]
-    pub fn acc_tile(self, acc: &mut [f32], nq: usize, w: &[f32], stride: usize, v: &[f32], n: usize, d: usize) {
+    pub fn acc_tile(&self, acc: &mut [f32], nq: usize, w: &[f32], stride: usize, v: &[f32], n: usize, d: usize) {
         assert!(acc.len() >= nq * d && v.len() >= n * d && n <= stride && w.len() >= (nq.max(1) - 1) * stride + n, "vecf::acc_tile: short slices");
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32; the lengths are checked above
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::acc_tile_512(acc, nq, w, stride, v, n, d) },
-            _ => {
+        match self.tiles {
+            // SAFETY: the table's set runs on this CPU; the lengths are checked above
+            Some((_, tile)) => unsafe { tile(acc, nq, w, stride, v, n, d) },
+            None => {
                 for a in 0..nq {
                     for j in 0..n {
                         let s = w[a * stride + j];
@@ -151,68 +179,50 @@ impl VecF {
 
 impl VecF {
     /// ROPE's normal mode, in place: pair `(y[2k], y[2k+1])` turned by `(cs[2k], cs[2k+1])` =
-    /// (cos, sin) of its angle. Every level rounds as the scalar form (a product each, then the
+    /// (cos, sin) of its angle. Every set rounds as the scalar form (a product each, then the
     /// sum or difference: no fused multiply-add), so the results are the same bits.
-    pub fn rope_pairs(self, y: &mut [f32], cs: &[f32]) {
+    pub fn rope_pairs(&self, y: &mut [f32], cs: &[f32]) {
         assert!(y.len() == cs.len() && y.len().is_multiple_of(2), "vecf::rope_pairs: {} values, {} cos/sin", y.len(), cs.len());
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32; the lengths are checked above
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::rope_pairs_512(y, cs) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx2 => unsafe { x86::rope_pairs_256(y, cs) },
-            _ => rope_pairs_scalar(y, cs),
-        }
+        // SAFETY: the table's set runs on this CPU; the lengths are checked above
+        unsafe { (self.rope_pairs)(y, cs) }
     }
 
     /// ROPE's NeoX layout, in place: `(y[k], y[h + k])` turned by `(cos[k], sin[k])`, `h` = half of
-    /// `y`. Same bits at every level (as [`VecF::rope_pairs`]).
-    pub fn rope_halves(self, y: &mut [f32], cos: &[f32], sin: &[f32]) {
+    /// `y`. Same bits in every set (as [`VecF::rope_pairs`]).
+    pub fn rope_halves(&self, y: &mut [f32], cos: &[f32], sin: &[f32]) {
         assert!(y.len() == 2 * cos.len() && sin.len() == cos.len(), "vecf::rope_halves: {} values, {} cos, {} sin", y.len(), cos.len(), sin.len());
         let (a, b) = y.split_at_mut(cos.len());
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::rope_halves_512(a, b, cos, sin) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx2 => unsafe { x86::rope_halves_256(a, b, cos, sin) },
-            _ => rope_halves_scalar(a, b, cos, sin),
-        }
+        // SAFETY: as in rope_pairs
+        unsafe { (self.rope_halves)(a, b, cos, sin) }
     }
 }
 
 impl VecF {
     /// `Σ x²` for RMS_NORM: each square rounded to f32, summed in f64 (upstream's `ggml_float`
-    /// sum) in 8 interleaved partial sums added in a fixed order, so every level gives the same
+    /// sum) in 8 interleaved partial sums added in a fixed order, so every set gives the same
     /// bits (the order differs from upstream's one running sum only in f64 rounding).
-    pub fn sum_sq(self, x: &[f32]) -> f64 {
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::sum_sq_512(x) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx2 => unsafe { x86::sum_sq_256(x) },
-            _ => sum_sq_scalar(x),
-        }
+    pub fn sum_sq(&self, x: &[f32]) -> f64 {
+        // SAFETY: the table's set runs on this CPU
+        unsafe { (self.sum_sq)(x) }
     }
 
     /// `y[i] = x[i] · s`, or `(x[i] · s) · w[i]` with `w` (RMS_NORM, and RMS_NORM fused with
     /// the MUL by its weight: the two roundings of the two ops, so the same bits as both)
-    pub fn scale_mul_into(self, y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+    pub fn scale_mul_into(&self, y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
         assert!(y.len() == x.len() && w.is_none_or(|w| w.len() == y.len()), "vecf::scale_mul_into: lengths differ");
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::scale_mul_into_512(y, x, s, w) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in mad_f32
-            Level::Avx2 => unsafe { x86::scale_mul_into_256(y, x, s, w) },
-            _ => scale_mul_into_scalar(y, x, s, w),
-        }
+        // SAFETY: the table's set runs on this CPU; the lengths are checked above
+        unsafe { (self.scale_mul_into)(y, x, s, w) }
     }
+}
+
+/// `y = exp(y - m)` through libm, summed in f64
+fn exp_sub_sum_libm(y: &mut [f32], m: f32) -> f64 {
+    let mut sum = 0f64;
+    for v in y.iter_mut() {
+        *v = (*v - m).exp();
+        sum += *v as f64;
+    }
+    sum
 }
 
 #[inline(always)]
@@ -291,33 +301,33 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 const P: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5];
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{LN2_HI, LN2_LO, P, exp_poly, rope_halves_scalar, rope_pairs_scalar, scale_mul_into_scalar, sum_sq_scalar};
     use half::f16;
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn sum_sq_256(x: &[f32]) -> f64 {
+    pub(crate) fn sum_sq_256(x: &[f32]) -> f64 {
         sum_sq_scalar(x)
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn sum_sq_512(x: &[f32]) -> f64 {
+    pub(crate) fn sum_sq_512(x: &[f32]) -> f64 {
         sum_sq_scalar(x)
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn scale_mul_into_256(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+    pub(crate) fn scale_mul_into_256(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
         scale_mul_into_scalar(y, x, s, w)
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn scale_mul_into_512(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
+    pub(crate) fn scale_mul_into_512(y: &mut [f32], x: &[f32], s: f32, w: Option<&[f32]>) {
         scale_mul_into_scalar(y, x, s, w)
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn rope_pairs_256(y: &mut [f32], cs: &[f32]) {
+    pub(crate) fn rope_pairs_256(y: &mut [f32], cs: &[f32]) {
         let n = y.len() - y.len() % 8;
         for i in (0..n).step_by(8) {
             // SAFETY: i + 8 <= n <= y.len() == cs.len() (the caller checks)
@@ -337,7 +347,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn rope_pairs_512(y: &mut [f32], cs: &[f32]) {
+    pub(crate) fn rope_pairs_512(y: &mut [f32], cs: &[f32]) {
         let n = y.len() - y.len() % 16;
         for i in (0..n).step_by(16) {
             // SAFETY: i + 16 <= n <= y.len() == cs.len() (the caller checks)
@@ -355,17 +365,17 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn rope_halves_256(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
+    pub(crate) fn rope_halves_256(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
         rope_halves_scalar(a, b, cos, sin)
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn rope_halves_512(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
+    pub(crate) fn rope_halves_512(a: &mut [f32], b: &mut [f32], cos: &[f32], sin: &[f32]) {
         rope_halves_scalar(a, b, cos, sin)
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn mad_f32_512(y: &mut [f32], x: &[f32], s: f32) {
+    pub(crate) fn mad_f32_512(y: &mut [f32], x: &[f32], s: f32) {
         let n = y.len() - y.len() % 16;
         let sv = _mm512_set1_ps(s);
         for i in (0..n).step_by(16) {
@@ -379,7 +389,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn mad_f32_256(y: &mut [f32], x: &[f32], s: f32) {
+    pub(crate) fn mad_f32_256(y: &mut [f32], x: &[f32], s: f32) {
         let n = y.len() - y.len() % 8;
         let sv = _mm256_set1_ps(s);
         for i in (0..n).step_by(8) {
@@ -393,7 +403,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn mad_f16_512(y: &mut [f32], x: &[f16], s: f32) {
+    pub(crate) fn mad_f16_512(y: &mut [f32], x: &[f16], s: f32) {
         let n = y.len() - y.len() % 16;
         let sv = _mm512_set1_ps(s);
         for i in (0..n).step_by(16) {
@@ -408,7 +418,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn mad_f16_256(y: &mut [f32], x: &[f16], s: f32) {
+    pub(crate) fn mad_f16_256(y: &mut [f32], x: &[f16], s: f32) {
         let n = y.len() - y.len() % 8;
         let sv = _mm256_set1_ps(s);
         for i in (0..n).step_by(8) {
@@ -423,7 +433,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn scale_512(y: &mut [f32], s: f32) {
+    pub(crate) fn scale_512(y: &mut [f32], s: f32) {
         let n = y.len() - y.len() % 16;
         let sv = _mm512_set1_ps(s);
         for i in (0..n).step_by(16) {
@@ -437,7 +447,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn scale_256(y: &mut [f32], s: f32) {
+    pub(crate) fn scale_256(y: &mut [f32], s: f32) {
         let n = y.len() - y.len() % 8;
         let sv = _mm256_set1_ps(s);
         for i in (0..n).step_by(8) {
@@ -451,7 +461,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn max_512(y: &[f32]) -> f32 {
+    pub(crate) fn max_512(y: &[f32]) -> f32 {
         let n = y.len() - y.len() % 16;
         let mut m = _mm512_set1_ps(f32::NEG_INFINITY);
         for i in (0..n).step_by(16) {
@@ -470,7 +480,7 @@ mod x86 {
     /// four queries at a time against each K row: one load of K feeds four FMAs; K row by K row
     /// outside (a row stays in L1 while every query meets it, the queries are few)
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn score_tile_512(q: &[f32], nq: usize, k: &[f32], n: usize, d: usize, out: &mut [f32], stride: usize) {
+    pub(crate) fn score_tile_512(q: &[f32], nq: usize, k: &[f32], n: usize, d: usize, out: &mut [f32], stride: usize) {
         let (qp, kp) = (q.as_ptr(), k.as_ptr());
         for j in 0..n {
             let mut a = 0;
@@ -501,7 +511,7 @@ mod x86 {
     /// the remaining vectors one at a time (the last one masked); strip outside, so the strip of
     /// the V tile stays in L1 while each accumulator takes it in
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn acc_tile_512(acc: &mut [f32], nq: usize, w: &[f32], stride: usize, v: &[f32], n: usize, d: usize) {
+    pub(crate) fn acc_tile_512(acc: &mut [f32], nq: usize, w: &[f32], stride: usize, v: &[f32], n: usize, d: usize) {
         let vp = v.as_ptr();
         let ap0 = acc.as_mut_ptr();
         let mut i = 0;
@@ -578,7 +588,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn exp_sub_sum_512(y: &mut [f32], m: f32) -> f64 {
+    pub(crate) fn exp_sub_sum_512(y: &mut [f32], m: f32) -> f64 {
         let n = y.len() - y.len() % 16;
         let mv = _mm512_set1_ps(m);
         // two f64 accumulators of 8 lanes: the sum is f64 as the scalar form's
@@ -602,7 +612,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn exp_sub_sum_256(y: &mut [f32], m: f32) -> f64 {
+    pub(crate) fn exp_sub_sum_256(y: &mut [f32], m: f32) -> f64 {
         let n = y.len() - y.len() % 8;
         let mv = _mm256_set1_ps(m);
         let (mut s0, mut s1) = (_mm256_setzero_pd(), _mm256_setzero_pd());
@@ -633,8 +643,10 @@ mod tests {
     use super::*;
     use crate::rng::XorShift;
 
-    fn levels() -> Vec<VecF> {
-        Level::available().into_iter().map(VecF::at).collect()
+    use crate::kernels::{self, Kernels};
+
+    fn levels() -> Vec<&'static Kernels> {
+        kernels::available()
     }
 
     #[test]
@@ -659,7 +671,7 @@ mod tests {
     #[test]
     fn every_level_matches_the_scalar_reference() {
         let mut rng = XorShift::new(77);
-        let scalar = VecF(Level::Scalar);
+        let scalar = VecF::SCALAR;
         for len in [0usize, 1, 7, 8, 15, 16, 17, 33, 64, 100, 257] {
             let x: Vec<f32> = (0..len).map(|_| rng.f32_in(-3.0, 3.0)).collect();
             let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
@@ -669,22 +681,22 @@ mod tests {
             }
             for k in levels() {
                 let (mut a, mut b) = (x.clone(), x.clone());
-                k.mad_f32(&mut a, &y0.iter().map(|v| v.max(-5.0)).collect::<Vec<_>>(), 0.37);
+                k.vec.mad_f32(&mut a, &y0.iter().map(|v| v.max(-5.0)).collect::<Vec<_>>(), 0.37);
                 scalar.mad_f32(&mut b, &y0.iter().map(|v| v.max(-5.0)).collect::<Vec<_>>(), 0.37);
                 close(&a, &b, 1e-6, 1.0, "mad_f32", k);
                 let (mut a, mut b) = (x.clone(), x.clone());
-                k.mad_f16(&mut a, &xh, -1.5);
+                k.vec.mad_f16(&mut a, &xh, -1.5);
                 scalar.mad_f16(&mut b, &xh, -1.5);
                 close(&a, &b, 1e-6, 1.0, "mad_f16", k);
                 let (mut a, mut b) = (x.clone(), x.clone());
-                k.scale(&mut a, 0.3);
+                k.vec.scale(&mut a, 0.3);
                 scalar.scale(&mut b, 0.3);
                 close(&a, &b, 0.0, 0.0, "scale", k);
-                assert_eq!(k.max(&y0), scalar.max(&y0), "max at {:?}", k.0);
+                assert_eq!(k.vec.max(&y0), scalar.max(&y0), "max at {}", k.set.name());
                 let (mut a, mut b) = (y0.clone(), y0.clone());
-                let (sa, sb) = (k.exp_sub_sum(&mut a, -1.0), scalar.exp_sub_sum(&mut b, -1.0));
+                let (sa, sb) = (k.vec.exp_sub_sum(&mut a, -1.0), scalar.exp_sub_sum(&mut b, -1.0));
                 close(&a, &b, 4.0 * f32::EPSILON, 0.0, "exp_sub_sum", k);
-                assert!((sa - sb).abs() <= 1e-6 * sb.abs().max(1e-30), "exp sum {sa} vs {sb} at {:?}", k.0);
+                assert!((sa - sb).abs() <= 1e-6 * sb.abs().max(1e-30), "exp sum {sa} vs {sb} at {}", k.set.name());
             }
         }
     }
@@ -692,7 +704,7 @@ mod tests {
     #[test]
     fn the_rope_rotations_give_the_scalar_bits_at_every_level() {
         let mut rng = XorShift::new(79);
-        let scalar = VecF(Level::Scalar);
+        let scalar = VecF::SCALAR;
         for h in [1usize, 3, 4, 8, 9, 16, 32, 40, 64, 67] {
             let x: Vec<f32> = (0..2 * h).map(|_| rng.f32_in(-3.0, 3.0)).collect();
             let cs: Vec<f32> = (0..2 * h).map(|_| rng.f32_in(-1.0, 1.0)).collect();
@@ -710,10 +722,10 @@ mod tests {
             }
             for k in levels() {
                 let (mut a, mut b) = (x.clone(), x.clone());
-                k.rope_pairs(&mut a, &cs);
-                k.rope_halves(&mut b, cos, sin);
-                assert_eq!(a, want_p, "rope_pairs h {h} at {:?}", k.0);
-                assert_eq!(b, want_h, "rope_halves h {h} at {:?}", k.0);
+                k.vec.rope_pairs(&mut a, &cs);
+                k.vec.rope_halves(&mut b, cos, sin);
+                assert_eq!(a, want_p, "rope_pairs h {h} at {}", k.set.name());
+                assert_eq!(b, want_h, "rope_halves h {h} at {}", k.set.name());
             }
         }
     }
@@ -721,7 +733,7 @@ mod tests {
     #[test]
     fn the_rms_norm_kernels_give_the_scalar_bits_at_every_level() {
         let mut rng = XorShift::new(80);
-        let scalar = VecF(Level::Scalar);
+        let scalar = VecF::SCALAR;
         for len in [0usize, 1, 5, 8, 15, 16, 17, 64, 100, 512, 1000] {
             let x: Vec<f32> = (0..len).map(|_| rng.f32_in(-3.0, 3.0)).collect();
             let w: Vec<f32> = (0..len).map(|_| rng.f32_in(-2.0, 2.0)).collect();
@@ -737,11 +749,11 @@ mod tests {
                 assert_eq!(yw[i], ys[i] * w[i], "the fused form rounds as the two ops");
             }
             for k in levels() {
-                assert_eq!(k.sum_sq(&x).to_bits(), want.to_bits(), "sum_sq len {len} at {:?}", k.0);
+                assert_eq!(k.vec.sum_sq(&x).to_bits(), want.to_bits(), "sum_sq len {len} at {}", k.set.name());
                 let (mut a, mut b) = (vec![0f32; len], vec![0f32; len]);
-                k.scale_mul_into(&mut a, &x, 0.7, None);
-                k.scale_mul_into(&mut b, &x, 0.7, Some(&w));
-                assert_eq!((a == ys, b == yw), (true, true), "scale_mul_into len {len} at {:?}", k.0);
+                k.vec.scale_mul_into(&mut a, &x, 0.7, None);
+                k.vec.scale_mul_into(&mut b, &x, 0.7, Some(&w));
+                assert_eq!((a == ys, b == yw), (true, true), "scale_mul_into len {len} at {}", k.set.name());
             }
         }
     }
@@ -750,7 +762,7 @@ mod tests {
     #[test]
     fn the_tile_kernels_match_the_scalar_reference() {
         let mut rng = XorShift::new(78);
-        let scalar = VecF(Level::Scalar);
+        let scalar = VecF::SCALAR;
         for (nq, n, d) in [(1usize, 1usize, 16usize), (3, 5, 72), (8, 64, 64), (16, 33, 130), (5, 7, 576), (2, 3, 8)] {
             let stride = n + 3;
             let q: Vec<f32> = (0..nq * d).map(|_| rng.f32_in(-1.0, 1.0)).collect();
@@ -759,21 +771,21 @@ mod tests {
             let acc0: Vec<f32> = (0..nq * d).map(|_| rng.f32_in(-1.0, 1.0)).collect();
             for k in levels() {
                 let (mut a, mut b) = (vec![0f32; nq * stride], vec![0f32; nq * stride]);
-                k.score_tile(&q, nq, &kv, n, d, &mut a, stride);
+                k.vec.score_tile(&q, nq, &kv, n, d, &mut a, stride);
                 scalar.score_tile(&q, nq, &kv, n, d, &mut b, stride);
                 close(&a, &b, 1e-5, 1.0, "score_tile", k);
                 let (mut a, mut b) = (acc0.clone(), acc0.clone());
-                k.acc_tile(&mut a, nq, &w, stride, &kv, n, d);
+                k.vec.acc_tile(&mut a, nq, &w, stride, &kv, n, d);
                 scalar.acc_tile(&mut b, nq, &w, stride, &kv, n, d);
                 close(&a, &b, 1e-5, 1.0, "acc_tile", k);
             }
         }
     }
 
-    fn close(a: &[f32], b: &[f32], rel: f32, floor: f32, what: &str, k: VecF) {
+    fn close(a: &[f32], b: &[f32], rel: f32, floor: f32, what: &str, k: &Kernels) {
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
             let tol = rel * y.abs().max(floor) + 1e-37;
-            assert!((x - y).abs() <= tol, "{what} at {:?}: [{i}] {x} vs {y}", k.0);
+            assert!((x - y).abs() <= tol, "{what} at {}: [{i}] {x} vs {y}", k.set.name());
         }
     }
 }

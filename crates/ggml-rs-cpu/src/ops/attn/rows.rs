@@ -58,19 +58,9 @@ pub(super) fn fast_order() -> bool {
 
 /// the number of leading elements of an F16 accumulator of `dv` that upstream's native build adds
 /// in f16 arithmetic: `dv & !127` where the CPU has AVX512-FP16 (`GGML_F16_STEP` 128 there), none
-/// elsewhere (its F16 vector macros widen to f32)
-pub(super) fn f16_native_len(dv: usize) -> usize {
-    if fp16_arith() { dv & !127 } else { 0 }
-}
-
-fn fp16_arith() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *HAS.get_or_init(|| std::arch::is_x86_feature_detected!("avx512fp16"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+/// elsewhere (its F16 vector macros widen to f32); the table's [`AccOps::f16_native`]
+pub(super) fn f16_native_len(dv: usize, ops: &AccOps) -> usize {
+    if ops.f16_native { dv & !127 } else { 0 }
 }
 
 /// `x` rounded once to f16 (nearest, ties to even): through f32 rounded to odd, which keeps the
@@ -115,53 +105,51 @@ fn mad32_def(y: &mut [f32], x: &[f32], s: f32) {
     y.iter_mut().zip(x).for_each(|(a, b)| *a = b.mul_add(s, *a));
 }
 
-/// the accumulator kernels at a level, bit for bit the definitions above
+/// flash attention's accumulator kernels of one kernel set ([`crate::kernels::Kernels::acc`]), bit
+/// for bit the definitions above. The pointers' instruction set is the table's; `scale16` and
+/// `mad16` take `np` ([`f16_native_len`]) and whether to do that part in AVX512-FP16 instructions.
 #[derive(Clone, Copy)]
 pub struct AccOps {
-    level: Level,
-    /// the f16-arithmetic part in AVX512-FP16 instructions (else emulated exactly in f64 lanes)
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    fp16: bool,
+    pub(crate) scale16: unsafe fn(&mut [f16], f32, usize, bool),
+    /// unsafe: `x` as long as `y` (checked by [`AccOps::mad16`])
+    pub(crate) mad16: unsafe fn(&mut [f16], &[f16], f32, usize, bool),
+    /// unsafe: `x` as long as `y` (checked by [`AccOps::mad32`])
+    pub(crate) mad32: unsafe fn(&mut [f32], &[f32], f32),
+    /// the CPU has AVX512-FP16: upstream's native build adds the first [`f16_native_len`]
+    /// elements of F16 accumulators in f16 arithmetic, which every set reproduces (emulated
+    /// exactly in f64 below AVX-512)
+    pub(crate) f16_native: bool,
+    /// that part in AVX512-FP16 instructions (the AVX-512 sets on such a CPU)
+    pub(crate) fp16: bool,
 }
 
 impl AccOps {
-    pub fn at(level: Level) -> AccOps {
-        AccOps { level: level.min(crate::simd::detected()), fp16: fp16_arith() }
-    }
-
-    pub fn scale16(self, y: &mut [f16], ms: f32, np: usize) {
-        match self.level {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level is at most the detected one (AVX-512 F/BW/VL, AVX2/FMA/F16C)
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::scale16_512(y, ms, np, self.fp16) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the detected level has AVX2, FMA and F16C
-            Level::Avx2 => unsafe { x86::scale16_256(y, ms, np) },
-            _ => scale16_def(y, ms, np),
+    /// the definitions (the scalar set's kernels); `f16_native` as this CPU's native build
+    pub fn scalar() -> AccOps {
+        AccOps {
+            scale16: |y, ms, np, _| scale16_def(y, ms, np),
+            mad16: |y, x, vs, np, _| mad16_def(y, x, vs, np),
+            mad32: mad32_def,
+            f16_native: crate::simd::has_avx512fp16(),
+            fp16: false,
         }
     }
 
-    pub fn mad16(self, y: &mut [f16], x: &[f16], vs: f32, np: usize) {
+    pub fn scale16(&self, y: &mut [f16], ms: f32, np: usize) {
+        // SAFETY: the table's set runs on this CPU
+        unsafe { (self.scale16)(y, ms, np, self.fp16) }
+    }
+
+    pub fn mad16(&self, y: &mut [f16], x: &[f16], vs: f32, np: usize) {
         assert_eq!(y.len(), x.len(), "attn mad16: lengths differ");
-        match self.level {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in scale16
-            Level::Avx512 | Level::Avx512Vnni => unsafe { x86::mad16_512(y, x, vs, np, self.fp16) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in scale16
-            Level::Avx2 => unsafe { x86::mad16_256(y, x, vs, np) },
-            _ => mad16_def(y, x, vs, np),
-        }
+        // SAFETY: the table's set runs on this CPU; the lengths are equal
+        unsafe { (self.mad16)(y, x, vs, np, self.fp16) }
     }
 
-    pub fn mad32(self, y: &mut [f32], x: &[f32], s: f32) {
+    pub fn mad32(&self, y: &mut [f32], x: &[f32], s: f32) {
         assert_eq!(y.len(), x.len(), "attn mad32: lengths differ");
-        match self.level {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in scale16
-            Level::Avx512 | Level::Avx512Vnni | Level::Avx2 => unsafe { x86::mad32_fma(y, x, s) },
-            _ => mad32_def(y, x, s),
-        }
+        // SAFETY: as in mad16
+        unsafe { (self.mad32)(y, x, s) }
     }
 }
 
@@ -183,7 +171,7 @@ pub(super) fn row_pass(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas, op
     let nq = g.nq();
     let qbytes = qt.row_size(dk as usize);
     let f16v = vt == GgmlType::F16;
-    let np = f16_native_len(dvu);
+    let np = f16_native_len(dvu, &ops);
     let super::GroupRows { k: (ik2, ik3), v: (iv2, iv3), slopes, mrows } = super::group_rows(c, g);
     w.acc[..nq * dvu].fill(0.0);
     w.m_run[..nq].fill(f32::NEG_INFINITY);
@@ -230,7 +218,7 @@ pub(super) fn row_pass(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas, op
                 }
                 let acc = &mut w.acc[a * dvu..(a + 1) * dvu];
                 if s > m_old {
-                    p.vf.scale(acc, ms);
+                    p.k.vec.scale(acc, ms);
                 }
                 ops.mad32(acc, w.v32, vs);
             }
@@ -271,7 +259,7 @@ pub(super) fn merge(parts: &mut dyn Iterator<Item = (f32, f32, &[f32])>, acc: &m
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{mad16_def, scale16_def};
     use half::f16;
     use std::arch::x86_64::*;
@@ -279,7 +267,7 @@ mod x86 {
     const RNE: i32 = _MM_FROUND_TO_NEAREST_INT;
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn scale16_512(y: &mut [f16], ms: f32, np: usize, fp16: bool) {
+    pub(crate) fn scale16_512(y: &mut [f16], ms: f32, np: usize, fp16: bool) {
         let n = y.len();
         let n16 = n - n % 16;
         let h = f16::from_f32(ms).to_f32();
@@ -302,7 +290,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn scale16_256(y: &mut [f16], ms: f32, np: usize) {
+    pub(crate) fn scale16_256(y: &mut [f16], ms: f32, np: usize, _fp16: bool) {
         let n = y.len();
         let n8 = n - n % 8;
         let h = f16::from_f32(ms).to_f32();
@@ -380,7 +368,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn mad16_512(y: &mut [f16], x: &[f16], vs: f32, np: usize, fp16: bool) {
+    pub(crate) fn mad16_512(y: &mut [f16], x: &[f16], vs: f32, np: usize, fp16: bool) {
         let n = y.len();
         let n16 = n - n % 16;
         let h = _mm256_set1_ps(f16::from_f32(vs).to_f32());
@@ -412,7 +400,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn mad16_256(y: &mut [f16], x: &[f16], vs: f32, np: usize) {
+    pub(crate) fn mad16_256(y: &mut [f16], x: &[f16], vs: f32, np: usize, _fp16: bool) {
         let n = y.len();
         // the f16-arithmetic part as defined (a CPU with AVX512-FP16 run at the AVX2 level)
         let np = np.min(n);
@@ -433,7 +421,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn mad32_fma(y: &mut [f32], x: &[f32], s: f32) {
+    pub(crate) fn mad32_fma(y: &mut [f32], x: &[f32], s: f32) {
         let n = y.len();
         let n8 = n - n % 8;
         let sv = _mm256_set1_ps(s);
@@ -499,10 +487,10 @@ mod tests {
                 // the AVX-512 level twice: the f16 part emulated, and in AVX512-FP16 instructions
                 // where the CPU has them
                 for (level, fp16) in [(Level::Scalar, false), (Level::Avx2, false), (Level::Avx512, false), (Level::Avx512, true)] {
-                    if level > crate::simd::detected() || (fp16 && !fp16_arith()) {
+                    if level > crate::simd::detected() || (fp16 && !crate::simd::has_avx512fp16()) {
                         continue;
                     }
-                    let ops = AccOps { fp16, ..AccOps::at(level) };
+                    let ops = AccOps { fp16, ..crate::kernels::at(level).acc };
                     let mut got = y0.clone();
                     ops.mad16(&mut got, &x, vs, np);
                     ops.scale16(&mut got, ms, np);
@@ -527,7 +515,7 @@ mod tests {
                     continue;
                 }
                 let mut got = y0.clone();
-                AccOps::at(level).mad32(&mut got, &x, 0.3);
+                crate::kernels::at(level).acc.mad32(&mut got, &x, 0.3);
                 assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n {n}");
             }
         }

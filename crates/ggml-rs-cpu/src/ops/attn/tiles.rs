@@ -233,7 +233,7 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
                 }
                 // SAFETY: the tiles run at the node's level (applies); the half's R·dk repacked
                 // elements; each query row dk floats; each score row KB - lo >= R floats from lo
-                unsafe { fgemm::tile_raw(kt, c.p.vf.level(), a.kpack[h * R * dk * keb..].as_ptr(), dk, &xs[..m], &outs[..m], (n - lo).min(R), false) };
+                unsafe { fgemm::tile_raw(kt, c.p.k.set, a.kpack[h * R * dk * keb..].as_ptr(), dk, &xs[..m], &outs[..m], (n - lo).min(R), false) };
             }
             for i in i0..i0 + m {
                 softmax_step(c, &mut a.s[i * KB..(i + 1) * KB], live[i], mrows[i], slopes[i], &mut a.o[i * dv..(i + 1) * dv], &mut a.m[i], &mut a.l[i], ic0);
@@ -249,7 +249,7 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
                 // R each, vlo <= lo, hi <= vhi); each weight row hi - lo floats from lo; each
                 // accumulator (dv - 32b).min(R) floats from 32b
                 unsafe {
-                    fgemm::tile_raw(vt, c.p.vf.level(), a.vpack[(b * KB + lo) * R * veb..].as_ptr(), hi - lo, &xs[..m], &outs[..m], (dv - b * R).min(R), true)
+                    fgemm::tile_raw(vt, c.p.k.set, a.vpack[(b * KB + lo) * R * veb..].as_ptr(), hi - lo, &xs[..m], &outs[..m], (dv - b * R).min(R), true)
                 };
             }
             i0 += m;
@@ -307,17 +307,17 @@ fn softmax_step(c: &Ctx, s: &mut [f32], live: u64, mrow: *const u16, slope: f32,
     if tmax > *m {
         if *m != f32::NEG_INFINITY {
             let ms = (*m - tmax).exp();
-            p.vf.scale(o, ms);
+            p.k.vec.scale(o, ms);
             *l *= ms;
         }
         *m = tmax;
     }
     if super::rows::fast_order() {
-        *l += p.vf.exp_sub_sum(s, *m) as f32;
+        *l += p.k.vec.exp_sub_sum(s, *m) as f32;
     } else {
         // upstream's tiled path: its softmax row (`ggml_vec_soft_max_f32`) over the 64 positions,
         // the sum joined in f64
-        *l = (f64::from(*l) + crate::ops::expf::exp_sub_sum_row(p.vf.level(), s, *m)) as f32;
+        *l = (f64::from(*l) + p.k.vec.softmax_exp(s, *m)) as f32;
     }
 }
 

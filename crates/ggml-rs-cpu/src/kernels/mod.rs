@@ -1,0 +1,110 @@
+//! The kernel table: every kernel the ops call through, one table per kernel set, built once.
+//!
+//! A [`Kernels`] is a plain struct of function pointers (and the few numbers that go with them:
+//! a block length, whether a tiled form exists). [`scalar::table`] fills it with the portable
+//! definitions, which are also the reference every other set is tested against; each instruction
+//! set's file then *plugs in* the kernels it has, on top of the set below it (the way
+//! tract-linalg's `Ops` is built by `generic()` and each ISA's `plug`):
+//!
+//! | set (`GGML_RS_CPU_SIMD`) | built as                                   | file              |
+//! |--------------------------|--------------------------------------------|-------------------|
+//! | `scalar`                 | the definitions                            | `scalar.rs`       |
+//! | `avx2`                   | scalar + AVX2/FMA/F16C                     | `x86_avx2.rs`     |
+//! | `avx512`                 | avx2 + AVX-512 F/BW/VL                     | `x86_avx512.rs`   |
+//! | `avx512vnni`             | avx512 + VNNI                              | `x86_avx512.rs`   |
+//! | `neon`                   | scalar + NEON (upstream aarch64's orders)  | `aarch64_neon.rs` |
+//! | `dotprod`                | neon + DotProd                             | `aarch64_neon.rs` |
+//!
+//! The set is chosen once ([`active`]: the detected one, capped by `GGML_RS_CPU_SIMD`; the
+//! backend's use_ref takes [`at`]`(Scalar)`), and the ops only read the table they are handed:
+//! no op tests a CPU feature or compares levels. A table's kernels may only be called on a CPU
+//! that has its set, which [`at`] asserts when it builds one; that is the safety argument of every
+//! `unsafe fn` pointer in the table (the rest of each pointer's contract is in its field's doc).
+
+use crate::simd::Level;
+use std::sync::OnceLock;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64_neon;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx512;
+
+pub use crate::ops::attn::AccOps;
+pub use crate::ops::vecf::VecF;
+
+/// one kernel set's kernels
+pub struct Kernels {
+    /// the set these are ([`Level::name`] is `GGML_RS_CPU_SIMD`'s word for it)
+    pub set: Level,
+    /// element-wise vectors: `y += s·x`, scales, exp and its sum (SOFT_MAX), SiLU / SwiGLU rows,
+    /// RoPE rotations, RMS_NORM's sums, attention's score / accumulate tiles
+    pub vec: VecF,
+    /// flash attention's accumulators (f16 and f32 `y = y·s + x·v`)
+    pub acc: AccOps,
+}
+
+/// the table of `level` (at most the detected set of this CPU: asserted), built on first use
+pub fn at(level: Level) -> &'static Kernels {
+    assert!(
+        level <= crate::simd::detected() && Level::of_this_arch().contains(&level),
+        "kernels::at: the {} set is not supported by this CPU (it has {})",
+        level.name(),
+        crate::simd::detected().name()
+    );
+    static TABLES: [OnceLock<Kernels>; 6] = [const { OnceLock::new() }; 6];
+    TABLES[level as usize].get_or_init(|| build(level))
+}
+
+/// the table this process computes with ([`crate::simd::active`])
+pub fn active() -> &'static Kernels {
+    at(crate::simd::active())
+}
+
+/// every table this CPU runs, lowest set first (what the tests compare)
+pub fn available() -> Vec<&'static Kernels> {
+    Level::available().into_iter().map(at).collect()
+}
+
+fn build(level: Level) -> Kernels {
+    let mut k = scalar::table();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level >= Level::Avx2 {
+            x86_avx2::plug(&mut k);
+        }
+        if level >= Level::Avx512 {
+            x86_avx512::plug(&mut k);
+        }
+        if level >= Level::Avx512Vnni {
+            x86_avx512::plug_vnni(&mut k);
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if level >= Level::Neon {
+            aarch64_neon::plug(&mut k);
+        }
+        if level >= Level::NeonDot {
+            aarch64_neon::plug_dotprod(&mut k);
+        }
+    }
+    k.set = level;
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_set_builds_once_and_names_itself() {
+        for k in available() {
+            assert!(std::ptr::eq(k, at(k.set)), "{}: one table per set", k.set.name());
+        }
+        assert_eq!(at(Level::Scalar).set, Level::Scalar);
+        assert_eq!(active().set, crate::simd::active());
+    }
+}
