@@ -21,7 +21,6 @@ use std::time::Instant;
 
 use ggml_rs_cpu::GgmlType;
 use ggml_rs_cpu::block::{AlignedBytes, BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, as_blocks_mut};
-use ggml_rs_cpu::dot::RowDot;
 use ggml_rs_cpu::matmul::{MatMul, Weights};
 use ggml_rs_cpu::pool::ThreadPool;
 use ggml_rs_cpu::quants::quantize_row;
@@ -108,8 +107,8 @@ fn main() {
             let rs = ty.row_size(K);
             // passes per sample: at least ~2 ms of work
             let reps = (((2usize << 20) * 8) / (rows * rs)).max(1);
-            let ours = RowDot::new(ty, top);
-            let avx2 = (top >= Level::Avx2).then(|| RowDot::new(ty, Level::Avx2));
+            let ours = ggml_rs_cpu::kernels::at(top).row_dot(ty);
+            let avx2 = (top >= Level::Avx2).then(|| ggml_rs_cpu::kernels::at(Level::Avx2).row_dot(ty));
             let mut mm = MatMul::new(ty);
             let mut dst = vec![0f32; rows];
             let mut out = vec![0f32; rows];

@@ -20,8 +20,7 @@ mod upstream_lib;
 
 use ggml_rs_cpu::GgmlType;
 use ggml_rs_cpu::block::AlignedBytes;
-use ggml_rs_cpu::dot::gemv::Gemv;
-use ggml_rs_cpu::dot::{Order, RowDot};
+use ggml_rs_cpu::dot::Order;
 use ggml_rs_cpu::quants::quantize_row;
 use ggml_rs_cpu::rng::XorShift;
 
@@ -57,8 +56,8 @@ fn main() {
             let mut x = AlignedBytes::zeroed(vt.row_size(k));
             quantize_row(vt, &r.model_like(k), &mut x);
             let mut out = vec![0f32; rows];
-            let (row, g) = (RowDot::new(ty, level), Gemv::new(ty, level));
-            let repack = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4K).then(|| Gemv::with_order(ty, level, Order::RepackGemv));
+            let (row, g) = (ggml_rs_cpu::kernels::at(level).row_dot(ty), ggml_rs_cpu::kernels::at(level).gemv(ty, Order::VecDot));
+            let repack = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4K).then(|| ggml_rs_cpu::kernels::at(level).gemv(ty, Order::RepackGemv));
             let (mut best_row, mut best_g, mut best_rp, mut best_up) = (u64::MAX, u64::MAX, u64::MAX, u64::MAX);
             // upstream's form of the weights: Q4_0 repacked 8 rows to a block of 144 bytes (8
             // scales, then the nibbles), scales 1.0; the others as they are

@@ -44,7 +44,7 @@ impl MatMul {
     }
 
     pub fn with_level(ty: GgmlType, level: Level) -> MatMul {
-        MatMul { ty, dot: RowDot::new(ty, level), activations: AlignedBytes::default() }
+        MatMul { ty, dot: crate::kernels::at(level).row_dot(ty), activations: AlignedBytes::default() }
     }
 
     /// rows per chunk: enough chunks for the pool to balance (8 per thread), at least 4 rows
@@ -149,7 +149,7 @@ mod tests {
                     let mut dst = vec![f32::NAN; rows * n_vecs];
                     let mut mm = MatMul::new(ty);
                     mm.compute(&mut pool, Weights { ty, data: &w, rows, k }, &x, &mut dst);
-                    let dot = RowDot::active(ty);
+                    let dot = crate::kernels::active().row_dot(ty);
                     let vt = ty.vec_dot_type().unwrap();
                     for j in 0..n_vecs {
                         let mut a = AlignedBytes::zeroed(vt.row_size(k));

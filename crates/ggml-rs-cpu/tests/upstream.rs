@@ -184,7 +184,7 @@ fn vec_dot_matches_ggml_cpus() {
                 dequantize_row(ty.vec_dot_type().unwrap(), &aq, &mut ad);
                 let mag: f64 = wd.iter().zip(&ad).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum();
                 for level in Level::available() {
-                    let ours = RowDot::new(ty, level).dot(&wq, &aq) as f64;
+                    let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq) as f64;
                     let err = (ours - theirs).abs() / mag.max(f64::MIN_POSITIVE);
                     assert!(err <= 2f64.powi(-18), "{} {} n={n}: upstream {theirs}, ours {ours} (error {err:e} of Σ|w·a|)", ty.name(), level.name());
                     worst = worst.max(err);
@@ -218,7 +218,7 @@ fn vec_dot_is_the_aarch64_builds_bit_for_bit() {
                 let mut aq = AlignedBytes::zeroed(vt.row_size(n));
                 u.cpu_from_float(vt as u32, &a, &mut aq);
                 let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
-                let ours = RowDot::new(ty, Level::NeonDot).dot(&wq, &aq);
+                let ours = ggml_rs_cpu::kernels::at(Level::NeonDot).row_dot(ty).dot(&wq, &aq);
                 assert_eq!(ours.to_bits(), theirs.to_bits(), "{} n={n} row {k}: upstream {theirs}, ours {ours}", ty.name());
                 compared += 1;
             }
@@ -230,7 +230,7 @@ fn vec_dot_is_the_aarch64_builds_bit_for_bit() {
 /// an AVX-512 build of upstream (the native one: `GGML_RS_UPSTREAM_LIB_DIR=<build-native>/bin`)
 /// sums F32 and F16 rows in the orders our AVX-512 kernels take (`ggml_vec_dot_f32` with its
 /// tail as GCC compiled it, `ggml_vec_dot_f16`): equal bit for bit, every length from 0 to 300
-/// (each kind of tail) and models' rows; BF16 too, in `select_bf16_native`'s order (FLASH_ATTN_EXT's
+/// (each kind of tail) and models' rows; BF16 too, in the table's `bf16_native` order (FLASH_ATTN_EXT's
 /// BF16 K); skipped with another build (the stock one is AVX2)
 #[test]
 fn vec_dot_f32_and_f16_are_an_avx512_builds_bit_for_bit() {
@@ -260,7 +260,7 @@ fn vec_dot_f32_and_f16_are_an_avx512_builds_bit_for_bit() {
                 quantize_row(ty, &a, &mut aq);
                 let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
                 for level in Level::available().into_iter().filter(|&l| l >= Level::Avx512) {
-                    let ours = RowDot::new(ty, level).dot(&wq, &aq);
+                    let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq);
                     assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {} n={n}: upstream {theirs}, ours {ours}", ty.name(), level.name());
                 }
             }
@@ -276,7 +276,7 @@ fn vec_dot_f32_and_f16_are_an_avx512_builds_bit_for_bit() {
         quantize_row(ty, &a, &mut aq);
         let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
         for level in Level::available().into_iter().filter(|&l| l >= Level::Avx512) {
-            let ours = RowDot::Bf16(ggml_rs_cpu::dot::float::select_bf16_native(level)).dot(&wq, &aq);
+            let ours = RowDot::Bf16(ggml_rs_cpu::kernels::at(level).dot.bf16_native).dot(&wq, &aq);
             assert_eq!(ours.to_bits(), theirs.to_bits(), "bf16 native order {} n={n}: upstream {theirs}, ours {ours}", level.name());
         }
     }
@@ -364,7 +364,7 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
             }
             let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
             for level in Level::available() {
-                let ours = RowDot::new(ty, level).dot(&wq, &aq);
+                let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq);
                 assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {}: upstream {theirs}, ours {ours}", ty.name(), level.name());
             }
         }
@@ -475,7 +475,7 @@ fn q6_k_vec_dot_is_ggml_cpus_x86_order_bit_for_bit() {
             let aq = activations(ty, &a);
             let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
             for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
-                let ours = RowDot::new(ty, level).dot(&wq, &aq);
+                let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq);
                 assert_eq!(ours.to_bits(), theirs.to_bits(), "q6_K {} n={n}: upstream {theirs}, ours {ours}", level.name());
             }
         }

@@ -479,7 +479,7 @@ unsafe extern "C" fn vec_dot<const T: u32>(n: c_int, s: *mut f32, _bs: usize, x:
         let n = n.max(0) as usize;
         // SAFETY: x is a row of n elements of the type, y of its vec_dot_type (ggml's contract).
         let (xr, yr) = unsafe { (std::slice::from_raw_parts(x as *const u8, ty.row_size(n)), std::slice::from_raw_parts(y as *const u8, yt.row_size(n))) };
-        let d = crate::dot::RowDot::active(ty).dot(xr, yr);
+        let d = crate::kernels::active().row_dot(ty).dot(xr, yr);
         // SAFETY: s points to one float.
         unsafe { *s = d }
     })

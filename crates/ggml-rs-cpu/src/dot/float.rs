@@ -11,8 +11,6 @@
 
 use half::{bf16, f16};
 
-use crate::simd::Level;
-
 pub type F32Dot = fn(&[f32], &[f32]) -> f32;
 pub type F16Dot = fn(&[f16], &[f16]) -> f32;
 pub type Bf16Dot = fn(&[bf16], &[bf16]) -> f32;
@@ -159,67 +157,12 @@ pub fn bf16_avx512f_order(x: &[bf16], y: &[bf16]) -> f32 {
     sum as f32
 }
 
-/// BF16 · BF16 in the order of upstream's native build on this CPU (`ggml_vec_dot_bf16`, what
-/// its FLASH_ATTN_EXT dots a BF16 K with): at the AVX-512 levels [`bf16_dpbf16_order`] where the
-/// CPU has AVX512-BF16 (as `-march=native` compiles it there), else [`bf16_avx512f_order`];
-/// below AVX-512, [`select_bf16`]'s kernel. Plain Rust (the definitions themselves): no SIMD
-/// form yet.
-pub fn select_bf16_native(level: Level) -> Bf16Dot {
-    if level < Level::Avx512 {
-        return select_bf16(level);
-    }
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512bf16") {
-        return bf16_dpbf16_order;
-    }
-    bf16_avx512f_order
-}
-
-/// the aarch64 kernel `$k` of `super::neon::kernels` as a selector's NEON entry
-#[cfg(target_arch = "aarch64")]
-macro_rules! neon_kernel {
-    ($k:ident) => {
-        Some(|x: &[_], y: &[_]| {
-            // SAFETY: every AArch64 CPU has NEON
-            unsafe { super::neon::kernels::$k(x, y) }
-        })
-    };
-}
-
-macro_rules! selector {
-    ($name:ident, $ty:ty, $reference:ident, $avx2:ident, $avx512:ident, $neon:expr) => {
-        /// the kernel of `level`
-        pub fn $name(level: Level) -> fn(&[$ty], &[$ty]) -> f32 {
-            assert!(level <= crate::simd::detected(), "{}: {} is not supported by this CPU", stringify!($name), level.name());
-            match level {
-                Level::Scalar => $reference,
-                #[cfg(target_arch = "x86_64")]
-                Level::Avx2 => |x, y| {
-                    // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-                    unsafe { x86::$avx2(x, y) }
-                },
-                #[cfg(target_arch = "x86_64")]
-                Level::Avx512 | Level::Avx512Vnni => |x, y| {
-                    // SAFETY: selected only when the CPU has AVX-512 F/BW/VL (asserted above)
-                    unsafe { x86::$avx512(x, y) }
-                },
-                #[cfg(target_arch = "aarch64")]
-                Level::Neon | Level::NeonDot if $neon.is_some() => $neon.unwrap(),
-                _ => $reference,
-            }
-        }
-    };
-}
-
 // f32 at the AVX-512 levels: upstream's AVX-512 order with 512-bit loads (dot_bench, one thread,
 // against upstream native's ggml_vec_dot_f32: 0.89-0.96x in L2, 0.93-1.07x from memory; the same
 // order in 256-bit halves 0.83-0.87x, the AVX2 kernel's 4 × 8 lanes about the same)
-selector!(select_f32, f32, f32_reference, f32_avx2, f32_avx512, neon_kernel!(f32_neon));
-selector!(select_f16, f16, f16_reference, f16_avx2, f16_avx512, neon_kernel!(f16_neon));
-selector!(select_bf16, bf16, bf16_reference, bf16_avx2, bf16_avx512, None::<fn(&[bf16], &[bf16]) -> f32>);
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use half::{bf16, f16};
@@ -348,13 +291,13 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn f32_avx2(x: &[f32], y: &[f32]) -> f32 {
+    pub(crate) fn f32_avx2(x: &[f32], y: &[f32]) -> f32 {
         avx2_loop!(x, y, ld_f32, |v: f32| v)
     }
 
     /// [`super::f32_avx512_order`] with 16-lane registers
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-    pub(super) fn f32_avx512(x: &[f32], y: &[f32]) -> f32 {
+    pub(crate) fn f32_avx512(x: &[f32], y: &[f32]) -> f32 {
         let (mut sum, done, x, y) = avx512_blocks!(x, y, ld16_f32);
         let rounded = x.len() - x.len() % super::F32_FUSED_TAIL;
         for j in done..rounded {
@@ -367,18 +310,18 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn f16_avx2(x: &[f16], y: &[f16]) -> f32 {
+    pub(crate) fn f16_avx2(x: &[f16], y: &[f16]) -> f32 {
         avx2_loop!(x, y, ld_f16, |v: f16| v.to_f32())
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
+    pub(crate) fn bf16_avx2(x: &[bf16], y: &[bf16]) -> f32 {
         avx2_loop!(x, y, ld_bf16, |v: bf16| v.to_f32())
     }
 
     /// [`super::f16_avx512_order`] with 16-lane registers
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-    pub(super) fn f16_avx512(x: &[f16], y: &[f16]) -> f32 {
+    pub(crate) fn f16_avx512(x: &[f16], y: &[f16]) -> f32 {
         let (blocks, done, x, y) = avx512_blocks!(x, y, ld16_f16);
         let mut sum = f64::from(blocks);
         for j in done..x.len() {
@@ -388,7 +331,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-    pub(super) fn bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
+    pub(crate) fn bf16_avx512(x: &[bf16], y: &[bf16]) -> f32 {
         avx512_loop!(x, y, ld16_bf16, |v: bf16| v.to_f32())
     }
 }

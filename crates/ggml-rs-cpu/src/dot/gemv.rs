@@ -23,10 +23,11 @@
 
 use super::{Order, RowDot};
 use crate::GgmlType;
-use crate::simd::Level;
+use crate::kernels::Kernels;
 
+/// a multi-row kernel (the row kernel's bits, several rows per pass)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     /// the row kernel, row by row
     Rows,
     #[cfg(target_arch = "x86_64")]
@@ -67,40 +68,43 @@ pub struct Gemv {
     row: RowDot,
 }
 
-impl Gemv {
-    /// for weights of `ty` at `level` (activations of `ty.vec_dot_type()`)
-    pub fn new(ty: GgmlType, level: Level) -> Gemv {
-        Gemv::with_order(ty, level, Order::VecDot)
-    }
+/// The multi-row kernels of one kernel set ([`crate::kernels::Kernels::gemv`]), per weight type
+/// (`ggml_vec_dot_*`'s order) and per repacked order; [`Kind::Rows`] where the set has none.
+#[derive(Clone, Copy)]
+pub struct GemvKinds {
+    pub(crate) q4_0: Kind,
+    pub(crate) q8_0: Kind,
+    pub(crate) f16: Kind,
+    pub(crate) q4_k: Kind,
+    pub(crate) q6_k: Kind,
+    /// Q4_0 in upstream's repacked order (GEMV and GEMM rows)
+    pub(crate) q4_0_repack: Kind,
+    /// Q4_K in upstream's repacked GEMV order
+    pub(crate) q4_k_gemv: Kind,
+}
 
-    /// for weights of `ty` at `level`, summing in `order` (the repack orders: Q4_0 and Q4_K;
-    /// Q4_K's GEMM order runs row by row, the row kernel [`RowDot::with_order`])
-    pub fn with_order(ty: GgmlType, level: Level, order: Order) -> Gemv {
-        let row = RowDot::with_order(ty, level, order);
-        #[cfg(target_arch = "x86_64")]
-        if order != Order::VecDot {
-            let kind = match (ty, order, level) {
-                (GgmlType::Q4_0, _, Level::Avx512Vnni) => Kind::Q4_0RepackVnni,
-                (GgmlType::Q4_0, _, l) if l >= Level::Avx2 => Kind::Q4_0RepackAvx2,
-                (GgmlType::Q4K, Order::RepackGemv, Level::Avx512Vnni) => Kind::Q4KGemvVnni,
-                (GgmlType::Q4K, Order::RepackGemv, l) if l >= Level::Avx2 => Kind::Q4KGemvAvx2,
-                _ => Kind::Rows,
-            };
-            return Gemv { ty, kind, row };
-        }
-        #[cfg(target_arch = "x86_64")]
-        let kind = match (ty, level) {
-            (GgmlType::Q4_0, Level::Avx512Vnni) => Kind::Q4_0Vnni,
-            (GgmlType::Q8_0, Level::Avx512Vnni) => Kind::Q8_0Vnni,
-            (GgmlType::F16, Level::Avx512 | Level::Avx512Vnni) => Kind::F16Avx512,
-            (GgmlType::Q4K, Level::Avx512Vnni) => Kind::Q4KVnni,
-            (GgmlType::Q4K, l) if l >= Level::Avx2 => Kind::Q4KAvx2,
-            (GgmlType::Q6K, l) if l >= Level::Avx512 => Kind::Q6KAvx512,
-            (GgmlType::Q6K, l) if l >= Level::Avx2 => Kind::Q6KAvx2,
+impl GemvKinds {
+    /// no multi-row kernel: every row through the row kernel (the scalar set)
+    pub const ROWS: GemvKinds =
+        GemvKinds { q4_0: Kind::Rows, q8_0: Kind::Rows, f16: Kind::Rows, q4_k: Kind::Rows, q6_k: Kind::Rows, q4_0_repack: Kind::Rows, q4_k_gemv: Kind::Rows };
+}
+
+impl Gemv {
+    /// for weights of `ty` in the table `k`, summing in `order` (the repack orders: Q4_0 and Q4_K;
+    /// Q4_K's GEMM order runs row by row, the row kernel [`crate::dot::Dots::row`])
+    pub fn new(ty: GgmlType, k: &Kernels, order: Order) -> Gemv {
+        let row = k.dot.row(ty, order);
+        let g = &k.gemv;
+        let kind = match (ty, order) {
+            (GgmlType::Q4_0, Order::VecDot) => g.q4_0,
+            (GgmlType::Q8_0, Order::VecDot) => g.q8_0,
+            (GgmlType::F16, Order::VecDot) => g.f16,
+            (GgmlType::Q4K, Order::VecDot) => g.q4_k,
+            (GgmlType::Q6K, Order::VecDot) => g.q6_k,
+            (GgmlType::Q4_0, _) => g.q4_0_repack,
+            (GgmlType::Q4K, Order::RepackGemv) => g.q4_k_gemv,
             _ => Kind::Rows,
         };
-        #[cfg(not(target_arch = "x86_64"))]
-        let kind = Kind::Rows;
         Gemv { ty, kind, row }
     }
 
@@ -174,7 +178,7 @@ impl Gemv {
             #[cfg(target_arch = "x86_64")]
             Kind::Q4_0Vnni => {
                 let y = crate::block::as_blocks(x, "gemv q4_0 activations");
-                // SAFETY: selected only at the AVX-512 VNNI level (RowDot::new asserted the CPU has
+                // SAFETY: in the AVX-512 VNNI set's table only (built on a CPU that has
                 // it); the rows are readable (caller)
                 unsafe {
                     by_four(rows, stride, w, out, |w, o, four| if four { x86::q4_0_rows::<4>(w, stride, y, o) } else { x86::q4_0_rows::<1>(w, stride, y, o) })
@@ -183,7 +187,7 @@ impl Gemv {
             #[cfg(target_arch = "x86_64")]
             Kind::Q4_0RepackVnni => {
                 let y = crate::block::as_blocks(x, "gemv q4_0 activations");
-                // SAFETY: selected only at the AVX-512 VNNI level (RowDot::new asserted the CPU has
+                // SAFETY: in the AVX-512 VNNI set's table only (built on a CPU that has
                 // it); the rows are readable (caller)
                 unsafe {
                     let eights = rows / 8 * 8;
@@ -196,7 +200,7 @@ impl Gemv {
             #[cfg(target_arch = "x86_64")]
             Kind::Q4_0RepackAvx2 => {
                 let y = crate::block::as_blocks(x, "gemv q4_0 activations");
-                // SAFETY: selected only at AVX2 or above (asserted by RowDot::with_order); rows readable
+                // SAFETY: in the tables from AVX2 only (built on a CPU that has it); rows readable
                 unsafe {
                     by_four(rows, stride, w, out, |w, o, four| {
                         if four { x86::q4_0_rows_repack_avx2::<4>(w, stride, y, o) } else { x86::q4_0_rows_repack_avx2::<1>(w, stride, y, o) }
@@ -207,7 +211,7 @@ impl Gemv {
             Kind::Q4KGemvAvx2 => {
                 use super::q4_k::x86::q4_k_rows_gemv;
                 let y = crate::block::as_blocks(x, "gemv q4_K activations");
-                // SAFETY: selected only at AVX2 or above; rows readable and aligned (caller)
+                // SAFETY: only in the tables from AVX2 (built on a CPU with it); rows readable and aligned (caller)
                 unsafe {
                     by_four(rows, stride, w, out, |w, o, four| if four { q4_k_rows_gemv::<4>(w, stride, y, o) } else { q4_k_rows_gemv::<1>(w, stride, y, o) })
                 }
@@ -216,7 +220,7 @@ impl Gemv {
             Kind::Q4KGemvVnni => {
                 use super::q4_k::x86::q4_k_rows_512 as f;
                 let y = crate::block::as_blocks(x, "gemv q4_K activations");
-                // SAFETY: selected only at the AVX-512 VNNI level; rows readable and aligned (caller)
+                // SAFETY: only in the AVX-512 VNNI table (built on a CPU with it); rows readable and aligned (caller)
                 unsafe { by_four(rows, stride, w, out, |w, o, four| if four { f::<4, true>(w, stride, y, o) } else { f::<1, true>(w, stride, y, o) }) }
             }
             #[cfg(target_arch = "x86_64")]
@@ -237,7 +241,7 @@ impl Gemv {
             #[cfg(target_arch = "x86_64")]
             Kind::F16Avx512 => {
                 let y: &[half::f16] = crate::block::as_blocks(x, "gemv f16 activations");
-                // SAFETY: selected only at an AVX-512 level (asserted by RowDot::new); as above
+                // SAFETY: in the AVX-512 tables only (built on a CPU that has it); as above
                 unsafe {
                     by_four(rows, stride, w, out, |w, o, four| if four { x86::f16_rows::<4>(w, stride, y, o) } else { x86::f16_rows::<1>(w, stride, y, o) })
                 }
@@ -246,7 +250,7 @@ impl Gemv {
             Kind::Q4KAvx2 => {
                 use super::q4_k::x86::q4_k_rows;
                 let y = crate::block::as_blocks(x, "gemv q4_K activations");
-                // SAFETY: selected only at AVX2 or above (asserted by RowDot::new); rows readable
+                // SAFETY: in the tables from AVX2 only (built on a CPU that has it); rows readable
                 // and aligned (caller)
                 unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q4_k_rows::<4>(w, stride, y, o) } else { q4_k_rows::<1>(w, stride, y, o) }) }
             }
@@ -261,7 +265,7 @@ impl Gemv {
             Kind::Q6KAvx512 => {
                 use super::q6_k::x86::q6_k_rows_x86_512 as q6_k_rows;
                 let y = crate::block::as_blocks(x, "gemv q6_K activations");
-                // SAFETY: selected only at an AVX-512 level (the CPU has AVX-512 F/BW); as above
+                // SAFETY: only in the AVX-512 tables (built on a CPU with AVX-512 F/BW); as above
                 unsafe { by_four(rows, stride, w, out, |w, o, four| if four { q6_k_rows::<4>(w, stride, y, o) } else { q6_k_rows::<1>(w, stride, y, o) }) }
             }
         }

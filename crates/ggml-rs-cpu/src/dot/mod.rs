@@ -20,32 +20,9 @@
 //!
 //! The aarch64 sets' kernels and the orders of upstream's aarch64 build are in `neon.rs`.
 //!
-//! [`RowDot`] is the byte-level entry: the kernel chosen once for a weight type and a level,
-//! applied to rows given as bytes. [`gemv::Gemv`] runs it over many rows, 4 rows per pass where a
+//! [`Dots`] is one kernel set's choice of them (a part of its table, [`crate::kernels`]);
+//! [`RowDot`] is the byte-level entry: the kernel of a weight type, applied to rows given as bytes. [`gemv::Gemv`] runs it over many rows, 4 rows per pass where a
 //! multi-row form exists (Q4_0, Q8_0 at AVX-512 VNNI, F16 at AVX-512), bit for bit the same.
-
-/// A kernel selector for a family with a plain-Rust definition (the scalar level, and every level
-/// off x86) and one AVX2 kernel (every x86 level above Scalar has AVX2, FMA and F16C):
-/// `fn name(level) -> Type { scalar: definition, avx2: kernel }`. Asserts that the CPU has the
-/// level asked for.
-macro_rules! avx2_selector {
-    ($(#[$m:meta])* $vis:vis fn $name:ident -> $ty:ty { scalar: $scalar:path, avx2: $avx2:path $(,)? }) => {
-        $(#[$m])*
-        $vis fn $name(level: Level) -> $ty {
-            assert!(level <= crate::simd::detected(), concat!(stringify!($name), ": {} is not supported by this CPU"), level.name());
-            match level {
-                Level::Scalar => $scalar,
-                #[cfg(target_arch = "x86_64")]
-                _ => |x, y| {
-                    // SAFETY: every level above Scalar has AVX2, FMA and F16C (asserted above)
-                    unsafe { $avx2(x, y) }
-                },
-                #[cfg(not(target_arch = "x86_64"))]
-                _ => $scalar,
-            }
-        }
-    };
-}
 
 pub mod float;
 pub mod gemv;
@@ -62,7 +39,6 @@ pub(crate) mod tests;
 
 use crate::GgmlType;
 use crate::block::as_blocks;
-use crate::simd::Level;
 
 /// The order of float operations a MUL_MAT output is summed in, by where upstream's CPU would
 /// compute it (see [`Order::repacked`], [`Order::for_row`]).
@@ -90,14 +66,14 @@ pub enum Order {
 }
 
 impl Order {
-    /// Whether upstream would run this MUL_MAT in its repacked kernels (x86, AVX2 or above):
-    /// weights `wt` Q4_0 or Q4_K, 2-D (`ne02 = ne03 = 1`), `ne01 % 8 == 0` (upstream's
-    /// `ggml_repack_get_optimal_repack_type`), F32 activations with `ne13 == 1` (its supports_op
-    /// and forward_mul_mat). Not at the scalar level (use_ref, `GGML_RS_CPU_SIMD=scalar`: the
-    /// reference stays `vec_dot`'s), nor with `GGML_RS_CPU_ORDER=fast` ([`vec_dot_only`]).
-    pub fn repacked(wt: GgmlType, ne01: i64, ne02: i64, ne03: i64, src1_f32: bool, ne13: i64, level: Level) -> bool {
+    /// Whether upstream would run this MUL_MAT in its repacked kernels (x86, AVX2 or above:
+    /// [`Dots::repacks`]): weights `wt` Q4_0 or Q4_K, 2-D (`ne02 = ne03 = 1`), `ne01 % 8 == 0`
+    /// (upstream's `ggml_repack_get_optimal_repack_type`), F32 activations with `ne13 == 1` (its
+    /// supports_op and forward_mul_mat). Not in the scalar set (use_ref, `GGML_RS_CPU_SIMD=scalar`:
+    /// the reference stays `vec_dot`'s), nor with `GGML_RS_CPU_ORDER=fast` ([`vec_dot_only`]).
+    pub fn repacked(wt: GgmlType, ne01: i64, ne02: i64, ne03: i64, src1_f32: bool, ne13: i64, dots: &Dots) -> bool {
         matches!(wt, GgmlType::Q4_0 | GgmlType::Q4K)
-            && level >= Level::Avx2
+            && dots.repacks
             && ne01 > 0
             && ne01 % 8 == 0
             && ne02 == 1
@@ -141,40 +117,82 @@ pub enum RowDot {
     Q6K(q6_k::Q6KDot),
 }
 
-impl RowDot {
-    /// the kernel for weights of type `ty` at `level` (activations of `ty.vec_dot_type()`)
-    pub fn new(ty: GgmlType, level: Level) -> RowDot {
-        match ty {
-            GgmlType::F32 => RowDot::F32(float::select_f32(level)),
-            GgmlType::F16 => RowDot::F16(float::select_f16(level)),
-            GgmlType::BF16 => RowDot::Bf16(float::select_bf16(level)),
-            GgmlType::Q8_0 => RowDot::Q8_0(q8_0::select_q8_0(level)),
-            GgmlType::Q4_0 => RowDot::Q4_0(q8_0::select_q4_0(level)),
-            GgmlType::Q5_0 => RowDot::Q5_0(q5::select_q5_0(level)),
-            GgmlType::Q5_1 => RowDot::Q5_1(q5::select_q5_1(level)),
-            GgmlType::Q4K => RowDot::Q4K(q4_k::select_q4_k(level)),
-            GgmlType::Q6K => RowDot::Q6K(q6_k::select_q6_k(level)),
-            GgmlType::Q8K | GgmlType::Q8_1 => panic!("RowDot::new: {} is an activation type only, it has no dot product as weights", ty.name()),
-        }
-    }
+/// The row kernels of one kernel set ([`crate::kernels::Kernels::dot`]): a dot product per weight
+/// type in `ggml_vec_dot_*`'s order, the orders of upstream's repacked and tiled paths, and whether
+/// upstream's build of the set takes those paths.
+#[derive(Clone, Copy)]
+pub struct Dots {
+    pub f32: float::F32Dot,
+    pub f16: float::F16Dot,
+    pub bf16: float::Bf16Dot,
+    /// BF16 in the order of upstream's native build on this CPU (`ggml_vec_dot_bf16`, what its
+    /// FLASH_ATTN_EXT dots a BF16 K with)
+    pub bf16_native: float::Bf16Dot,
+    pub q8_0: q8_0::Q8_0Dot,
+    pub q4_0: q8_0::Q4_0Dot,
+    pub q5_0: q5::Q5_0Dot,
+    pub q5_1: q5::Q5_1Dot,
+    pub q4_k: q4_k::Q4KDot,
+    pub q6_k: q6_k::Q6KDot,
+    /// Q4_0 in upstream's repacked order, GEMV and GEMM rows alike ([`q8_0::q4_0_q8_0_repack`])
+    pub q4_0_repack: q8_0::Q4_0Dot,
+    /// Q4_K in upstream's repacked GEMV order ([`q4_k::q4_k_q8_k_gemv`])
+    pub q4_k_gemv: q4_k::Q4KDot,
+    /// Q4_K in upstream's repacked GEMM order ([`q4_k::q4_k_q8_k_gemm`])
+    pub q4_k_gemm: q4_k::Q4KDot,
+    /// Q6_K in the order of upstream's tiled K-quant path ([`q6_k::q6_k_q8_k_tiled`])
+    pub q6_k_tiled: q6_k::Q6KDot,
+    /// upstream's build of this set repacks Q4_0 / Q4_K weights and sums them in the repacked
+    /// orders ([`Order::repacked`]): its x86 builds from AVX2
+    pub repacks: bool,
+    /// upstream's build of this set runs Q6_K products of 8 or more activation rows through its
+    /// tiled K-quant path ([`q6_k::tiled_order_applies`]): its native AVX-512 VNNI build
+    pub q6_k_tiled_path: bool,
+}
 
-    /// the kernel for weights of type `ty` at `level` summing in `order` (the repack orders exist
-    /// for Q4_0 and Q4_K; any other type, or [`Order::VecDot`], is [`RowDot::new`]'s)
-    pub fn with_order(ty: GgmlType, level: Level, order: Order) -> RowDot {
+impl Dots {
+    /// the definitions (the scalar set's kernels; `bf16_native` below AVX-512 is `bf16`'s)
+    pub const SCALAR: Dots = Dots {
+        f32: float::f32_reference,
+        f16: float::f16_reference,
+        bf16: float::bf16_reference,
+        bf16_native: float::bf16_reference,
+        q8_0: q8_0::q8_0_q8_0_reference,
+        q4_0: q8_0::q4_0_q8_0_reference,
+        q5_0: q5::q5_0_q8_0_reference,
+        q5_1: q5::q5_1_q8_1_reference,
+        q4_k: q4_k::q4_k_q8_k_reference,
+        q6_k: q6_k::q6_k_q8_k_reference,
+        q4_0_repack: q8_0::q4_0_q8_0_repack,
+        q4_k_gemv: q4_k::q4_k_q8_k_gemv,
+        q4_k_gemm: q4_k::q4_k_q8_k_gemm,
+        q6_k_tiled: q6_k::q6_k_q8_k_tiled,
+        repacks: false,
+        q6_k_tiled_path: false,
+    };
+
+    /// the kernel for weights of type `ty` summing in `order` (the repack orders exist for Q4_0
+    /// and Q4_K; any other type, or [`Order::VecDot`], sums in `ggml_vec_dot_*`'s order)
+    pub fn row(&self, ty: GgmlType, order: Order) -> RowDot {
         match (ty, order) {
-            (_, Order::VecDot) => RowDot::new(ty, level),
-            (GgmlType::Q4_0, _) => RowDot::Q4_0(q8_0::select_q4_0_repack(level)),
-            (GgmlType::Q4K, Order::RepackGemv) => RowDot::Q4K(q4_k::select_q4_k_gemv(level)),
-            (GgmlType::Q4K, Order::RepackGemm) => RowDot::Q4K(q4_k::select_q4_k_gemm(level)),
-            _ => RowDot::new(ty, level),
+            (GgmlType::Q4_0, Order::RepackGemv | Order::RepackGemm) => RowDot::Q4_0(self.q4_0_repack),
+            (GgmlType::Q4K, Order::RepackGemv) => RowDot::Q4K(self.q4_k_gemv),
+            (GgmlType::Q4K, Order::RepackGemm) => RowDot::Q4K(self.q4_k_gemm),
+            (GgmlType::F32, _) => RowDot::F32(self.f32),
+            (GgmlType::F16, _) => RowDot::F16(self.f16),
+            (GgmlType::BF16, _) => RowDot::Bf16(self.bf16),
+            (GgmlType::Q8_0, _) => RowDot::Q8_0(self.q8_0),
+            (GgmlType::Q4_0, _) => RowDot::Q4_0(self.q4_0),
+            (GgmlType::Q5_0, _) => RowDot::Q5_0(self.q5_0),
+            (GgmlType::Q5_1, _) => RowDot::Q5_1(self.q5_1),
+            (GgmlType::Q4K, _) => RowDot::Q4K(self.q4_k),
+            (GgmlType::Q6K, _) => RowDot::Q6K(self.q6_k),
+            (GgmlType::Q8K | GgmlType::Q8_1, _) => panic!("Dots::row: {} is an activation type only, it has no dot product as weights", ty.name()),
         }
     }
+}
 
-    /// the kernel at the level this process runs ([`crate::simd::active`])
-    pub fn active(ty: GgmlType) -> RowDot {
-        RowDot::new(ty, crate::simd::active())
-    }
-
+impl RowDot {
     /// the dot product of weight row `x` with activation row `y` (bytes of whole blocks; the
     /// two rows must hold the same number of elements)
     #[inline]

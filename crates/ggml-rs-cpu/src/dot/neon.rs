@@ -456,27 +456,27 @@ mod tests {
                 for nb in [0, 1, 2, 3, 5, 17, 64, 127] {
                     for _ in 0..4 {
                         let (x4, x8, y) = rows(&mut r, nb);
-                        let got = crate::dot::q8_0::select_q8_0(level)(&x8, &y);
+                        let got = (crate::kernels::at(level).dot.q8_0)(&x8, &y);
                         assert_eq!(got.to_bits(), q8_0_q8_0_arm(dot, &x8, &y).to_bits(), "q8_0 {} nb={nb}", level.name());
-                        let got = crate::dot::q8_0::select_q4_0(level)(&x4, &y);
+                        let got = (crate::kernels::at(level).dot.q4_0)(&x4, &y);
                         assert_eq!(got.to_bits(), q4_0_q8_0_arm(dot, &x4, &y).to_bits(), "q4_0 {} nb={nb}", level.name());
                     }
                 }
                 for nb in [0, 1, 2, 5] {
                     let y = crate::dot::tests::q8_k_row(&mut r, nb);
                     let x4 = crate::dot::tests::q4_k_random(&mut r, nb, 0.01);
-                    let got = crate::dot::q4_k::select_q4_k(level)(&x4, &y);
+                    let got = (crate::kernels::at(level).dot.q4_k)(&x4, &y);
                     assert_eq!(got.to_bits(), q4_k_q8_k_arm(&x4, &y).to_bits(), "q4_K {} nb={nb}", level.name());
                     let x6 = six(&mut r, nb);
-                    let got = crate::dot::q6_k::select_q6_k(level)(&x6, &y);
+                    let got = (crate::kernels::at(level).dot.q6_k)(&x6, &y);
                     assert_eq!(got.to_bits(), q6_k_q8_k_arm(&x6, &y).to_bits(), "q6_K {} nb={nb}", level.name());
                 }
                 for n in [0, 1, 15, 16, 17, 100, 4096 + 7] {
                     let x: Vec<f32> = (0..n).map(|_| r.f32_in(-1.0, 1.0)).collect();
                     let y: Vec<f32> = (0..n).map(|_| r.f32_in(-1.0, 1.0)).collect();
-                    assert_eq!(crate::dot::float::select_f32(level)(&x, &y).to_bits(), f32_arm(&x, &y).to_bits(), "f32 {} n={n}", level.name());
+                    assert_eq!((crate::kernels::at(level).dot.f32)(&x, &y).to_bits(), f32_arm(&x, &y).to_bits(), "f32 {} n={n}", level.name());
                     let (xh, yh): (Vec<f16>, Vec<f16>) = (x.iter().map(|&v| f16::from_f32(v)).collect(), y.iter().map(|&v| f16::from_f32(v)).collect());
-                    assert_eq!(crate::dot::float::select_f16(level)(&xh, &yh).to_bits(), f16_arm(&xh, &yh).to_bits(), "f16 {} n={n}", level.name());
+                    assert_eq!((crate::kernels::at(level).dot.f16)(&xh, &yh).to_bits(), f16_arm(&xh, &yh).to_bits(), "f16 {} n={n}", level.name());
                 }
             }
         }

@@ -18,7 +18,6 @@
 
 use crate::block::{BlockQ4K, BlockQ8K};
 use crate::quants::get_scale_min_k4;
-use crate::simd::Level;
 
 pub type Q4KDot = fn(&[BlockQ4K], &[BlockQ8K]) -> f32;
 
@@ -127,39 +126,6 @@ pub fn q4_k_q8_k_gemm(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     acc - accm
 }
 
-avx2_selector! {
-    /// the GEMV-order kernel of `level` ([`q4_k_q8_k_gemv`] bit for bit)
-    pub fn select_q4_k_gemv -> Q4KDot { scalar: q4_k_q8_k_gemv, avx2: x86::q4_k_q8_k_gemv_avx2 }
-}
-
-avx2_selector! {
-    /// the GEMM-order kernel of `level` ([`q4_k_q8_k_gemm`] bit for bit)
-    pub fn select_q4_k_gemm -> Q4KDot { scalar: q4_k_q8_k_gemm, avx2: x86::q4_k_q8_k_gemm_avx2 }
-}
-
-avx2_selector! {
-    /// the Q4_K · Q8_K kernel of an x86 `level`
-    fn select_q4_k_x86 -> Q4KDot { scalar: q4_k_q8_k_reference, avx2: x86::q4_k_q8_k_avx2 }
-}
-
-/// the Q4_K · Q8_K kernel of `level`: on aarch64 upstream's aarch64 order
-/// ([`super::neon::q4_k_q8_k_arm`])
-pub fn select_q4_k(level: Level) -> Q4KDot {
-    match level {
-        #[cfg(target_arch = "aarch64")]
-        Level::Neon => super::neon::q4_k_q8_k_arm,
-        #[cfg(target_arch = "aarch64")]
-        Level::NeonDot => {
-            assert!(level <= crate::simd::detected(), "select_q4_k: dotprod is not supported by this CPU");
-            |x, y| {
-                // SAFETY: the CPU has DotProd (asserted above)
-                unsafe { super::neon::kernels::q4_k_q8_k_dotprod(x, y) }
-            }
-        }
-        _ => select_q4_k_x86(level),
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use std::arch::x86_64::*;
@@ -234,7 +200,7 @@ pub(crate) mod x86 {
     /// [`super::q4_k_q8_k_gemv`] bit for bit: the reference's integers, one fma per super-block
     /// into each chain
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q4_k_q8_k_gemv_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    pub(crate) fn q4_k_q8_k_gemv_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let (mut acc, mut accm) = (0.0f32, 0.0f32);
         let mask = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
@@ -254,7 +220,7 @@ pub(crate) mod x86 {
     /// [`super::q4_k_q8_k_gemm`] bit for bit: the per-pair integers in 4 lanes, then the two
     /// chains of 4 fmas per super-block
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q4_k_q8_k_gemm_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    pub(crate) fn q4_k_q8_k_gemm_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let (mut acc, mut accm) = (0.0f32, 0.0f32);
         let mask = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
@@ -277,7 +243,7 @@ pub(crate) mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q4_k_q8_k_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    pub(crate) fn q4_k_q8_k_avx2(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let mut sum = 0.0f32;
         let mask = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {

@@ -8,7 +8,6 @@
 
 use crate::block::{BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use crate::quants::unpack5;
-use crate::simd::Level;
 
 pub type Q5_0Dot = fn(&[BlockQ5_0], &[BlockQ8_0]) -> f32;
 pub type Q5_1Dot = fn(&[BlockQ5_1], &[BlockQ8_1]) -> f32;
@@ -35,18 +34,8 @@ pub fn q5_1_q8_1_reference(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     sum
 }
 
-avx2_selector! {
-    /// the Q5_0 · Q8_0 kernel of `level`
-    pub fn select_q5_0 -> Q5_0Dot { scalar: q5_0_q8_0_reference, avx2: x86::q5_0_q8_0_avx2 }
-}
-
-avx2_selector! {
-    /// the Q5_1 · Q8_1 kernel of `level`
-    pub fn select_q5_1 -> Q5_1Dot { scalar: q5_1_q8_1_reference, avx2: x86::q5_1_q8_1_avx2 }
-}
-
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::x86::{dot_i8x32, f16_product, hsum_ps, load_i8x32, nibbles_32};
@@ -66,7 +55,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q5_0_q8_0_avx2(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    pub(crate) fn q5_0_q8_0_avx2(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
         let mut acc = _mm256_setzero_ps();
         for (a, b) in x.iter().zip(y) {
             let q = _mm256_sub_epi8(quants5(&a.qs, &a.qh), _mm256_set1_epi8(16));
@@ -77,7 +66,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q5_1_q8_1_avx2(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    pub(crate) fn q5_1_q8_1_avx2(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
         let mut acc = _mm256_setzero_ps();
         let mut mins = 0.0f32;
         for (a, b) in x.iter().zip(y) {

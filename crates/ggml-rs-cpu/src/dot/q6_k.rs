@@ -14,7 +14,6 @@
 
 use crate::block::{BlockQ6K, BlockQ8K, QK_K};
 use crate::quants::q6_get;
-use crate::simd::Level;
 
 pub type Q6KDot = fn(&[BlockQ6K], &[BlockQ8K]) -> f32;
 
@@ -51,12 +50,6 @@ pub fn q6_k_q8_k_x86(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     crate::dot::q8_0::hsum8(acc)
 }
 
-avx2_selector! {
-    /// the x86-order kernel of `level` ([`q6_k_q8_k_x86`] bit for bit; at the scalar level the
-    /// reference, as upstream's non-x86 builds)
-    pub fn select_q6_k_x86 -> Q6KDot { scalar: q6_k_q8_k_reference, avx2: x86::q6_k_q8_k_x86_avx2 }
-}
-
 /// Q6_K · Q8_K in the order of upstream's tiled K-quant path (`ggml-cpu/tiled`, AVX-512 VNNI
 /// build), which takes MUL_MATs of Q6_K weights with 8 or more activation rows
 /// ([`tiled_order_applies`]): per super-block the reference's exact integer `S`, then
@@ -74,40 +67,11 @@ pub fn q6_k_q8_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 }
 
 /// whether upstream's native (AVX-512 VNNI) build runs a Q6_K MUL_MAT through its tiled K-quant
-/// path ([`q6_k_q8_k_tiled`]'s order): `ne11 ≥ 8` activation rows (F32 or Q8_K), at the
-/// AVX-512 VNNI level (not use_ref); else `ggml_vec_dot_q6_K_q8_K` ([`select_q6_k`])
-pub fn tiled_order_applies(ne11: i64, src1_ok: bool, level: Level) -> bool {
-    ne11 >= 8 && src1_ok && level >= Level::Avx512Vnni
-}
-
-avx2_selector! {
-    /// the tiled-order kernel of `level` ([`q6_k_q8_k_tiled`] bit for bit)
-    pub fn select_q6_k_tiled -> Q6KDot { scalar: q6_k_q8_k_tiled, avx2: x86::q6_k_q8_k_tiled_avx2 }
-}
-
-/// the Q6_K · Q8_K kernel of `level`: the reference at the scalar level, upstream's x86 order
-/// ([`select_q6_k_x86`]) from AVX2, what upstream's x86 builds compute; on aarch64 upstream's
-/// aarch64 order ([`super::neon::q6_k_q8_k_arm`])
-pub fn select_q6_k(level: Level) -> Q6KDot {
-    match level {
-        #[cfg(target_arch = "aarch64")]
-        Level::Neon => super::neon::q6_k_q8_k_arm,
-        #[cfg(target_arch = "aarch64")]
-        Level::NeonDot => {
-            assert!(level <= crate::simd::detected(), "select_q6_k: dotprod is not supported by this CPU");
-            |x, y| {
-                // SAFETY: the CPU has DotProd (asserted above)
-                unsafe { super::neon::kernels::q6_k_q8_k_dotprod(x, y) }
-            }
-        }
-        _ => select_q6_k_x86(level),
-    }
-}
-
-avx2_selector! {
-    /// the Q6_K · Q8_K kernel of `level` in the reference's order (one f32 sum of whole
-    /// super-blocks; [`q6_k_q8_k_reference`] bit for bit)
-    pub fn select_q6_k_reference_order -> Q6KDot { scalar: q6_k_q8_k_reference, avx2: x86::q6_k_q8_k_avx2 }
+/// path ([`q6_k_q8_k_tiled`]'s order): `ne11 ≥ 8` activation rows (F32 or Q8_K), in a set whose
+/// table says upstream's build of it does ([`super::Dots::q6_k_tiled_path`]: AVX-512 VNNI, not
+/// use_ref); else `ggml_vec_dot_q6_K_q8_K` ([`super::Dots::q6_k`])
+pub fn tiled_order_applies(ne11: i64, src1_ok: bool, dots: &super::Dots) -> bool {
+    ne11 >= 8 && src1_ok && dots.q6_k_tiled_path
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -163,7 +127,7 @@ pub(crate) mod x86 {
 
     /// [`super::q6_k_q8_k_tiled`] bit for bit
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q6_k_q8_k_tiled_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    pub(crate) fn q6_k_q8_k_tiled_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         let mut acc = 0.0f32;
         let m4 = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
@@ -176,7 +140,7 @@ pub(crate) mod x86 {
 
     /// [`super::q6_k_q8_k_x86`] bit for bit: the block's 8 lanes, one fma each per block
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q6_k_q8_k_x86_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    pub(crate) fn q6_k_q8_k_x86_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         let mut acc = _mm256_setzero_ps();
         let m4 = _mm256_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
@@ -279,17 +243,5 @@ pub(crate) mod x86 {
             // SAFETY: R writable floats (caller)
             unsafe { out.add(r).write_unaligned(hsum_ps(acc[r])) };
         }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q6_k_q8_k_avx2(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        let mut sum = 0.0f32;
-        let m4 = _mm256_set1_epi8(0x0f);
-        for (a, b) in x.iter().zip(y) {
-            let sumi = q6k_block!(a, b, m4);
-            // d · 1.0 is d exactly: the pair conversion only avoids a false dependency
-            sum += (f16_product(a.d, half::f16::ONE) * b.d) * sumi as f32;
-        }
-        sum
     }
 }

@@ -11,7 +11,6 @@
 //! powers of two, and bound the rest by `(n_blocks + 8) · 2⁻²³ · Σ|d·x·y|`).
 
 use crate::block::{BlockQ4_0, BlockQ8_0};
-use crate::simd::Level;
 
 pub type Q8_0Dot = fn(&[BlockQ8_0], &[BlockQ8_0]) -> f32;
 pub type Q4_0Dot = fn(&[BlockQ4_0], &[BlockQ8_0]) -> f32;
@@ -102,71 +101,8 @@ pub fn q4_0_q8_0_repack(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     acc
 }
 
-avx2_selector! {
-    /// the repacked-order Q4_0 · Q8_0 kernel of `level` ([`q4_0_q8_0_repack`] bit for bit)
-    pub fn select_q4_0_repack -> Q4_0Dot { scalar: q4_0_q8_0_repack, avx2: x86::q4_0_q8_0_repack_avx2 }
-}
-
-/// the Q8_0 · Q8_0 kernel of `level`
-pub fn select_q8_0(level: Level) -> Q8_0Dot {
-    assert!(level <= crate::simd::detected(), "select_q8_0: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q8_0_q8_0_reference,
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx2 | Level::Avx512 => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q8_0_q8_0_avx2(x, y) }
-        },
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx512Vnni => |x, y| {
-            // SAFETY: selected only when the CPU has AVX-512 VL and VNNI (asserted above)
-            unsafe { x86::q8_0_q8_0_vnni(x, y) }
-        },
-        #[cfg(target_arch = "aarch64")]
-        Level::Neon => |x, y| {
-            // SAFETY: every AArch64 CPU has NEON
-            unsafe { super::neon::kernels::q8_0_q8_0_neon(x, y) }
-        },
-        #[cfg(target_arch = "aarch64")]
-        Level::NeonDot => |x, y| {
-            // SAFETY: selected only when the CPU has DotProd (asserted above)
-            unsafe { super::neon::kernels::q8_0_q8_0_dotprod(x, y) }
-        },
-        _ => q8_0_q8_0_reference,
-    }
-}
-
-/// the Q4_0 · Q8_0 kernel of `level`
-pub fn select_q4_0(level: Level) -> Q4_0Dot {
-    assert!(level <= crate::simd::detected(), "select_q4_0: {} is not supported by this CPU", level.name());
-    match level {
-        Level::Scalar => q4_0_q8_0_reference,
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx2 | Level::Avx512 => |x, y| {
-            // SAFETY: selected only when the CPU has AVX2, FMA and F16C (asserted above)
-            unsafe { x86::q4_0_q8_0_avx2(x, y) }
-        },
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx512Vnni => |x, y| {
-            // SAFETY: selected only when the CPU has AVX-512 VL and VNNI (asserted above)
-            unsafe { x86::q4_0_q8_0_vnni(x, y) }
-        },
-        #[cfg(target_arch = "aarch64")]
-        Level::Neon => |x, y| {
-            // SAFETY: every AArch64 CPU has NEON
-            unsafe { super::neon::kernels::q4_0_q8_0_neon(x, y) }
-        },
-        #[cfg(target_arch = "aarch64")]
-        Level::NeonDot => |x, y| {
-            // SAFETY: selected only when the CPU has DotProd (asserted above)
-            unsafe { super::neon::kernels::q4_0_q8_0_dotprod(x, y) }
-        },
-        _ => q4_0_q8_0_reference,
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::x86::{dot_i8x32, f16_product, hsum_epi32, hsum_ps, load_i8x32, nibbles_32};
@@ -186,13 +122,13 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q8_0_q8_0_avx2(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    pub(crate) fn q8_0_q8_0_avx2(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         upstream_order!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| dot_i8x32(load_i8x32(&a.qs), load_i8x32(&b.qs)))
     }
 
     /// vpdpbusd does the 4-product sums in one instruction (unsigned |x| · sign-adjusted y)
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-    pub(super) fn q8_0_q8_0_vnni(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    pub(crate) fn q8_0_q8_0_vnni(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         upstream_order!(x, y, |a: &BlockQ8_0, b: &BlockQ8_0| {
             let (qa, qb) = (load_i8x32(&a.qs), load_i8x32(&b.qs));
             _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qa, qa), _mm256_sign_epi8(qb, qa))
@@ -201,7 +137,7 @@ mod x86 {
 
     /// [`super::q4_0_q8_0_repack`] bit for bit: each block's integer sum, then one fma
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q4_0_q8_0_repack_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    pub(crate) fn q4_0_q8_0_repack_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         let mut acc = 0.0f32;
         for (a, b) in x.iter().zip(y) {
             let isum = hsum_epi32(dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs)));
@@ -212,14 +148,14 @@ mod x86 {
 
     /// [`super::q4_0_q8_0_x86`] bit for bit
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn q4_0_q8_0_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    pub(crate) fn q4_0_q8_0_avx2(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         upstream_order!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| { dot_i8x32(_mm256_sub_epi8(nibbles_32(&a.qs), _mm256_set1_epi8(8)), load_i8x32(&b.qs),) })
     }
 
     /// the nibbles (0..16) are already unsigned: Σ q·y − 8·Σ y, both with vpdpbusd;
     /// [`super::q4_0_q8_0_x86`] bit for bit
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-    pub(super) fn q4_0_q8_0_vnni(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    pub(crate) fn q4_0_q8_0_vnni(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
         upstream_order!(x, y, |a: &BlockQ4_0, b: &BlockQ8_0| {
             let qb = load_i8x32(&b.qs);
             let zero = _mm256_setzero_si256();

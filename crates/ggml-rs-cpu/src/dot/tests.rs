@@ -11,6 +11,7 @@ use super::*;
 use crate::block::*;
 use crate::quants::quantize_row_q8_k;
 use crate::rng::XorShift;
+use crate::simd::Level;
 
 const SIZES: [usize; 9] = [0, 1, 7, 8, 31, 64, 100, 4096, 4099];
 
@@ -28,20 +29,20 @@ fn float_kernels_match_the_reference() {
             let y: Vec<f32> = (0..n).map(|_| r.f32_in(-2.0, 2.0)).collect();
             let tol = |xs: &[f64], ys: &[f64]| abs_sum(xs, ys) * 2f64.powi(-20) + 1e-30;
 
-            let got = select_f32(level)(&x, &y) as f64;
+            let got = (crate::kernels::at(level).dot.f32)(&x, &y) as f64;
             let want = f32_reference(&x, &y) as f64;
             let (xd, yd): (Vec<f64>, Vec<f64>) = (x.iter().map(|&v| v as f64).collect(), y.iter().map(|&v| v as f64).collect());
             assert!((got - want).abs() <= tol(&xd, &yd), "f32 {} n={n}: {got} vs {want}", level.name());
 
             let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
             let yh: Vec<f16> = y.iter().map(|&v| f16::from_f32(v)).collect();
-            let got = select_f16(level)(&xh, &yh) as f64;
+            let got = (crate::kernels::at(level).dot.f16)(&xh, &yh) as f64;
             let want = f16_reference(&xh, &yh) as f64;
             assert!((got - want).abs() <= tol(&xd, &yd) * 1.01, "f16 {} n={n}: {got} vs {want}", level.name());
 
             let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
             let yb: Vec<bf16> = y.iter().map(|&v| bf16::from_f32(v)).collect();
-            let got = select_bf16(level)(&xb, &yb) as f64;
+            let got = (crate::kernels::at(level).dot.bf16)(&xb, &yb) as f64;
             let want = bf16_reference(&xb, &yb) as f64;
             assert!((got - want).abs() <= tol(&xd, &yd) * 1.02, "bf16 {} n={n}: {got} vs {want}", level.name());
         }
@@ -66,9 +67,9 @@ fn q8_0_and_q4_0_integer_sums_are_exact() {
         for nb in [0, 1, 2, 3, 17, 64] {
             let x = q8_0_blocks(&mut r, nb, 127, |_| 0.125);
             let y = q8_0_blocks(&mut r, nb, 15, pow2);
-            assert_eq!(select_q8_0(level)(&x, &y), q8_0_q8_0_reference(&x, &y), "q8_0 {} nb={nb}", level.name());
+            assert_eq!((crate::kernels::at(level).dot.q8_0)(&x, &y), q8_0_q8_0_reference(&x, &y), "q8_0 {} nb={nb}", level.name());
             let x4 = q4_0_blocks(&mut r, nb, |_| 0.125);
-            assert_eq!(select_q4_0(level)(&x4, &y), q4_0_q8_0_reference(&x4, &y), "q4_0 {} nb={nb}", level.name());
+            assert_eq!((crate::kernels::at(level).dot.q4_0)(&x4, &y), q4_0_q8_0_reference(&x4, &y), "q4_0 {} nb={nb}", level.name());
         }
     }
 }
@@ -90,7 +91,7 @@ fn q8_0_and_q4_0_match_the_reference_within_float_rounding() {
             let tol8 = terms(&|i| x[i].qs.iter().zip(&y[i].qs).map(|(&a, &b)| (a as i32 * b as i32).abs()).sum(), &|i| x[i].d.to_f32())
                 * (nb + 8) as f64
                 * 2f64.powi(-23);
-            let (got, want) = (select_q8_0(level)(&x, &y), q8_0_q8_0_reference(&x, &y));
+            let (got, want) = ((crate::kernels::at(level).dot.q8_0)(&x, &y), q8_0_q8_0_reference(&x, &y));
             assert!(((got - want) as f64).abs() <= tol8 + 1e-30, "q8_0 {} nb={nb}: {got} vs {want}", level.name());
             // and upstream's x86 order, the SIMD levels' definition, is as close to the reference
             let x86 = q8_0_q8_0_x86(&x, &y);
@@ -102,7 +103,7 @@ fn q8_0_and_q4_0_match_the_reference_within_float_rounding() {
                     .sum()
             };
             let tol4 = terms(&sumi4, &|i| x4[i].d.to_f32()) * (nb + 8) as f64 * 2f64.powi(-23);
-            let (got, want) = (select_q4_0(level)(&x4, &y), q4_0_q8_0_reference(&x4, &y));
+            let (got, want) = ((crate::kernels::at(level).dot.q4_0)(&x4, &y), q4_0_q8_0_reference(&x4, &y));
             assert!(((got - want) as f64).abs() <= tol4 + 1e-30, "q4_0 {} nb={nb}: {got} vs {want}", level.name());
         }
     }
@@ -136,7 +137,7 @@ fn q8_0_simd_kernels_equal_upstreams_x86_order_bit_for_bit() {
         for nb in [0, 1, 2, 3, 5, 17, 64, 127, 128, 130] {
             for _ in 0..4 {
                 let (x, y) = q8_0_model_rows(&mut r, nb);
-                let (got, want) = (select_q8_0(level)(&x, &y), q8_0_q8_0_x86(&x, &y));
+                let (got, want) = ((crate::kernels::at(level).dot.q8_0)(&x, &y), q8_0_q8_0_x86(&x, &y));
                 assert_eq!(got.to_bits(), want.to_bits(), "q8_0 {} nb={nb}: {got} vs {want}", level.name());
             }
         }
@@ -182,7 +183,7 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
             }
             // upstream's aarch64 order at the NEON levels (`neon.rs`), the reference's elsewhere
             let want = if level.is_neon() { super::neon::q4_k_q8_k_arm(&x4, &y) } else { q4_k_q8_k_reference(&x4, &y) };
-            let got = select_q4_k(level)(&x4, &y);
+            let got = (crate::kernels::at(level).dot.q4_k)(&x4, &y);
             assert_eq!(got.to_bits(), want.to_bits(), "q4_K {} nb={nb}: {got} vs {want}", level.name());
 
             let mut x6 = vec![BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [0; 16], d: f16::ZERO }; nb];
@@ -190,8 +191,6 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
             for b in &mut x6 {
                 b.d = f16::from_f32(r.f32_in(-0.01, 0.01));
             }
-            let (got, want) = (select_q6_k_reference_order(level)(&x6, &y), q6_k_q8_k_reference(&x6, &y));
-            assert_eq!(got.to_bits(), want.to_bits(), "q6_K {} nb={nb}: {got} vs {want}", level.name());
             // the kernel MUL_MAT runs: upstream's x86 order from AVX2, its aarch64 order at the
             // NEON levels (the reference at scalar)
             let want = if level >= Level::Avx2 {
@@ -201,7 +200,7 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
             } else {
                 q6_k_q8_k_reference(&x6, &y)
             };
-            let got = select_q6_k(level)(&x6, &y);
+            let got = (crate::kernels::at(level).dot.q6_k)(&x6, &y);
             assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 {} nb={nb}: {got} vs {want}", level.name());
         }
     }
@@ -212,7 +211,7 @@ fn k_quant_kernels_equal_the_reference_bit_for_bit() {
 #[should_panic(expected = "vec_dot q8_0: weight row has 2 blocks, activation row 1")]
 fn row_dot_names_mismatched_rows() {
     let (x, y) = (AlignedBytes::zeroed(2 * 34), AlignedBytes::zeroed(34));
-    RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&x, &y);
+    crate::kernels::at(Level::Scalar).row_dot(GgmlType::Q8_0).dot(&x, &y);
 }
 
 /// the four-at-a-time unpacking of Q4_K's scales and mins is get_scale_min_k4's
@@ -248,8 +247,8 @@ fn q5_kernels_match_the_reference() {
                 let qmax = if exact { 4 } else { 127 };
                 let y0 = q8_0_blocks(&mut r, nb, qmax, |r| if exact { 0.25 } else { r.f32_in(-0.1, 0.1) });
                 let y1: Vec<BlockQ8_1> = y0.iter().map(|b| BlockQ8_1 { d: b.d, s: d(&mut r), qs: b.qs }).collect();
-                let (g0, w0) = (select_q5_0(level)(&x0, &y0), q5_0_q8_0_reference(&x0, &y0));
-                let (g1, w1) = (select_q5_1(level)(&x1, &y1), q5_1_q8_1_reference(&x1, &y1));
+                let (g0, w0) = ((crate::kernels::at(level).dot.q5_0)(&x0, &y0), q5_0_q8_0_reference(&x0, &y0));
+                let (g1, w1) = ((crate::kernels::at(level).dot.q5_1)(&x1, &y1), q5_1_q8_1_reference(&x1, &y1));
                 if exact {
                     assert_eq!(g0.to_bits(), w0.to_bits(), "q5_0 {} nb={nb}: {g0} vs {w0}", level.name());
                     assert_eq!(g1.to_bits(), w1.to_bits(), "q5_1 {} nb={nb}: {g1} vs {w1}", level.name());
@@ -275,7 +274,6 @@ fn q5_kernels_match_the_reference() {
 /// for the multi-row forms, which read with unaligned loads)
 #[test]
 fn gemv_rows_equal_the_row_kernel_bit_for_bit() {
-    use super::gemv::Gemv;
     use crate::quants::quantize_row;
     let mut r = XorShift::new(77);
     let types = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4K, GgmlType::Q6K];
@@ -286,7 +284,7 @@ fn gemv_rows_equal_the_row_kernel_bit_for_bit() {
                 if k % ty.block_size() != 0 || k % vt.block_size() != 0 {
                     continue;
                 }
-                let g = Gemv::new(ty, level);
+                let g = crate::kernels::at(level).gemv(ty, Order::VecDot);
                 let w_len = ty.row_size(k);
                 // a row stride with padding; rows start 1 byte in, 7 bytes apart, when the kernel
                 // takes any alignment
@@ -306,7 +304,7 @@ fn gemv_rows_equal_the_row_kernel_bit_for_bit() {
                     for i in 0..rows {
                         let mut wr = crate::block::AlignedBytes::zeroed(w_len);
                         wr.copy_from_slice(&buf[shift + i * stride..shift + i * stride + w_len]);
-                        let want = RowDot::new(ty, level).dot(&wr, &x);
+                        let want = crate::kernels::at(level).row_dot(ty).dot(&wr, &x);
                         assert_eq!(out[i].to_bits(), want.to_bits(), "{} {} k={k} rows={rows} row {i}: {} vs {want}", ty.name(), level.name(), out[i]);
                     }
                 }
@@ -326,10 +324,9 @@ fn f16_model_rows(r: &mut XorShift, k: usize) -> (Vec<f16>, Vec<f16>) {
 /// (96, 100), the sizes of models' rows
 #[test]
 fn f16_avx512_kernels_equal_upstreams_order_bit_for_bit() {
-    use super::gemv::Gemv;
     let mut r = XorShift::new(16);
     for level in Level::available().into_iter().filter(|&l| l >= Level::Avx512) {
-        let g = Gemv::new(GgmlType::F16, level);
+        let g = crate::kernels::at(level).gemv(GgmlType::F16, Order::VecDot);
         assert!(g.is_multi_row());
         for k in [0usize, 1, 15, 64, 96, 100, 256, 1536, 4096 + 7] {
             for rows in [1usize, 4, 5] {
@@ -350,7 +347,7 @@ fn f16_avx512_kernels_equal_upstreams_order_bit_for_bit() {
                 unsafe { g.rows(w.as_ptr().add(2), stride, rows, &yb, out.as_mut_ptr()) };
                 for (i, (x, _)) in pairs.iter().enumerate() {
                     let want = f16_avx512_order(x, y);
-                    let row = select_f16(level)(x, y);
+                    let row = (crate::kernels::at(level).dot.f16)(x, y);
                     assert_eq!(row.to_bits(), want.to_bits(), "row kernel {} k={k}: {row} vs {want}", level.name());
                     assert_eq!(out[i].to_bits(), want.to_bits(), "gemv {} k={k} rows={rows} row {i}: {} vs {want}", level.name(), out[i]);
                 }
@@ -403,7 +400,6 @@ pub(crate) fn q4_k_random(r: &mut XorShift, nb: usize, scale: f32) -> Vec<BlockQ
 /// scales, extreme quants (nibbles 0 / 15 against ±127), several block counts
 #[test]
 fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
-    use super::gemv::Gemv;
     let mut r = XorShift::new(1404);
     for level in Level::available() {
         for nb in [0usize, 1, 2, 3, 8, 17, 64] {
@@ -419,7 +415,7 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
                 }
                 let want = q4_0_q8_0_repack(&x, &y);
                 for order in [Order::RepackGemv, Order::RepackGemm] {
-                    let kern = RowDot::with_order(GgmlType::Q4_0, level, order);
+                    let kern = crate::kernels::at(level).dot.row(GgmlType::Q4_0, order);
                     let got = kern.dot(as_bytes(&x), as_bytes(&y));
                     assert_eq!(got.to_bits(), want.to_bits(), "q4_0 {} {order:?} nb={nb} scale={scale}: {got} vs {want}", level.name());
                 }
@@ -436,7 +432,7 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
                 }
                 for (order, def) in [(Order::RepackGemv, q4_k_q8_k_gemv as Q4KDot), (Order::RepackGemm, q4_k_q8_k_gemm)] {
                     let want = def(&x4, &y8);
-                    let got = RowDot::with_order(GgmlType::Q4K, level, order).dot(as_bytes(&x4), as_bytes(&y8));
+                    let got = crate::kernels::at(level).dot.row(GgmlType::Q4K, order).dot(as_bytes(&x4), as_bytes(&y8));
                     assert_eq!(got.to_bits(), want.to_bits(), "q4_K {} {order:?} nb={nb} scale={scale}: {got} vs {want}", level.name());
                 }
             }
@@ -446,7 +442,7 @@ fn repack_order_kernels_equal_their_definitions_bit_for_bit() {
         for (ty, order) in
             [(GgmlType::Q4_0, Order::RepackGemv), (GgmlType::Q4_0, Order::RepackGemm), (GgmlType::Q4K, Order::RepackGemv), (GgmlType::Q4K, Order::RepackGemm)]
         {
-            let g = Gemv::with_order(ty, level, order);
+            let g = crate::kernels::at(level).gemv(ty, order);
             let vt = ty.vec_dot_type().unwrap();
             for k in [256usize, 512, 2048 + 256] {
                 let w_len = ty.row_size(k);
@@ -519,19 +515,21 @@ fn repack_orders_differ_from_vec_dot() {
 /// or above) and which rows of a plane are GEMM rows
 #[test]
 fn repack_order_conditions() {
-    let ok = |wt, ne01, ne02, ne03, f32, ne13, level| Order::repacked(wt, ne01, ne02, ne03, f32, ne13, level);
+    // a set whose upstream build repacks (x86 from AVX2), and the scalar set
+    let simd = Dots { repacks: true, ..Dots::SCALAR };
+    let ok = |wt, ne01, ne02, ne03, f32, ne13, dots: &Dots| Order::repacked(wt, ne01, ne02, ne03, f32, ne13, dots);
     if !vec_dot_only() {
-        assert!(ok(GgmlType::Q4_0, 64, 1, 1, true, 1, Level::Avx2));
-        assert!(ok(GgmlType::Q4K, 8, 1, 1, true, 1, Level::Avx2));
+        assert!(ok(GgmlType::Q4_0, 64, 1, 1, true, 1, &simd));
+        assert!(ok(GgmlType::Q4K, 8, 1, 1, true, 1, &simd));
     }
-    assert!(!ok(GgmlType::Q4K, 8, 1, 1, true, 1, Level::Scalar), "scalar level: vec_dot's order");
-    assert!(!ok(GgmlType::Q4_0, 60, 1, 1, true, 1, Level::Avx2), "ne01 % 8 != 0");
-    assert!(!ok(GgmlType::Q4_0, 64, 2, 1, true, 1, Level::Avx2), "3-D weights");
-    assert!(!ok(GgmlType::Q4_0, 64, 1, 2, true, 1, Level::Avx2), "4-D weights");
-    assert!(!ok(GgmlType::Q4_0, 64, 1, 1, false, 1, Level::Avx2), "activations not F32");
-    assert!(!ok(GgmlType::Q4_0, 64, 1, 1, true, 2, Level::Avx2), "ne13 > 1");
-    assert!(!ok(GgmlType::Q8_0, 64, 1, 1, true, 1, Level::Avx2), "Q8_0 is not repacked on x86");
-    assert!(!ok(GgmlType::Q6K, 64, 1, 1, true, 1, Level::Avx2), "Q6_K is not repacked on x86");
+    assert!(!ok(GgmlType::Q4K, 8, 1, 1, true, 1, &Dots::SCALAR), "scalar level: vec_dot's order");
+    assert!(!ok(GgmlType::Q4_0, 60, 1, 1, true, 1, &simd), "ne01 % 8 != 0");
+    assert!(!ok(GgmlType::Q4_0, 64, 2, 1, true, 1, &simd), "3-D weights");
+    assert!(!ok(GgmlType::Q4_0, 64, 1, 2, true, 1, &simd), "4-D weights");
+    assert!(!ok(GgmlType::Q4_0, 64, 1, 1, false, 1, &simd), "activations not F32");
+    assert!(!ok(GgmlType::Q4_0, 64, 1, 1, true, 2, &simd), "ne13 > 1");
+    assert!(!ok(GgmlType::Q8_0, 64, 1, 1, true, 1, &simd), "Q8_0 is not repacked on x86");
+    assert!(!ok(GgmlType::Q6K, 64, 1, 1, true, 1, &simd), "Q6_K is not repacked on x86");
     let orders: Vec<Order> = (0..7).map(|i| Order::for_row(true, i, 7)).collect();
     assert_eq!(orders, [[Order::RepackGemm; 4].as_slice(), &[Order::RepackGemv; 3]].concat());
     assert_eq!(Order::for_row(true, 0, 1), Order::RepackGemv, "token generation: all GEMV");
@@ -571,7 +569,7 @@ fn q6_k_x86_order_differs_and_holds_on_extremes() {
         })
         .collect();
     for level in Level::available().into_iter().filter(|l| *l >= Level::Avx2) {
-        let (got, want) = (select_q6_k(level)(&x6, &y), q6_k_q8_k_x86(&x6, &y));
+        let (got, want) = ((crate::kernels::at(level).dot.q6_k)(&x6, &y), q6_k_q8_k_x86(&x6, &y));
         assert_eq!(got.to_bits(), want.to_bits(), "q6_K x86 extremes {}: {got} vs {want}", level.name());
     }
 }
@@ -592,7 +590,7 @@ fn q6_k_tiled_order_kernel_equals_its_definition() {
             }
             let want = q6_k_q8_k_tiled(&x6, &y);
             for level in Level::available() {
-                let got = select_q6_k_tiled(level)(&x6, &y);
+                let got = (crate::kernels::at(level).dot.q6_k_tiled)(&x6, &y);
                 assert_eq!(got.to_bits(), want.to_bits(), "q6_K tiled {} nb={nb}: {got} vs {want}", level.name());
             }
             vs_ref |= want.to_bits() != q6_k_q8_k_reference(&x6, &y).to_bits();
@@ -607,10 +605,9 @@ fn q6_k_tiled_order_kernel_equals_its_definition() {
 /// of leftover (none, under 8, 8..16, 16 and more), rows at unaligned addresses
 #[test]
 fn f32_avx512_kernel_equals_upstreams_order_bit_for_bit() {
-    use super::gemv::Gemv;
     let mut r = XorShift::new(20);
     for level in Level::available().into_iter().filter(|&l| l >= Level::Avx512) {
-        let g = Gemv::new(GgmlType::F32, level);
+        let g = crate::kernels::at(level).gemv(GgmlType::F32, Order::VecDot);
         for k in [0usize, 1, 7, 8, 9, 15, 16, 23, 24, 40, 63, 64, 71, 72, 88, 100, 127, 512, 1536, 2048 + 57, 4096 + 7] {
             let rows = 3;
             let xs: Vec<Vec<f32>> = (0..rows).map(|_| r.model_like(k)).collect();
@@ -628,7 +625,7 @@ fn f32_avx512_kernel_equals_upstreams_order_bit_for_bit() {
             unsafe { g.rows(w.as_ptr().add(4), stride, rows, &yb, out.as_mut_ptr()) };
             for (i, x) in xs.iter().enumerate() {
                 let want = f32_avx512_order(x, &y);
-                let row = select_f32(level)(x, &y);
+                let row = (crate::kernels::at(level).dot.f32)(x, &y);
                 assert_eq!(row.to_bits(), want.to_bits(), "row kernel {} k={k}: {row} vs {want}", level.name());
                 assert_eq!(out[i].to_bits(), want.to_bits(), "gemv {} k={k} row {i}: {} vs {want}", level.name(), out[i]);
             }

@@ -24,6 +24,17 @@
 use crate::simd::Level;
 use std::sync::OnceLock;
 
+/// a table entry for the `#[target_feature]` kernel `$k` of two slices (the row dot products)
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(unused_macros))]
+macro_rules! tf2 {
+    ($k:path) => {
+        |x, y| {
+            // SAFETY: a set's table is built only on a CPU that has the set (`kernels::at`)
+            unsafe { $k(x, y) }
+        }
+    };
+}
+
 #[cfg(target_arch = "aarch64")]
 mod aarch64_neon;
 mod scalar;
@@ -32,6 +43,11 @@ mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx512;
 
+use crate::GgmlType;
+pub use crate::dot::Dots;
+use crate::dot::gemv::Gemv;
+pub use crate::dot::gemv::GemvKinds;
+use crate::dot::{Order, RowDot};
 pub use crate::ops::attn::AccOps;
 pub use crate::ops::vecf::VecF;
 
@@ -44,6 +60,23 @@ pub struct Kernels {
     pub vec: VecF,
     /// flash attention's accumulators (f16 and f32 `y = y·s + x·v`)
     pub acc: AccOps,
+    /// MUL_MAT's row kernels: a dot product per weight type, and upstream's repacked / tiled orders
+    pub dot: Dots,
+    /// the multi-row forms of the row kernels (token generation's mat-vec)
+    pub gemv: GemvKinds,
+}
+
+impl Kernels {
+    /// the row kernel for weights of `ty` (activations of `ty.vec_dot_type()`), in
+    /// `ggml_vec_dot_*`'s order
+    pub fn row_dot(&self, ty: GgmlType) -> RowDot {
+        self.dot.row(ty, Order::VecDot)
+    }
+
+    /// the mat-vec for weights of `ty` summing in `order`
+    pub fn gemv(&self, ty: GgmlType, order: Order) -> Gemv {
+        Gemv::new(ty, self, order)
+    }
 }
 
 /// the table of `level` (at most the detected set of this CPU: asserted), built on first use

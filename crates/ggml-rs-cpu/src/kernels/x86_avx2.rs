@@ -3,6 +3,8 @@
 //! x86 configuration).
 
 use super::Kernels;
+use crate::dot::gemv::Kind;
+use crate::dot::{float, q4_k, q5, q6_k, q8_0};
 use crate::ops::attn::x86 as attn;
 use crate::ops::expf::x86 as expf;
 use crate::ops::vecf::x86 as vecf;
@@ -26,4 +28,27 @@ pub(super) fn plug(k: &mut Kernels) {
     a.scale16 = attn::scale16_256;
     a.mad16 = attn::mad16_256;
     a.mad32 = attn::mad32_fma;
+    // MUL_MAT's row kernels in upstream's x86 orders (what its AVX2 build computes), which
+    // repacks Q4_0 / Q4_K weights
+    let d = &mut k.dot;
+    d.f32 = tf2!(float::x86::f32_avx2);
+    d.f16 = tf2!(float::x86::f16_avx2);
+    d.bf16 = tf2!(float::x86::bf16_avx2);
+    d.bf16_native = d.bf16;
+    d.q8_0 = tf2!(q8_0::x86::q8_0_q8_0_avx2);
+    d.q4_0 = tf2!(q8_0::x86::q4_0_q8_0_avx2);
+    d.q5_0 = tf2!(q5::x86::q5_0_q8_0_avx2);
+    d.q5_1 = tf2!(q5::x86::q5_1_q8_1_avx2);
+    d.q4_k = tf2!(q4_k::x86::q4_k_q8_k_avx2);
+    d.q6_k = tf2!(q6_k::x86::q6_k_q8_k_x86_avx2);
+    d.q4_0_repack = tf2!(q8_0::x86::q4_0_q8_0_repack_avx2);
+    d.q4_k_gemv = tf2!(q4_k::x86::q4_k_q8_k_gemv_avx2);
+    d.q4_k_gemm = tf2!(q4_k::x86::q4_k_q8_k_gemm_avx2);
+    d.q6_k_tiled = tf2!(q6_k::x86::q6_k_q8_k_tiled_avx2);
+    d.repacks = true;
+    let g = &mut k.gemv;
+    g.q4_k = Kind::Q4KAvx2;
+    g.q6_k = Kind::Q6KAvx2;
+    g.q4_0_repack = Kind::Q4_0RepackAvx2;
+    g.q4_k_gemv = Kind::Q4KGemvAvx2;
 }

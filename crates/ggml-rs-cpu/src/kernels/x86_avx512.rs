@@ -2,6 +2,9 @@
 //! orders are those of upstream's native build on such a CPU.
 
 use super::Kernels;
+use crate::dot::float;
+use crate::dot::gemv::Kind;
+use crate::dot::q8_0;
 use crate::ops::attn::x86 as attn;
 use crate::ops::expf::x86 as expf;
 use crate::ops::vecf::x86 as vecf;
@@ -28,7 +31,29 @@ pub(super) fn plug(k: &mut Kernels) {
     a.mad16 = attn::mad16_512;
     // F16 accumulators' f16 part in AVX512-FP16 instructions where the CPU has them
     a.fp16 = crate::simd::has_avx512fp16();
+    // F32 / F16 / BF16 rows in upstream's AVX-512 orders; BF16 for flash attention as its native
+    // build compiles `ggml_vec_dot_bf16` on this CPU (vdpbf16ps where there is AVX512-BF16)
+    let d = &mut k.dot;
+    d.f32 = tf2!(float::x86::f32_avx512);
+    d.f16 = tf2!(float::x86::f16_avx512);
+    d.bf16 = tf2!(float::x86::bf16_avx512);
+    d.bf16_native = if std::arch::is_x86_feature_detected!("avx512bf16") { float::bf16_dpbf16_order } else { float::bf16_avx512f_order };
+    let g = &mut k.gemv;
+    g.f16 = Kind::F16Avx512;
+    g.q6_k = Kind::Q6KAvx512;
 }
 
 /// VNNI (`vpdpbusd`) on top of [`plug`]
-pub(super) fn plug_vnni(_k: &mut Kernels) {}
+pub(super) fn plug_vnni(k: &mut Kernels) {
+    let d = &mut k.dot;
+    d.q8_0 = tf2!(q8_0::x86::q8_0_q8_0_vnni);
+    d.q4_0 = tf2!(q8_0::x86::q4_0_q8_0_vnni);
+    // upstream's native build runs Q6_K prompts through its tiled K-quant path
+    d.q6_k_tiled_path = true;
+    let g = &mut k.gemv;
+    g.q4_0 = Kind::Q4_0Vnni;
+    g.q8_0 = Kind::Q8_0Vnni;
+    g.q4_k = Kind::Q4KVnni;
+    g.q4_0_repack = Kind::Q4_0RepackVnni;
+    g.q4_k_gemv = Kind::Q4KGemvVnni;
+}

@@ -8,7 +8,7 @@
 //! As upstream's CPU: each query row is converted once to K's `vec_dot_type` (F16 for F16 K, Q8_0
 //! for Q8_0 / Q4_0 K, quantized as upstream's CPU quantizes activations) and dotted with the K rows
 //! by the same dot kernels MUL_MAT uses (BF16: in upstream native's `ggml_vec_dot_bf16` order,
-//! `dot::float::select_bf16_native`); the scores are `s·scale` (through `softcap·tanh` when
+//! `kernels::Kernels::dot`'s `bf16_native`); the scores are `s·scale` (through `softcap·tanh` when
 //! soft-capped) plus `slope·mask`; a masked `-inf` position is skipped. The sink joins the
 //! softmax as a score with no V row. A row with nothing to attend to is 0.
 //!
@@ -216,7 +216,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     }
     let p = Params { scale, max_bias, softcap, k: exec.kernels() };
     // BF16 K as upstream's native `ggml_vec_dot_bf16` sums it (not our BF16 MUL_MAT kernel)
-    let dot = if kt == GgmlType::BF16 { RowDot::Bf16(crate::dot::float::select_bf16_native(exec.level())) } else { RowDot::new(kt, exec.level()) };
+    let dot = if kt == GgmlType::BF16 { RowDot::Bf16(exec.kernels().dot.bf16_native) } else { exec.kernels().row_dot(kt) };
     let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
     if !rows::fast_order() {
         match rows::path(&q, &k, kt, vt, exec.level()) {

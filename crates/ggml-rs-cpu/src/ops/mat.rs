@@ -11,7 +11,6 @@ use super::copy::elem::{Scalar, block_align, chunk_range, is_contiguous, offset,
 use super::unary::kit::MIN_CHUNK_ELEMS;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
-use crate::dot::gemv::Gemv;
 use crate::dot::{Order, RowDot};
 use crate::simd::Level;
 
@@ -198,7 +197,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     // Q4_0 / Q4_K weights that upstream would repack: its repacked kernels' orders, by row
-    let repacked = Order::repacked(wt, a.ne[1], a.ne[2], a.ne[3], b.ty == raw_type::F32, b.ne[3], exec.level());
+    let repacked = Order::repacked(wt, a.ne[1], a.ne[2], a.ne[3], b.ty == raw_type::F32, b.ne[3], &exec.kernels().dot);
     if use_qgemm(&a, &b, wt, exec.level()) {
         mul_mat_qgemm(&a, &b, &d, wt, node.packed, repacked, exec);
         return Ok(());
@@ -222,15 +221,15 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     // rows per pass where the type has a multi-row kernel at this level (bit for bit the row
     // kernel's results)
     let orders = [Order::VecDot, Order::RepackGemv, Order::RepackGemm];
-    let mut kerns = orders.map(|o| RowDot::with_order(wt, exec.level(), o));
-    let gemvs = orders.map(|o| Gemv::with_order(wt, exec.level(), o));
+    let mut kerns = orders.map(|o| exec.kernels().dot.row(wt, o));
+    let gemvs = orders.map(|o| exec.kernels().gemv(wt, o));
     let mut multis = gemvs.map(|g| {
         let ra = g.row_align();
         g.is_multi_row() && w_len > 0 && [a.data as usize, a.nb[1], a.nb[2], a.nb[3]].iter().all(|v| v.is_multiple_of(ra))
     });
-    if q6_k_tiled(&b, wt, exec.level()) {
+    if q6_k_tiled(&b, wt, &exec.kernels().dot) {
         // 8 or more activation rows: upstream's tiled K-quant path's order, row by row
-        kerns[0] = RowDot::Q6K(crate::dot::q6_k::select_q6_k_tiled(exec.level()));
+        kerns[0] = RowDot::Q6K(exec.kernels().dot.q6_k_tiled);
         multis[0] = false;
     }
     let align = block_align(wt);
@@ -292,9 +291,9 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
 /// Q6_K weights that upstream's native build hands to its tiled K-quant path (8 or more
 /// activation rows, F32 or Q8_K; [`crate::dot::q6_k::tiled_order_applies`]); the qgemm tiles
 /// of Q6_K sum in that order too (their `tiled` form), whatever `GGML_RS_CPU_ORDER`
-fn q6_k_tiled(b: &View, wt: GgmlType, level: Level) -> bool {
+fn q6_k_tiled(b: &View, wt: GgmlType, dots: &crate::dot::Dots) -> bool {
     let src1_ok = b.ty == raw_type::F32 || b.ty == GgmlType::Q8K as i32;
-    wt == GgmlType::Q6K && crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, level)
+    wt == GgmlType::Q6K && crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, dots)
 }
 
 /// activation rows from which the tiled GEMM beats the row kernels (below, repacking the
@@ -461,7 +460,7 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
     }
     // phase 3: Q4_K's GEMV rows again, in upstream's GEMV order (over the weights in place:
     // rows aligned for the blocks, tile_shape), chunks of 64 weight rows
-    let gemv = Gemv::with_order(wt, exec.level(), Order::RepackGemv);
+    let gemv = exec.kernels().gemv(wt, Order::RepackGemv);
     let n_chunks = nr0.div_ceil(64);
     exec.parallel(n_chunks, |c| {
         let (a, d) = (&a, &d);
@@ -759,7 +758,7 @@ fn mul_mat_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let acts = prepare_activations(&b, vdt, exec);
     let k = a.ne[0] as usize;
     let (w_len, x_len) = (wt.row_size(k), vdt.row_size(k));
-    let kern = RowDot::new(wt, exec.level());
+    let kern = exec.kernels().row_dot(wt);
     let align = block_align(wt);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let nr0 = a.ne[1] as usize;

@@ -769,7 +769,6 @@ mod x86 {
 mod tests {
     use super::*;
     use crate::block::{AlignedBytes, as_blocks_mut};
-    use crate::dot::RowDot;
     use crate::quants::{dequantize_row, quantize_row};
     use crate::rng::XorShift;
     use crate::simd::Level;
@@ -836,7 +835,7 @@ mod tests {
         let x = rows(&mut r, vdt, n_cols, k, pow2);
         let wr: Vec<&[u8]> = w.iter().map(|v| &v[..]).collect();
         let out = run_tile(kd, level, ty, &wr, &x, k);
-        let dot = RowDot::new(ty, Level::Scalar);
+        let dot = crate::kernels::at(Level::Scalar).row_dot(ty);
         let q8 = |w: &[u8], x: &[u8]| crate::dot::q8_0::q8_0_q8_0_x86(as_blocks(w, "w"), as_blocks(x, "x"));
         for j in 0..n_cols {
             let mut xd = vec![0f32; k];
@@ -995,7 +994,7 @@ mod tests {
             }
             for pairs in [true, false] {
                 let out = run_tile(kind_of(GgmlType::Q8_0, pairs).unwrap(), level, GgmlType::Q8_0, &[&w], &[&x[..]], k);
-                assert_eq!(out[0][0], RowDot::new(GgmlType::Q8_0, Level::Scalar).dot(&w, &x), "{} pairs: {pairs}", level.name());
+                assert_eq!(out[0][0], crate::kernels::at(Level::Scalar).row_dot(GgmlType::Q8_0).dot(&w, &x), "{} pairs: {pairs}", level.name());
             }
         }
     }
