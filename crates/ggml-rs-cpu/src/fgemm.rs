@@ -38,10 +38,14 @@ pub fn supports(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
 }
 
-/// whether a node at `level` runs the tiled kernel (AVX2 or above; use_ref caps it to scalar)
-pub fn available(level: crate::simd::Level) -> bool {
-    cfg!(target_arch = "x86_64") && level >= crate::simd::Level::Avx2
-}
+/// [`tile`] on raw pointers in one kernel set's form ([`crate::kernels::Gemms::fgemm`]: AVX2's
+/// [`tile_raw_avx2`], AVX-512's [`tile_raw_512`]), dispatching on the weight type and the column
+/// count: `(ty, w, kc, x, out, n_rows, accumulate)`.
+///
+/// # Safety
+/// `w` holds `32 · kc` repacked elements of `ty`; each `x[j]` `kc` floats; each `out[j]` is
+/// readable and writable for `n_rows ≤ 32` floats; 1 ≤ columns ≤ 8.
+pub type TileFn = unsafe fn(GgmlType, *const u8, usize, &[*const f32], &[*mut f32], usize, bool);
 
 /// bytes of one repacked weight element (F16 / BF16 stay 16-bit)
 pub fn elem_bytes(ty: GgmlType) -> usize {
@@ -122,9 +126,9 @@ fn repack_n<const EB: usize>(rows: &[&[u8]], out: &mut [u8]) {
 /// [`MAX_COLS`]); with `accumulate` the sums continue from what `out` holds. The first `n_rows`
 /// results of each column are written.
 ///
-/// Panics if the sizes do not agree or the CPU lacks AVX-512.
+/// Panics if the sizes do not agree, the CPU lacks `level`, or the set has no float tiles.
 pub fn tile(ty: GgmlType, level: crate::simd::Level, w: &[u8], x: &[&[f32]], out: &mut [&mut [f32]], n_rows: usize, accumulate: bool) {
-    assert!(available(level) && level <= crate::simd::detected(), "fgemm::tile: no tiles at {} on this CPU", level.name());
+    let tiles = crate::kernels::at(level).gemm.fgemm.unwrap_or_else(|| panic!("fgemm::tile: the {} set has no float tiles", level.name()));
     let eb = elem_bytes(ty);
     let kc = w.len() / (ROWS * eb);
     assert_eq!(w.len(), kc * ROWS * eb, "fgemm::tile: weights of {} bytes are not rows of {ROWS}", w.len());
@@ -136,45 +140,48 @@ pub fn tile(ty: GgmlType, level: crate::simd::Level, w: &[u8], x: &[&[f32]], out
         assert!(x[j].len() == kc && out[j].len() >= n_rows, "fgemm::tile: column {j} is not {kc} elements / {n_rows} outputs");
         (xp[j], op[j]) = (x[j].as_ptr(), out[j].as_mut_ptr());
     }
-    // SAFETY: the CPU runs `level` (asserted); every pointer covers kc elements / n_rows outputs
-    // (asserted above)
-    unsafe { tile_raw(ty, level, w.as_ptr(), kc, &xp[..x.len()], &op[..x.len()], n_rows, accumulate) }
+    // SAFETY: the set's table (built on a CPU with it); every pointer covers kc elements / n_rows
+    // outputs (asserted above)
+    unsafe { tiles(ty, w.as_ptr(), kc, &xp[..x.len()], &op[..x.len()], n_rows, accumulate) }
 }
 
-/// [`tile`] on raw pointers, dispatching on the weight type and the column count.
+/// [`TileFn`] at AVX2 (+ FMA + F16C): the columns in pieces of [`AVX2_COLS`]
 ///
 /// # Safety
-/// The CPU runs `level` (AVX-512, or AVX2 + FMA + F16C below it: the kernel taken); `w` holds `32 · kc` repacked elements of `ty`;
-/// each `x[j]` `kc` floats; each `out[j]` is readable and writable for `n_rows ≤ 32` floats;
-/// 1 ≤ columns ≤ 8.
+/// as [`TileFn`], on a CPU with AVX2, FMA and F16C
+#[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn tile_raw(ty: GgmlType, level: crate::simd::Level, w: *const u8, kc: usize, x: &[*const f32], out: &[*mut f32], n_rows: usize, accumulate: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if level < crate::simd::Level::Avx512 {
-        for (x, out) in x.chunks(AVX2_COLS).zip(out.chunks(AVX2_COLS)) {
-            // SAFETY: forwarded from the caller, for these columns (the arrays hold N pointers)
-            unsafe {
-                macro_rules! cols8 {
-                    ($w:literal) => {
-                        match x.len() {
-                            1 => x86::tile8::<1, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
-                            2 => x86::tile8::<2, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
-                            3 => x86::tile8::<3, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
-                            _ => x86::tile8::<4, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
-                        }
-                    };
-                }
-                match ty {
-                    GgmlType::F32 => cols8!(0),
-                    GgmlType::F16 => cols8!(1),
-                    GgmlType::BF16 => cols8!(2),
-                    _ => panic!("fgemm::tile_raw: {} is not an fgemm weight type", ty.name()),
-                }
+pub(crate) unsafe fn tile_raw_avx2(ty: GgmlType, w: *const u8, kc: usize, x: &[*const f32], out: &[*mut f32], n_rows: usize, accumulate: bool) {
+    for (x, out) in x.chunks(AVX2_COLS).zip(out.chunks(AVX2_COLS)) {
+        // SAFETY: forwarded from the caller, for these columns (the arrays hold N pointers)
+        unsafe {
+            macro_rules! cols8 {
+                ($w:literal) => {
+                    match x.len() {
+                        1 => x86::tile8::<1, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                        2 => x86::tile8::<2, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                        3 => x86::tile8::<3, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                        _ => x86::tile8::<4, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
+                    }
+                };
+            }
+            match ty {
+                GgmlType::F32 => cols8!(0),
+                GgmlType::F16 => cols8!(1),
+                GgmlType::BF16 => cols8!(2),
+                _ => panic!("fgemm::tile_raw: {} is not an fgemm weight type", ty.name()),
             }
         }
-        return;
     }
-    #[cfg(target_arch = "x86_64")]
+}
+
+/// [`TileFn`] at AVX-512
+///
+/// # Safety
+/// as [`TileFn`], on a CPU with AVX-512 F/BW/VL
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn tile_raw_512(ty: GgmlType, w: *const u8, kc: usize, x: &[*const f32], out: &[*mut f32], n_rows: usize, accumulate: bool) {
     // SAFETY: forwarded from the caller
     unsafe {
         macro_rules! cols {
@@ -198,11 +205,6 @@ pub unsafe fn tile_raw(ty: GgmlType, level: crate::simd::Level, w: *const u8, kc
             GgmlType::BF16 => cols!(2),
             _ => panic!("fgemm::tile_raw: {} is not an fgemm weight type", ty.name()),
         }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (ty, level, w, kc, x, out, n_rows, accumulate);
-        panic!("fgemm::tile_raw: x86-64 only");
     }
 }
 
@@ -403,7 +405,7 @@ mod tests {
     #[test]
     fn tile_equals_the_sequential_sum() {
         // the AVX2 kernel and the AVX-512 one: the same chains, so the same bits
-        for level in crate::simd::Level::available().into_iter().filter(|l| available(*l) && *l <= crate::simd::Level::Avx512) {
+        for level in crate::simd::Level::available().into_iter().filter(|l| crate::kernels::at(*l).gemm.fgemm.is_some() && *l <= crate::simd::Level::Avx512) {
             let mut r = XorShift::new(41);
             for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
                 for n_cols in 1..=MAX_COLS {

@@ -85,20 +85,40 @@ pub fn sgemm_order8<E: Elem>(w: &[E], x: &[E]) -> f32 {
     (u[0] + u[2]) + (u[1] + u[3])
 }
 
-/// the definition of the tiles at `level` ([`sgemm_order`] from AVX-512, else [`sgemm_order8`])
-pub fn order_at<E: Elem>(level: crate::simd::Level, w: &[E], x: &[E]) -> f32 {
-    if level >= crate::simd::Level::Avx512 { sgemm_order(w, x) } else { sgemm_order8(w, x) }
+/// [`Tiles::f16_cols`]: `(w, stride, k, x, out)` with F16 columns
+pub type F16ColsFn = unsafe fn(*const u8, usize, usize, &[*const u8], &[*mut f32]);
+
+/// One kernel set's tinyBLAS-order tiles ([`crate::kernels::Gemms::sgemm`]).
+#[derive(Clone, Copy)]
+pub struct Tiles {
+    /// tinyBLAS's vector width in upstream's build of the set (its `KN`): 16 floats at AVX-512
+    /// ([`sgemm_order`]), 8 at AVX2 ([`sgemm_order8`])
+    pub lanes: usize,
+    /// `out[t][r] = order(weight row r, x[t])` for the 4 weight rows of `ty` (F32 or F16) at `w +
+    /// r · stride` (bytes) and the `x.len()` (1 ..= [`MAX_COLS`]) activation rows, given as f32
+    /// (for F16 weights values of f16: the definition's activations widened)
+    ///
+    /// # Safety
+    /// `w + r · stride` readable for `k` values of `ty` (r < 4), each `x[t]` for `k` floats, each
+    /// `out[t]` writable for 4 floats; `k` a multiple of `lanes`.
+    pub tile: unsafe fn(GgmlType, *const u8, usize, usize, &[*const f32], &[*mut f32]),
+    /// the tile for F16 weights whose columns stay F16 (widened in the kernel, as upstream's
+    /// AVX2 tinyBLAS reads them: half the columns' bytes), where the set has it; the safety
+    /// contract of `tile`, each `x[t]` holding `k` f16 values
+    pub f16_cols: Option<F16ColsFn>,
 }
 
-/// tinyBLAS's vector width at `level` (its `KN`): 16 floats from AVX-512, else 8
-pub fn lanes(level: crate::simd::Level) -> usize {
-    if level >= crate::simd::Level::Avx512 { 16 } else { 8 }
-}
+impl Tiles {
+    /// the definition of the tiles ([`sgemm_order`] at 16 lanes, else [`sgemm_order8`])
+    pub fn order<E: Elem>(&self, w: &[E], x: &[E]) -> f32 {
+        if self.lanes == 16 { sgemm_order(w, x) } else { sgemm_order8(w, x) }
+    }
 
-/// upstream's build of `level` hands a slice of `m` weight rows x `n` activation rows of length
-/// `k` to tinyBLAS (else each output is a row dot product)
-pub fn sgemm_shape(m: usize, n: usize, k: usize, level: crate::simd::Level) -> bool {
-    n >= 2 && k.is_multiple_of(lanes(level)) && m.is_multiple_of(ROWS)
+    /// upstream's build of the set hands a slice of `m` weight rows x `n` activation rows of
+    /// length `k` to tinyBLAS (else each output is a row dot product)
+    pub fn shape(&self, m: usize, n: usize, k: usize) -> bool {
+        n >= 2 && k.is_multiple_of(self.lanes) && m.is_multiple_of(ROWS)
+    }
 }
 
 /// the weight types of the tiles (upstream's tinyBLAS on F32 and F16 at AVX-512)
@@ -112,40 +132,41 @@ pub fn fast(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::F16 | GgmlType::F32) && crate::config::get().fast()
 }
 
-/// whether a node of weights `ty` at `level` takes the exact forms (F32 / F16, AVX2 or above:
-/// the order of upstream's build of that level; the fast tiles not asked for)
-pub fn exact(ty: GgmlType, level: crate::simd::Level) -> bool {
-    supports(ty) && cfg!(target_arch = "x86_64") && level >= crate::simd::Level::Avx2 && !fast(ty)
+/// the tiles a node of weights `ty` takes in the kernel set `k`: F32 / F16 where the set has
+/// them (x86 from AVX2: the order of upstream's build of the set), the fast tiles not asked for
+pub fn exact(ty: GgmlType, k: &crate::kernels::Kernels) -> Option<Tiles> {
+    k.gemm.sgemm.filter(|_| supports(ty) && !fast(ty))
 }
 
-/// `out[t][r] = order_at(level, weight row r, x[t])` for the 4 weight rows of `ty` (F32 or F16)
-/// at `w + r · stride` (bytes) and the `x.len()` (1 ..= [`MAX_COLS`]) activation rows, given as
-/// f32 (for F16 weights values of f16: the definition's activations widened)
+/// [`Tiles::tile`] at AVX2 (8 lanes)
 ///
 /// # Safety
-/// `level` (AVX2 or above) available; `w + r · stride` readable for `k` values of `ty` (r < 4),
-/// each `x[t]` for `k` floats, each `out[t]` writable for 4 floats; `k` a multiple of
-/// [`lanes`]`(level)`.
-pub unsafe fn tile_raw(ty: GgmlType, level: crate::simd::Level, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
-    assert!(k.is_multiple_of(lanes(level)) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
-    #[cfg(target_arch = "x86_64")]
-    if level < crate::simd::Level::Avx512 {
-        assert!(matches!(ty, GgmlType::F32 | GgmlType::F16), "sgemm::tile_raw: {} is not a tinyBLAS weight type", ty.name());
-        let mut xb = [std::ptr::null::<u8>(); MAX_COLS];
-        for (d, p) in xb.iter_mut().zip(x) {
-            *d = p.cast();
-        }
-        let xb = &xb[..x.len()];
-        // SAFETY: the caller's contract (1 to 6 columns)
-        unsafe {
-            match ty {
-                GgmlType::F16 => x86::tile8::<true, false>(w, stride, k, xb, out),
-                _ => x86::tile8::<false, false>(w, stride, k, xb, out),
-            }
-        }
-        return;
+/// as [`Tiles::tile`], on a CPU with AVX2, FMA and F16C
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn tile_raw_avx2(ty: GgmlType, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
+    assert!(k.is_multiple_of(8) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
+    assert!(matches!(ty, GgmlType::F32 | GgmlType::F16), "sgemm::tile_raw: {} is not a tinyBLAS weight type", ty.name());
+    let mut xb = [std::ptr::null::<u8>(); MAX_COLS];
+    for (d, p) in xb.iter_mut().zip(x) {
+        *d = p.cast();
     }
-    #[cfg(target_arch = "x86_64")]
+    let xb = &xb[..x.len()];
+    // SAFETY: the caller's contract (1 to 6 columns)
+    unsafe {
+        match ty {
+            GgmlType::F16 => x86::tile8::<true, false>(w, stride, k, xb, out),
+            _ => x86::tile8::<false, false>(w, stride, k, xb, out),
+        }
+    }
+}
+
+/// [`Tiles::tile`] at AVX-512 (16 lanes)
+///
+/// # Safety
+/// as [`Tiles::tile`], on a CPU with AVX-512 F/BW/VL
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn tile_raw_512(ty: GgmlType, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
+    assert!(k.is_multiple_of(16) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
     // SAFETY: the caller's contract; the arrays hold exactly N pointers
     unsafe {
         macro_rules! go {
@@ -166,20 +187,15 @@ pub unsafe fn tile_raw(ty: GgmlType, level: crate::simd::Level, w: *const u8, st
             _ => panic!("sgemm::tile_raw: {} is not a tinyBLAS weight type", ty.name()),
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (ty, level, w, stride, k, x, out);
-        unreachable!("sgemm::tile_raw: x86-64 only");
-    }
 }
 
-/// [`tile_raw`] at AVX2 for F16 weights whose columns are F16 too (widened in the kernel, as
+/// [`Tiles::f16_cols`] at AVX2: F16 weights whose columns are F16 too (widened in the kernel, as
 /// upstream's tinyBLAS reads them): half the columns' bytes, so 6 columns of a long row stay in L1
 ///
 /// # Safety
-/// as [`tile_raw`] at AVX2, each `x[t]` holding `k` f16 values
+/// as [`Tiles::tile`] at AVX2, each `x[t]` holding `k` f16 values
 #[cfg(target_arch = "x86_64")]
-pub unsafe fn tile_raw_f16_cols(w: *const u8, stride: usize, k: usize, x: &[*const u8], out: &[*mut f32]) {
+pub(crate) unsafe fn tile_raw_f16_cols(w: *const u8, stride: usize, k: usize, x: &[*const u8], out: &[*mut f32]) {
     assert!(k.is_multiple_of(8) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw_f16_cols: k = {k}, {} columns", x.len());
     // SAFETY: the caller's contract
     unsafe { x86::tile8::<true, true>(w, stride, k, x, out) }
@@ -294,13 +310,13 @@ mod tests {
     }
 
     /// the definition on values of `ty` (given widened)
-    fn order(level: Level, ty: GgmlType, w: &[f32], x: &[f32]) -> f32 {
+    fn order(tiles: &Tiles, ty: GgmlType, w: &[f32], x: &[f32]) -> f32 {
         match ty {
             GgmlType::F16 => {
                 let h = |v: &[f32]| v.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>();
-                order_at(level, &h(w), &h(x))
+                tiles.order(&h(w), &h(x))
             }
-            _ => order_at(level, w, x),
+            _ => tiles.order(w, x),
         }
     }
 
@@ -317,11 +333,12 @@ mod tests {
     #[test]
     fn tile_equals_upstreams_sgemm_order_bit_for_bit() {
         for level in Level::available().into_iter().filter(|l| matches!(l, Level::Avx2 | Level::Avx512)) {
+            let tiles = crate::kernels::at(level).gemm.sgemm.expect("the x86 sets have the tinyBLAS tiles");
             let mut r = XorShift::new(18);
             for ty in [GgmlType::F32, GgmlType::F16] {
                 let eb = ty.type_size();
                 for k in [8usize, 16, 40, 48, 64, 96, 256, 1536, 4096] {
-                    if !k.is_multiple_of(lanes(level)) {
+                    if !k.is_multiple_of(tiles.lanes) {
                         continue;
                     }
                     let rows: Vec<Vec<f32>> = (0..ROWS).map(|_| rounded(ty, r.model_like(k))).collect();
@@ -337,12 +354,12 @@ mod tests {
                         let mut outs = vec![[f32::NAN; ROWS]; n];
                         let xp: Vec<*const f32> = cb.iter().map(|b| b[1..].as_ptr()).collect();
                         let op: Vec<*mut f32> = outs.iter_mut().map(|o| o.as_mut_ptr()).collect();
-                        // SAFETY: the level (available); 4 rows of k values stride apart in w, n columns
-                        // of k values, n outputs of 4 floats
-                        unsafe { tile_raw(ty, level, w[1..].as_ptr(), stride, k, &xp, &op) };
+                        // SAFETY: the set's table (built on this CPU); 4 rows of k values stride apart
+                        // in w, n columns of k values, n outputs of 4 floats
+                        unsafe { (tiles.tile)(ty, w[1..].as_ptr(), stride, k, &xp, &op) };
                         for t in 0..n {
                             for i in 0..ROWS {
-                                let want = order(level, ty, &rows[i], &cols[t]);
+                                let want = order(&tiles, ty, &rows[i], &cols[t]);
                                 assert_eq!(
                                     outs[t][i].to_bits(),
                                     want.to_bits(),
@@ -353,15 +370,14 @@ mod tests {
                                 );
                             }
                         }
-                        #[cfg(target_arch = "x86_64")]
-                        if ty == GgmlType::F16 && level == Level::Avx2 {
+                        if let Some(f16_cols) = tiles.f16_cols.filter(|_| ty == GgmlType::F16) {
                             // the same with the columns kept in f16 (odd 2-byte offsets)
                             let hb: Vec<Vec<u8>> = cols.iter().map(|c| std::iter::once(0u8).chain(std::iter::once(0)).chain(bytes(ty, c)).collect()).collect();
                             let hp: Vec<*const u8> = hb.iter().map(|b| b[2..].as_ptr()).collect();
                             let mut outh = vec![[f32::NAN; ROWS]; n];
                             let oh: Vec<*mut f32> = outh.iter_mut().map(|o| o.as_mut_ptr()).collect();
                             // SAFETY: AVX2; 4 rows of k f16 stride apart, n columns of k f16, n outputs of 4
-                            unsafe { tile_raw_f16_cols(w[1..].as_ptr(), stride, k, &hp, &oh) };
+                            unsafe { f16_cols(w[1..].as_ptr(), stride, k, &hp, &oh) };
                             assert_eq!(outh, outs, "f16 columns k={k} n={n}");
                         }
                     }
@@ -388,9 +404,10 @@ mod tests {
             vs_ref32 |= s.to_bits() != crate::dot::float::f32_reference(&w, &x).to_bits();
         }
         assert!(vs_row && vs_ref && vs_row32 && vs_ref32, "20 random rows summed to the same bits: {vs_row} {vs_ref} {vs_row32} {vs_ref32}");
-        let l = Level::Avx512;
-        assert!(sgemm_shape(4, 2, 16, l) && !sgemm_shape(4, 1, 16, l) && !sgemm_shape(6, 8, 64, l) && !sgemm_shape(8, 8, 100, l) && !sgemm_shape(4, 2, 24, l));
-        assert!(sgemm_shape(4, 2, 24, Level::Avx2) && !sgemm_shape(4, 2, 20, Level::Avx2));
+        // the shapes upstream's builds hand to tinyBLAS (16 and 8 lanes; the tile only described)
+        let (l16, l8) = (Tiles { lanes: 16, tile: |_, _, _, _, _, _| (), f16_cols: None }, Tiles { lanes: 8, tile: |_, _, _, _, _, _| (), f16_cols: None });
+        assert!(l16.shape(4, 2, 16) && !l16.shape(4, 1, 16) && !l16.shape(6, 8, 64) && !l16.shape(8, 8, 100) && !l16.shape(4, 2, 24));
+        assert!(l8.shape(4, 2, 24) && !l8.shape(4, 2, 20));
         // the 8-lane order is another order again
         let (w, x) = (r.model_like(1536), r.model_like(1536));
         assert_ne!(sgemm_order8(&w, &x).to_bits(), sgemm_order(&w, &x).to_bits());

@@ -117,7 +117,7 @@ fn mode_for(v: Option<&str>, tiles_run: bool) -> Option<Mode> {
 /// this process's mode (read once), None when the buffer type is not offered
 pub fn mode() -> Option<Mode> {
     static MODE: OnceLock<Option<Mode>> = OnceLock::new();
-    *MODE.get_or_init(|| mode_for(crate::config::get().repack.as_deref(), qgemm::available(crate::simd::active())))
+    *MODE.get_or_init(|| mode_for(crate::config::get().repack.as_deref(), crate::kernels::active().gemm.qgemm.is_some()))
 }
 
 /// Whether upstream's CPU (x86, AVX2 or better) repacks a weight of type `ty` and shape `ne`

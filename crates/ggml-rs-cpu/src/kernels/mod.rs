@@ -52,6 +52,7 @@ pub use crate::ops::attn::AccOps;
 pub use crate::ops::vecf::VecF;
 
 /// one kernel set's kernels
+#[derive(Clone)]
 pub struct Kernels {
     /// the set these are ([`Level::name`] is `GGML_RS_CPU_SIMD`'s word for it)
     pub set: Level,
@@ -64,6 +65,38 @@ pub struct Kernels {
     pub dot: Dots,
     /// the multi-row forms of the row kernels (token generation's mat-vec)
     pub gemv: GemvKinds,
+    /// the tiled GEMMs of prompt processing, where the set has them
+    pub gemm: Gemms,
+    /// the activation quantizers (MUL_MAT's src1 to the weights' vec-dot type)
+    pub quant: Quant,
+}
+
+/// One kernel set's activation quantizers: the bytes of this architecture's definition, by the
+/// set's blocks. Unsafe: `x` holds a block's values per block of `y` (checked by the callers,
+/// [`crate::quants::quantize_row_q8_0_cpu`], [`crate::quants::quantize_row_q8_k`]).
+#[derive(Clone, Copy)]
+pub struct Quant {
+    /// Q8_0 as upstream's CPU backend quantizes activations on this architecture
+    pub q8_0: unsafe fn(&[f32], &mut [crate::block::BlockQ8_0]),
+    /// Q8_K (the K-quants' activations)
+    pub q8_k: unsafe fn(&[f32], &mut [crate::block::BlockQ8K]),
+}
+
+/// One kernel set's tiled GEMMs (`None`: the set has none, MUL_MAT goes row by row)
+#[derive(Clone, Copy)]
+pub struct Gemms {
+    /// int8 tiles of Q8_0 / Q4_0 / Q4_K / Q6_K weights ([`crate::qgemm`])
+    pub qgemm: Option<crate::qgemm::TileFn>,
+    /// F32 / F16 tiles in upstream's tinyBLAS orders ([`crate::sgemm`])
+    pub sgemm: Option<crate::sgemm::Tiles>,
+    /// F32 / F16 / BF16 float tiles ([`crate::fgemm`]: BF16 prompts, the fast order, flash
+    /// attention's blocks)
+    pub fgemm: Option<crate::fgemm::TileFn>,
+}
+
+impl Gemms {
+    /// none (the scalar set)
+    pub const NONE: Gemms = Gemms { qgemm: None, sgemm: None, fgemm: None };
 }
 
 impl Kernels {
@@ -76,6 +109,12 @@ impl Kernels {
     /// the mat-vec for weights of `ty` summing in `order`
     pub fn gemv(&self, ty: GgmlType, order: Order) -> Gemv {
         Gemv::new(ty, self, order)
+    }
+
+    /// the reference set: the scalar one, which the backend's use_ref
+    /// (`ggml_backend_cpu_set_use_ref`) computes with; ops take upstream's reference paths there
+    pub fn is_reference(&self) -> bool {
+        self.set == Level::Scalar
     }
 }
 

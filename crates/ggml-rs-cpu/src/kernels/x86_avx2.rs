@@ -51,4 +51,9 @@ pub(super) fn plug(k: &mut Kernels) {
     g.q6_k = Kind::Q6KAvx2;
     g.q4_0_repack = Kind::Q4_0RepackAvx2;
     g.q4_k_gemv = Kind::Q4KGemvAvx2;
+    // the prompt tiles: int8 (vpmaddubsw), tinyBLAS's 8-lane order, the float tiles
+    k.gemm.qgemm = Some(crate::qgemm::tile_raw_avx2);
+    k.gemm.sgemm = Some(crate::sgemm::Tiles { lanes: 8, tile: crate::sgemm::tile_raw_avx2, f16_cols: Some(crate::sgemm::tile_raw_f16_cols) });
+    k.gemm.fgemm = Some(crate::fgemm::tile_raw_avx2);
+    k.quant.q8_0 = crate::quants::q8_0::quantize_row_q8_0_x86_avx2;
 }

@@ -41,6 +41,11 @@ pub(super) fn plug(k: &mut Kernels) {
     let g = &mut k.gemv;
     g.f16 = Kind::F16Avx512;
     g.q6_k = Kind::Q6KAvx512;
+    // tinyBLAS's 16-lane order (upstream's AVX-512 build), the float tiles in 512-bit vectors
+    k.gemm.sgemm = Some(crate::sgemm::Tiles { lanes: 16, tile: crate::sgemm::tile_raw_512, f16_cols: None });
+    k.gemm.fgemm = Some(crate::fgemm::tile_raw_512);
+    k.quant.q8_0 = crate::quants::q8_0::quantize_row_q8_0_x86_512;
+    k.quant.q8_k = crate::quants::q8_k::quantize_row_q8_k_512;
 }
 
 /// VNNI (`vpdpbusd`) on top of [`plug`]
@@ -56,4 +61,6 @@ pub(super) fn plug_vnni(k: &mut Kernels) {
     g.q4_k = Kind::Q4KVnni;
     g.q4_0_repack = Kind::Q4_0RepackVnni;
     g.q4_k_gemv = Kind::Q4KGemvVnni;
+    // the int8 tiles in 512-bit vectors with vpdpbusd (and Q6_K's tiled form)
+    k.gemm.qgemm = Some(crate::qgemm::tile_raw_vnni);
 }

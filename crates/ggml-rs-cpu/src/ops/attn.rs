@@ -219,7 +219,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let dot = if kt == GgmlType::BF16 { RowDot::Bf16(exec.kernels().dot.bf16_native) } else { exec.kernels().row_dot(kt) };
     let ctx = Ctx { q: &q, k: &k, v: &v, mask: mask.as_ref(), sinks: sinks.as_ref(), d: &d, types: (kt, vt, qt), dot: &dot, p: &p, q_words: work.q_words };
     if !rows::fast_order() {
-        match rows::path(&q, &k, kt, vt, exec.level()) {
+        match rows::path(&q, &k, kt, vt, exec.kernels()) {
             rows::Path::Rows => {
                 run_rows(&ctx, exec, &work);
                 return Ok(());
@@ -231,7 +231,7 @@ fn compute(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             rows::Path::Tiled => {}
         }
     }
-    if tiles::applies(kt, vt, &q, &k, &v, exec.level(), exec.n_threads()) {
+    if tiles::applies(kt, vt, &q, &k, &v, exec.kernels(), exec.n_threads()) {
         let blocks = tiles::Blocks::of(&q, &k, &v);
         let tw = tiles::Work::new(kt, vt, dk as usize, dv as usize);
         let scratch = exec.scratch(mc * tw.words() * 4);
@@ -900,10 +900,10 @@ mod tests {
             // both F16) and the kernels run AVX-512 (elsewhere, as under GGML_RS_CPU_SIMD=avx2,
             // this checks the row paths, which round Q to K's dot type and accumulate an F16 V
             // in f16)
-            let tiled = rows::path(&q.view, &k.view, kt, vt, crate::simd::active()) == rows::Path::Tiled;
+            let tiled = rows::path(&q.view, &k.view, kt, vt, crate::kernels::active()) == rows::Path::Tiled;
             assert_eq!(tiled, kt == vt && kt != GgmlType::BF16 && n_q >= 64 && crate::simd::active() > crate::simd::Level::Scalar, "case {case}");
             let blocks = tiled && crate::simd::active() >= crate::simd::Level::Avx512;
-            assert!(!blocks || tiles::applies(kt, vt, &q.view, &k.view, &v.view, crate::simd::active(), threads), "case {case}");
+            assert!(!blocks || tiles::applies(kt, vt, &q.view, &k.view, &v.view, crate::kernels::active(), threads), "case {case}");
             let tol = match kt {
                 _ if blocks => 1e-4,
                 GgmlType::F32 if vt != GgmlType::F16 => 1e-5,

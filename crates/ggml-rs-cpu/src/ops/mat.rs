@@ -12,7 +12,7 @@ use super::unary::kit::MIN_CHUNK_ELEMS;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
 use crate::dot::{Order, RowDot};
-use crate::simd::Level;
+use crate::kernels::Kernels;
 
 pub const FAMILY: Family = Family { name: "mat", ops: &[Op::MulMat, Op::MulMatId, Op::OutProd], supports, compute };
 
@@ -196,23 +196,25 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, d) = (*node.src(0)?, *node.src(1)?, node.dst);
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
-    // Q4_0 / Q4_K weights that upstream would repack: its repacked kernels' orders, by row
-    let repacked = Order::repacked(wt, a.ne[1], a.ne[2], a.ne[3], b.ty == raw_type::F32, b.ne[3], &exec.kernels().dot);
-    if use_qgemm(&a, &b, wt, exec.level()) {
-        mul_mat_qgemm(&a, &b, &d, wt, node.packed, repacked, exec);
-        return Ok(());
-    }
-    if crate::sgemm::exact(wt, exec.level()) {
-        // F32 / F16 weights in upstream native's bits: its tinyBLAS order where it takes the
-        // product, else the row kernels (ggml_vec_dot_f32's / _f16's order) below
-        if use_sgemm(&a, &b, wt, exec.level()) {
-            mul_mat_sgemm(&a, &b, &d, wt, exec);
+    let kern = exec.kernels();
+    let (repacked, q6_k_tiled) = match plan(&a, &b, wt, kern) {
+        MatPlan::Qgemm { kind, repacked } => {
+            let tiles = kern.gemm.qgemm.expect("the plan takes the int8 tiles of a set that has them");
+            mul_mat_qgemm(&a, &b, &d, wt, node.packed, (kind, tiles), repacked, exec);
             return Ok(());
         }
-    } else if use_fgemm(&a, &b, wt, exec.level()) {
-        mul_mat_fgemm(&a, &b, &d, wt, exec);
-        return Ok(());
-    }
+        MatPlan::Sgemm => {
+            let tiles = kern.gemm.sgemm.expect("the plan takes the tinyBLAS tiles of a set that has them");
+            mul_mat_sgemm(&a, &b, &d, wt, tiles, exec);
+            return Ok(());
+        }
+        MatPlan::Fgemm => {
+            let tile = kern.gemm.fgemm.expect("the plan takes the float tiles of a set that has them");
+            mul_mat_fgemm(&a, &b, &d, wt, tile, exec);
+            return Ok(());
+        }
+        MatPlan::Rows { repacked, q6_k_tiled } => (repacked, q6_k_tiled),
+    };
     // F16 / BF16 activations of F32 weights are widened to F32 (upstream does the same)
     let acts = prepare_activations_as(&b, vdt, repacked, exec);
     let k = a.ne[0] as usize;
@@ -221,15 +223,15 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     // rows per pass where the type has a multi-row kernel at this level (bit for bit the row
     // kernel's results)
     let orders = [Order::VecDot, Order::RepackGemv, Order::RepackGemm];
-    let mut kerns = orders.map(|o| exec.kernels().dot.row(wt, o));
-    let gemvs = orders.map(|o| exec.kernels().gemv(wt, o));
+    let mut kerns = orders.map(|o| kern.dot.row(wt, o));
+    let gemvs = orders.map(|o| kern.gemv(wt, o));
     let mut multis = gemvs.map(|g| {
         let ra = g.row_align();
         g.is_multi_row() && w_len > 0 && [a.data as usize, a.nb[1], a.nb[2], a.nb[3]].iter().all(|v| v.is_multiple_of(ra))
     });
-    if q6_k_tiled(&b, wt, &exec.kernels().dot) {
+    if q6_k_tiled {
         // 8 or more activation rows: upstream's tiled K-quant path's order, row by row
-        kerns[0] = RowDot::Q6K(exec.kernels().dot.q6_k_tiled);
+        kerns[0] = RowDot::Q6K(kern.dot.q6_k_tiled);
         multis[0] = false;
     }
     let align = block_align(wt);
@@ -288,6 +290,42 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     Ok(())
 }
 
+/// How a MUL_MAT is computed: a plain value chosen by [`plan`] from the types, the shapes and the
+/// kernel table, testable without running it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatPlan {
+    /// the int8 tiles ([`crate::qgemm`]) in the repacked form `kind`; `repacked`: in upstream's
+    /// repacked orders ([`Order::repacked`])
+    Qgemm { kind: crate::qgemm::Kind, repacked: bool },
+    /// F32 / F16 weights in upstream's tinyBLAS order ([`crate::sgemm`])
+    Sgemm,
+    /// the float tiles ([`crate::fgemm`]: BF16, and F32 / F16 under `GGML_RS_CPU_ORDER=fast`)
+    Fgemm,
+    /// the row kernels: `ggml_vec_dot_*`'s order, or by row upstream's repacked GEMV / GEMM
+    /// orders (`repacked`), Q6_K in its tiled path's order (`q6_k_tiled`)
+    Rows { repacked: bool, q6_k_tiled: bool },
+}
+
+/// the plan of a MUL_MAT of weights `a` (type `wt`) and activations `b` with the kernels `k`
+/// (`supports` has accepted the node)
+pub fn plan(a: &View, b: &View, wt: GgmlType, k: &Kernels) -> MatPlan {
+    // Q4_0 / Q4_K weights that upstream would repack: its repacked kernels' orders
+    let repacked = Order::repacked(wt, a.ne[1], a.ne[2], a.ne[3], b.ty == raw_type::F32, b.ne[3], &k.dot);
+    if k.gemm.qgemm.is_some() && crate::qgemm::supports(wt) && tile_shape(a, b, wt) {
+        let kind = crate::qgemm::kind_for(wt, repacked, k).expect("qgemm::supports checked the type");
+        return MatPlan::Qgemm { kind, repacked };
+    }
+    match crate::sgemm::exact(wt, k) {
+        // F32 / F16 weights in upstream native's bits: its tinyBLAS order where it takes the
+        // product, else the row kernels (ggml_vec_dot_f32's / _f16's order)
+        Some(tiles) if use_sgemm(a, b, wt, &tiles) => return MatPlan::Sgemm,
+        Some(_) => {}
+        None if k.gemm.fgemm.is_some() && use_fgemm(a, b, wt) => return MatPlan::Fgemm,
+        None => {}
+    }
+    MatPlan::Rows { repacked, q6_k_tiled: q6_k_tiled(b, wt, &k.dot) }
+}
+
 /// Q6_K weights that upstream's native build hands to its tiled K-quant path (8 or more
 /// activation rows, F32 or Q8_K; [`crate::dot::q6_k::tiled_order_applies`]); the qgemm tiles
 /// of Q6_K sum in that order too (their `tiled` form), whatever `GGML_RS_CPU_ORDER`
@@ -311,12 +349,6 @@ fn tile_shape(a: &View, b: &View, wt: GgmlType) -> bool {
     rows_aligned(a, wt) && a.ne[2] == 1 && a.ne[3] == 1 && a.ne[1] > 0 && b.nrows() as usize >= QGEMM_MIN_COLS
 }
 
-/// the tiled int8 GEMM ([`crate::qgemm`]) takes this MUL_MAT: Q8_0 / Q4_0 / Q4_K / Q6_K weights
-/// of [`tile_shape`], the node's level (capped to scalar by use_ref) at least AVX2
-fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
-    crate::qgemm::supports(wt) && crate::qgemm::available(level) && tile_shape(a, b, wt)
-}
-
 /// MUL_MAT through [`crate::qgemm`]: activations to the vec-dot type (as the row path), then
 /// their quants and per-block sums, weights repacked 16 rows at a time (unless `packed`: repacked
 /// at load time, the repack buffer type), all in the scratch; then tiles of 16 rows × 8 columns,
@@ -329,10 +361,18 @@ fn use_qgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 /// GEMV rows, quantized by the reference) are computed again, in the GEMV order, by the
 /// mat-vec kernels (phase 3).
 #[allow(clippy::too_many_arguments)]
-fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<super::Packed>, repacked: bool, exec: &mut Exec) {
+fn mul_mat_qgemm(
+    a: &View,
+    b: &View,
+    d: &View,
+    wt: GgmlType,
+    packed: Option<super::Packed>,
+    form: (crate::qgemm::Kind, crate::qgemm::TileFn),
+    repacked: bool,
+    exec: &mut Exec,
+) {
     use crate::qgemm::{Aux, MAX_COLS, ROWS};
-    let level = exec.level();
-    let kd = crate::qgemm::kind_for(wt, repacked, level).expect("use_qgemm checked the type");
+    let (kd, tiles) = form;
     // weights repacked at load time are in kind(wt)'s form; another form is repacked here
     let packed = packed.filter(|_| Some(kd) == crate::qgemm::kind(wt));
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
@@ -447,11 +487,11 @@ fn mul_mat_qgemm(a: &View, b: &View, d: &View, wt: GgmlType, packed: Option<supe
                     outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
                 }
                 let n_rows = ROWS.min(nr0 - rb * ROWS);
-                // SAFETY: the tiles run at the node's level (use_qgemm); row block rb of the repacked
+                // SAFETY: the node's set's tiles (its table: built on a CPU with it); row block rb of the repacked
                 // weights, col_len prepared bytes and nb aux entries per column (phase 1), and dst elements
                 // rb·16 .. rb·16 + n_rows of each column (dense rows, supports), written by this
                 // chunk only
-                unsafe { crate::qgemm::tile_raw(kd, level, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
+                unsafe { tiles(kd, (w_at as *const u8).add(rb * nb * bb), nb, &xs[..n], &auxs[..n], &outs[..n], n_rows) };
             }
         }
     });
@@ -497,15 +537,10 @@ fn gemm_chunks(nrb: usize, rg: usize, nr1: usize, threads: usize) -> (usize, usi
 /// broadcast to the activations' dims 2 and 3), at least [`QGEMM_MIN_COLS`] activation rows
 /// per weight slab (fewer, and repacking the slab costs more than its tiles save: the
 /// token-generation KQ of one row per head stays on the row kernels), the node's level (capped
-/// to scalar by use_ref) at least AVX-512
-fn use_fgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
+/// to scalar by use_ref) with the tiles
+fn use_fgemm(a: &View, b: &View, wt: GgmlType) -> bool {
     let slabs = (a.ne[2] * a.ne[3]).max(1) as usize;
-    crate::fgemm::supports(wt)
-        && crate::fgemm::available(level)
-        && rows_aligned(a, wt)
-        && a.ne[0] > 0
-        && a.ne[1] > 0
-        && b.nrows() as usize / slabs >= QGEMM_MIN_COLS
+    crate::fgemm::supports(wt) && rows_aligned(a, wt) && a.ne[0] > 0 && a.ne[1] > 0 && b.nrows() as usize / slabs >= QGEMM_MIN_COLS
 }
 
 /// MUL_MAT through [`crate::fgemm`]: activations rounded to the vec-dot type (as the row path)
@@ -515,10 +550,9 @@ fn use_fgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 /// column tile and of the chunk's row blocks stay in cache), in chunks of 4 row blocks × the
 /// slab's columns, split further when there are too few chunks for the pool (as
 /// [`gemm_chunks`]).
-fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, tile: crate::fgemm::TileFn, exec: &mut Exec) {
     use crate::fgemm::{MAX_COLS, ROWS};
     const KC: usize = 256;
-    let level = exec.level();
     const RG: usize = 4;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     let k = a.ne[0] as usize;
@@ -602,11 +636,11 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
                         outs[t] = (dsts[t] as *mut f32).wrapping_add(rb * ROWS);
                     }
                     let n_rows = ROWS.min(nr0 - rb * ROWS);
-                    // SAFETY: the node's level runs the tiles (use_fgemm); elements e0 .. e0 + kc of row block
+                    // SAFETY: the node's set's tiles (its table: built on a CPU with it); elements e0 .. e0 + kc of row block
                     // rb of weight slab ws repacked and of each column (phase 1), and dst
                     // elements rb·32 .. rb·32 + n_rows of each column (dense rows, supports),
                     // read and written by this chunk only
-                    unsafe { crate::fgemm::tile_raw(wt, level, w_slab.add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
+                    unsafe { tile(wt, w_slab.add((rb * k + e0) * ROWS * eb), kc, &xs[..n], &outs[..n], n_rows, e0 > 0) };
                 }
             }
         }
@@ -617,15 +651,15 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
 /// src1 contiguous and of the weights' type (its first call), or src1 converted to the weights'
 /// vec-dot type first (its second call: F32 activations of F16 weights, F16 / BF16 ones of F32
 /// weights; a contiguous buffer whatever src1's strides), and the shape of
-/// [`crate::sgemm::sgemm_shape`] per (i12, i13) slice (k > 0 here; an empty product is the row
+/// [`crate::sgemm::Tiles::shape`] per (i12, i13) slice (k > 0 here; an empty product is the row
 /// path's zeros). F32 activations of F32 weights that are not contiguous go to the row kernels.
-fn use_sgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
+fn use_sgemm(a: &View, b: &View, wt: GgmlType, tiles: &crate::sgemm::Tiles) -> bool {
     let acts = if wt == GgmlType::F16 {
         b.ty == raw_type::F32 || (b.ty == raw_type::F16 && is_contiguous(b))
     } else {
         wt == GgmlType::F32 && (matches!(b.ty, raw_type::F16 | raw_type::BF16) || (b.ty == raw_type::F32 && is_contiguous(b)))
     };
-    acts && a.ne[0] > 0 && a.ne[1] > 0 && crate::sgemm::sgemm_shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize, level)
+    acts && a.ne[0] > 0 && a.ne[1] > 0 && tiles.shape(a.ne[1] as usize, b.ne[1] as usize, a.ne[0] as usize)
 }
 
 /// MUL_MAT of F32 / F16 weights through [`crate::sgemm`]'s tiles (upstream's tinyBLAS order):
@@ -637,9 +671,8 @@ fn use_sgemm(a: &View, b: &View, wt: GgmlType, level: Level) -> bool {
 /// slab's columns (each column piece read from cache for 32 tiles; bench_mul_mat f16 2048 × 2048
 /// × 512: 8 rows 56 ms, 16 rows 44, 64 rows 39, 128 rows 35, 1024 rows 39), the columns split
 /// further when there are too few chunks for the pool
-fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
+fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, tiles: crate::sgemm::Tiles, exec: &mut Exec) {
     use crate::sgemm::{MAX_COLS, ROWS};
-    let level = exec.level();
     let k = a.ne[0] as usize;
     // rows per chunk: F32 weights at most 768 KiB of them, so that they stay in L2 while the
     // chunk's columns pass (bench_mul_mat f32 2048 × 5632 × 512, 2 threads: 128 rows 94 ms, 32
@@ -648,11 +681,11 @@ fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
     let rg = if wt == GgmlType::F32 { (768 * 1024 / (4 * k)).clamp(ROWS, 128) / ROWS * ROWS } else { 128 };
     let (nr0, nr1) = (a.ne[1] as usize, b.nrows() as usize);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
-    // below AVX-512 the F16 weights' columns stay F16, widened in the tiles (upstream's
-    // tinyBLAS reads them so): half the bytes, 6 columns of a long row still in L1
-    let f16_cols = wt == GgmlType::F16 && level < Level::Avx512;
+    // at AVX2 the F16 weights' columns stay F16, widened in the tiles (upstream's tinyBLAS
+    // reads them so): half the bytes, 6 columns of a long row still in L1
+    let f16_cols = tiles.f16_cols.filter(|_| wt == GgmlType::F16);
     // where activation row (i11, i12, i13) is, as k floats (or, f16_cols, k f16 values)
-    let cols: Acts = if f16_cols {
+    let cols: Acts = if f16_cols.is_some() {
         prepare_activations(b, GgmlType::F16, exec)
     } else if wt == GgmlType::F16 {
         let acts_bytes = (nr1 * GgmlType::F16.row_size(k)).next_multiple_of(64);
@@ -697,17 +730,15 @@ fn mul_mat_sgemm(a: &View, b: &View, d: &View, wt: GgmlType, exec: &mut Exec) {
             }
             for i in (g * rg..((g + 1) * rg).min(nr0)).step_by(ROWS) {
                 let outs: [*mut f32; MAX_COLS] = std::array::from_fn(|t| dsts[t].wrapping_add(i));
-                // SAFETY: the node's level runs the tiles (sgemm::exact); weight rows i .. i + 4 of the slab
+                // SAFETY: the node's set's tiles (its table: built on a CPU with it); weight rows i .. i + 4 of the slab
                 // (nr0 a multiple of 4: use_sgemm; whole rows of k elements of the weight
                 // type, nb01 apart: supports), k floats of each activation row (src1's dense f32 rows or
                 // widened above; f16_cols: k f16 values), dst elements i .. i + 4 of each column (dense rows), written
                 // by this chunk only
                 unsafe {
-                    if f16_cols {
-                        #[cfg(target_arch = "x86_64")]
-                        crate::sgemm::tile_raw_f16_cols(w0.add(i * a.nb[1]), a.nb[1], k, &xs.map(|p| p.cast::<u8>())[..n], &outs[..n]);
-                    } else {
-                        crate::sgemm::tile_raw(wt, level, w0.add(i * a.nb[1]), a.nb[1], k, &xs[..n], &outs[..n]);
+                    match f16_cols {
+                        Some(tile) => tile(w0.add(i * a.nb[1]), a.nb[1], k, &xs.map(|p| p.cast::<u8>())[..n], &outs[..n]),
+                        None => (tiles.tile)(wt, w0.add(i * a.nb[1]), a.nb[1], k, &xs[..n], &outs[..n]),
                     }
                 }
             }

@@ -40,6 +40,7 @@
 
 use crate::GgmlType;
 use crate::block::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K, QK_K, as_blocks};
+use crate::kernels::Kernels;
 use crate::simd::Level;
 
 #[cfg(target_arch = "x86_64")]
@@ -101,30 +102,31 @@ const PAIR_MAGIC: i32 = 0x4B40_0000;
 /// ...; [`crate::dot::Order::repacked`]): the pairs form, upstream's x86 / tinyBLAS order (the
 /// per-row form sums in its repacked order), unless `GGML_RS_CPU_ORDER=fast`
 /// ([`crate::dot::vec_dot_only`], [`q8_0_fast`]); any other type: [`kind`]
-pub fn kind_for(ty: GgmlType, repacked: bool, level: Level) -> Option<Kind> {
+pub fn kind_for(ty: GgmlType, repacked: bool, k: &Kernels) -> Option<Kind> {
     if ty == GgmlType::Q4_0 && !repacked && !crate::dot::vec_dot_only() && !q8_0_fast() {
         return Some(Kind { pairs: true, ..kind_of(ty, true)? });
     }
-    kind_at(ty, level)
+    kind_at(ty, k)
 }
 
-/// the repacked form of `ty` at this process's level ([`crate::simd::active`]: what a tensor
-/// repacked at load time holds), [`kind_at`]
+/// the repacked form of `ty` in this process's kernel set ([`crate::kernels::active`]: what a
+/// tensor repacked at load time holds), [`kind_at`]
 pub fn kind(ty: GgmlType) -> Option<Kind> {
-    kind_at(ty, crate::simd::active())
+    kind_at(ty, crate::kernels::active())
 }
 
-/// the repacked form of `ty` at `level`, for the weight types this GEMM takes (Q8_0: the pairs
-/// form unless [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order unless
-/// [`crate::dot::vec_dot_only`]; at AVX-512 VNNI Q6_K: its tiled path's order (the order of
-/// upstream's native build, and the faster tiles; below, Q6_K's rows are in its x86 vec_dot
-/// order and the tiles in the one-lane form)
-pub fn kind_at(ty: GgmlType, level: Level) -> Option<Kind> {
-    let k = kind_of(ty, !q8_0_fast());
+/// the repacked form of `ty` in the kernel set `k`, for the weight types this GEMM takes (Q8_0:
+/// the pairs form unless [`q8_0_fast`]; Q4_K: upstream's repacked GEMM order unless
+/// [`crate::dot::vec_dot_only`]; Q6_K where upstream's build of the set sums it in its tiled
+/// path's order ([`crate::dot::Dots::q6_k_tiled_path`], AVX-512 VNNI: the order of upstream's
+/// native build, and the faster tiles; elsewhere Q6_K's rows are in its x86 vec_dot order and
+/// the tiles in the one-lane form)
+pub fn kind_at(ty: GgmlType, k: &Kernels) -> Option<Kind> {
+    let kd = kind_of(ty, !q8_0_fast());
     match ty {
-        GgmlType::Q4K if !crate::dot::vec_dot_only() => k.map(|k| Kind { k_pairs: true, ..k }),
-        GgmlType::Q6K if level >= Level::Avx512Vnni => k.map(|k| Kind { tiled: true, ..k }),
-        _ => k,
+        GgmlType::Q4K if !crate::dot::vec_dot_only() => kd.map(|kd| Kind { k_pairs: true, ..kd }),
+        GgmlType::Q6K if k.dot.q6_k_tiled_path => kd.map(|kd| Kind { tiled: true, ..kd }),
+        _ => kd,
     }
 }
 
@@ -164,11 +166,15 @@ pub fn offset(ty: GgmlType) -> i32 {
     }
 }
 
-/// whether a node at `level` runs the tiled kernels: AVX2 or above (use_ref caps it to scalar);
-/// AVX-512 VNNI takes the 512-bit kernels, below it [`avx2`]'s
-pub fn available(level: Level) -> bool {
-    cfg!(target_arch = "x86_64") && level >= Level::Avx2
-}
+/// [`tile`] on raw pointers in one kernel set's form ([`crate::kernels::Gemms::qgemm`]: AVX2's
+/// [`tile_raw_avx2`], AVX-512 VNNI's [`tile_raw_vnni`]), dispatching on the kind and the column
+/// count.
+///
+/// # Safety
+/// `w` holds `nb` repacked blocks of the kind; each `x[j]` holds `kind.col_len(nb ·
+/// kind.block_len())` bytes and `aux[j]` `nb` entries; each `out[j]` is writable for `n_rows ≤
+/// 16` floats; 1 ≤ columns ≤ 8; the tiled form only in a set that has it (AVX-512 VNNI).
+pub type TileFn = unsafe fn(Kind, *const u8, usize, &[*const i8], &[*const Aux], &[*mut f32], usize);
 
 /// One weight row of `ty` in the common form: unsigned quants (`q`, k of them), and per block of
 /// `kind.block_len()` its scale and (Q4_K) min.
@@ -377,10 +383,11 @@ pub fn prepare_column_as(kd: Kind, ty: GgmlType, x: &[u8], qs: &mut [i8], aux: &
 /// `kind`) and the activation rows `x` (at most [`MAX_COLS`], prepared by [`prepare_column`]);
 /// the first `n_rows` results of each column are written.
 ///
-/// Panics if the sizes do not agree or the CPU lacks AVX-512 VNNI.
+/// Panics if the sizes do not agree, the CPU lacks `level`, or the set has no such tiles.
 pub fn tile(kind: Kind, level: Level, w: &[u8], x: &[&[i8]], aux: &[&[Aux]], out: &mut [&mut [f32]], n_rows: usize) {
-    assert!(available(level) && level <= crate::simd::detected(), "qgemm::tile: no tiles at {} on this CPU", level.name());
-    assert!(!kind.tiled || level >= Level::Avx512Vnni, "qgemm::tile: Q6_K's tiled form is AVX-512 VNNI's");
+    let k = crate::kernels::at(level);
+    let tiles = k.gemm.qgemm.unwrap_or_else(|| panic!("qgemm::tile: the {} set has no int8 tiles", level.name()));
+    assert!(!kind.tiled || k.dot.q6_k_tiled_path, "qgemm::tile: Q6_K's tiled form is AVX-512 VNNI's");
     let nb = w.len() / kind.block_bytes();
     assert_eq!(w.len(), nb * kind.block_bytes(), "qgemm::tile: weights of {} bytes are not whole blocks", w.len());
     assert!(n_rows <= ROWS && !x.is_empty() && x.len() <= MAX_COLS, "qgemm::tile: {n_rows} rows × {} columns", x.len());
@@ -395,26 +402,18 @@ pub fn tile(kind: Kind, level: Level, w: &[u8], x: &[&[i8]], aux: &[&[Aux]], out
         );
         (xp[j], ap[j], op[j]) = (x[j].as_ptr(), aux[j].as_ptr(), out[j].as_mut_ptr());
     }
-    // SAFETY: the CPU runs `level` (asserted); every pointer covers nb blocks / n_rows outputs
-    // (asserted above)
-    unsafe { tile_raw(kind, level, w.as_ptr(), nb, &xp[..x.len()], &ap[..x.len()], &op[..x.len()], n_rows) }
+    // SAFETY: the set's table (built on a CPU with it); every pointer covers nb blocks / n_rows
+    // outputs (asserted above); the tiled form asserted to be the set's
+    unsafe { tiles(kind, w.as_ptr(), nb, &xp[..x.len()], &ap[..x.len()], &op[..x.len()], n_rows) }
 }
 
-/// [`tile`] on raw pointers, dispatching on the kind and the column count.
+/// [`TileFn`] at AVX-512 VNNI (the 512-bit kernels)
 ///
 /// # Safety
-/// The CPU runs `level` (at least AVX2; the tiled form: AVX-512 VNNI); `w` holds `nb`
-/// repacked blocks of `kind`; each `x[j]` holds `kind.col_len(nb · kind.block_len())` bytes and
-/// `aux[j]` `nb` entries; each `out[j]` is writable for `n_rows ≤ 16` floats; 1 ≤ columns ≤ 8.
+/// as [`TileFn`], on a CPU with AVX-512 VNNI
+#[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn tile_raw(kind: Kind, level: Level, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if level < Level::Avx512Vnni {
-        // SAFETY: forwarded from the caller
-        unsafe { tile_raw_avx2(kind, w, nb, x, aux, out, n_rows) };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn tile_raw_vnni(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
     // SAFETY: forwarded from the caller
     unsafe {
         macro_rules! cols {
@@ -474,19 +473,14 @@ pub unsafe fn tile_raw(kind: Kind, level: Level, w: *const u8, nb: usize, x: &[*
             k => panic!("qgemm::tile_raw: no kernel for {k:?}"),
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (kind, level, w, nb, x, aux, out, n_rows);
-        panic!("qgemm::tile_raw: x86-64 only");
-    }
 }
 
-/// [`tile_raw`] at AVX2: the columns in pieces of the kernel's width ([`avx2::COLS`])
+/// [`TileFn`] at AVX2: the columns in pieces of the kernel's width ([`avx2::COLS`])
 ///
 /// # Safety
-/// as [`tile_raw`], at AVX2 (not the tiled form)
+/// as [`TileFn`], on a CPU with AVX2 (not the tiled form)
 #[cfg(target_arch = "x86_64")]
-unsafe fn tile_raw_avx2(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
+pub(crate) unsafe fn tile_raw_avx2(kind: Kind, w: *const u8, nb: usize, x: &[*const i8], aux: &[*const Aux], out: &[*mut f32], n_rows: usize) {
     macro_rules! pieces {
         ($width:expr, $f:ident $(::<$($g:tt),*>)?) => {{
             let mut j = 0;
@@ -777,7 +771,8 @@ mod tests {
 
     /// the levels this CPU runs the tiles at (AVX2's kernels and AVX-512 VNNI's)
     fn levels() -> Vec<Level> {
-        let l: Vec<Level> = Level::available().into_iter().filter(|l| available(*l) && matches!(l, Level::Avx2 | Level::Avx512Vnni)).collect();
+        let l: Vec<Level> =
+            Level::available().into_iter().filter(|l| crate::kernels::at(*l).gemm.qgemm.is_some() && matches!(l, Level::Avx2 | Level::Avx512Vnni)).collect();
         if l.is_empty() {
             eprintln!("no AVX2: qgemm not tested");
         }

@@ -8,8 +8,8 @@ mod q4_0;
 mod q4_k;
 mod q5;
 mod q6_k;
-mod q8_0;
-mod q8_k;
+pub(crate) mod q8_0;
+pub(crate) mod q8_k;
 mod search;
 
 pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0};

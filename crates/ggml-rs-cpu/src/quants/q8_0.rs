@@ -31,16 +31,21 @@ pub fn dequantize_row_q8_0(x: &[BlockQ8_0], y: &mut [f32]) {
 
 /// Q8_0 as upstream's CPU backend quantizes activations (its `from_float`) on this architecture:
 /// [`quantize_row_q8_0_x86`] on x86-64, [`quantize_row_q8_0_arm`] on aarch64, elsewhere the
-/// reference
+/// reference; by the active kernel set's blocks ([`crate::kernels::Quant::q8_0`], the same bytes)
 pub fn quantize_row_q8_0_cpu(x: &[f32], y: &mut [BlockQ8_0]) {
-    if cfg!(target_arch = "x86_64") {
-        quantize_row_q8_0_x86(x, y)
-    } else if cfg!(target_arch = "aarch64") {
-        quantize_row_q8_0_arm(x, y)
-    } else {
-        quantize_row_q8_0(x, y)
-    }
+    check_blocks("quantize_row_q8_0_cpu", x.len(), QK8_0, y.len());
+    // SAFETY: the table's set runs on this CPU; x holds 32 floats per block of y (checked)
+    unsafe { (crate::kernels::active().quant.q8_0)(x, y) }
 }
+
+/// the definition [`quantize_row_q8_0_cpu`] takes on this architecture (the scalar set's)
+pub(crate) const Q8_0_CPU_DEF: fn(&[f32], &mut [BlockQ8_0]) = if cfg!(target_arch = "x86_64") {
+    quantize_row_q8_0_x86
+} else if cfg!(target_arch = "aarch64") {
+    quantize_row_q8_0_arm
+} else {
+    quantize_row_q8_0
+};
 
 /// Q8_0 as upstream's aarch64 build quantizes activations (`quantize_row_q8_0`'s NEON branch):
 /// `d = amax / 127`, `id = 1 / d` (0 when d is), quants `v · id` rounded to the nearest, ties to
@@ -66,36 +71,40 @@ pub fn quantize_row_q8_0_arm(x: &[f32], y: &mut [BlockQ8_0]) {
 /// ggml-cpu, the `from_float` MUL_MAT uses; the AVX/AVX2/AVX-512 builds): `id = 127 / amax`
 /// rather than `1 / d`, and ties rounded to even. It differs from the reference in the last
 /// quant now and then; a backend whose logits must match upstream's CPU bit for bit quantizes
-/// its activations this way.
+/// its activations this way. The definition, block by block (the x86 sets' blocks:
+/// [`quantize_row_q8_0_x86_512`], [`quantize_row_q8_0_x86_avx2`]).
 pub fn quantize_row_q8_0_x86(x: &[f32], y: &mut [BlockQ8_0]) {
-    quantize_row_q8_0_x86_at(crate::simd::active(), x, y);
-}
-
-/// [`quantize_row_q8_0_x86`] by the blocks of `level` (at most the CPU's): AVX-512, AVX2, or the
-/// scalar definition; the same bytes
-pub fn quantize_row_q8_0_x86_at(level: crate::simd::Level, x: &[f32], y: &mut [BlockQ8_0]) {
     check_blocks("quantize_row_q8_0_x86", x.len(), QK8_0, y.len());
-    assert!(level <= crate::simd::detected(), "quantize_row_q8_0_x86_at: {} is beyond this CPU", level.name());
-    #[cfg(target_arch = "x86_64")]
-    if level >= crate::simd::Level::Avx512 {
-        for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
-            // SAFETY: AVX-512 F/BW is active; a block of 32 floats and one output block
-            if !unsafe { x86::block(xb, yb) } {
-                quantize_block_x86(xb, yb);
-            }
-        }
-        return;
-    } else if level >= crate::simd::Level::Avx2 {
-        for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
-            // SAFETY: AVX2 is active; a block of 32 floats and one output block
-            if !unsafe { x86::block_avx2(xb, yb) } {
-                quantize_block_x86(xb, yb);
-            }
-        }
-        return;
-    }
     for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
         quantize_block_x86(xb, yb);
+    }
+}
+
+/// [`quantize_row_q8_0_x86`] by AVX-512 blocks, the same bytes
+///
+/// # Safety
+/// AVX-512 F/BW available; `x` holds 32 floats per block of `y`.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn quantize_row_q8_0_x86_512(x: &[f32], y: &mut [BlockQ8_0]) {
+    for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
+        // SAFETY: AVX-512 F/BW (caller); a block of 32 floats and one output block
+        if !unsafe { x86::block(xb, yb) } {
+            quantize_block_x86(xb, yb);
+        }
+    }
+}
+
+/// [`quantize_row_q8_0_x86`] by AVX2 blocks, the same bytes
+///
+/// # Safety
+/// AVX2 available; `x` holds 32 floats per block of `y`.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn quantize_row_q8_0_x86_avx2(x: &[f32], y: &mut [BlockQ8_0]) {
+    for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
+        // SAFETY: AVX2 (caller); a block of 32 floats and one output block
+        if !unsafe { x86::block_avx2(xb, yb) } {
+            quantize_block_x86(xb, yb);
+        }
     }
 }
 
@@ -252,7 +261,7 @@ mod tests {
     /// a NaN, an infinity, a -0.0 and a huge value
     #[test]
     fn avx512_and_avx2_blocks_equal_the_scalar_definition() {
-        for level in crate::simd::Level::available() {
+        for k in crate::kernels::available() {
             let mut r = XorShift::new(77);
             let n = 32 * 64;
             let mut x = r.model_like(n);
@@ -275,11 +284,13 @@ mod tests {
                 *v = (i as f32 - 16.0) * 1e-40;
             }
             let mut got = vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; n / 32];
-            quantize_row_q8_0_x86_at(level, &x, &mut got);
-            for (b, (xb, g)) in x.chunks_exact(32).zip(&got).enumerate() {
-                let mut want = BlockQ8_0 { d: f16::ZERO, qs: [0; 32] };
-                quantize_block_x86(xb, &mut want);
-                assert_eq!((g.d.to_bits(), g.qs), (want.d.to_bits(), want.qs), "{} block {b}", level.name());
+            // SAFETY: the table of a set of this CPU; 32 floats per block
+            unsafe { (k.quant.q8_0)(&x, &mut got) };
+            // this architecture's definition (x86: quantize_block_x86's blocks)
+            let mut want = vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; n / 32];
+            Q8_0_CPU_DEF(&x, &mut want);
+            for (b, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!((g.d.to_bits(), g.qs), (w.d.to_bits(), w.qs), "{} block {b}", k.set.name());
             }
         }
     }

@@ -6,20 +6,32 @@ use super::check_blocks;
 use super::search::nearest_int;
 use crate::block::{BlockQ8K, QK_K};
 
+/// Q8_K as upstream quantizes activations, by the active kernel set's blocks
+/// ([`crate::kernels::Quant::q8_k`]; every set gives the definition's bytes)
 pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
     check_blocks("quantize_row_q8_k", x.len(), QK_K, y.len());
-    #[cfg(target_arch = "x86_64")]
-    if crate::simd::active() >= crate::simd::Level::Avx512 {
-        for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
-            // SAFETY: AVX-512 F/BW is active; a block of 256 floats and one output block
-            if !unsafe { avx512::block(xb, yb) } {
-                quantize_block(xb, yb);
-            }
-        }
-        return;
-    }
+    // SAFETY: the table's set runs on this CPU; x holds 256 floats per block of y (checked)
+    unsafe { (crate::kernels::active().quant.q8_k)(x, y) }
+}
+
+/// [`quantize_row_q8_k`]'s definition, block by block (the scalar set's)
+pub(crate) fn quantize_row_q8_k_def(x: &[f32], y: &mut [BlockQ8K]) {
     for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
         quantize_block(xb, yb);
+    }
+}
+
+/// [`quantize_row_q8_k_def`] by AVX-512 blocks, the same bytes
+///
+/// # Safety
+/// AVX-512 F/BW available; `x` holds 256 floats per block of `y`.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn quantize_row_q8_k_512(x: &[f32], y: &mut [BlockQ8K]) {
+    for (xb, yb) in x.chunks_exact(QK_K).zip(y.iter_mut()) {
+        // SAFETY: AVX-512 F/BW (caller); a block of 256 floats and one output block
+        if !unsafe { avx512::block(xb, yb) } {
+            quantize_block(xb, yb);
+        }
     }
 }
 
@@ -163,10 +175,6 @@ mod tests {
     /// wins), a zero block, blocks with a NaN, an infinity, a -0.0
     #[test]
     fn avx512_blocks_equal_the_scalar_definition() {
-        if crate::simd::active() < crate::simd::Level::Avx512 {
-            eprintln!("no AVX-512: not tested");
-            return;
-        }
         let mut r = XorShift::new(78);
         let n = QK_K * 24;
         let mut x = r.model_like(n);
@@ -179,11 +187,14 @@ mod tests {
         x[5 * QK_K + 100] = -0.0;
         let blank = BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] };
         let mut got = vec![blank; n / QK_K];
-        quantize_row_q8_k(&x, &mut got);
-        for (i, (xb, g)) in x.chunks_exact(QK_K).zip(&got).enumerate() {
-            let mut want = blank;
-            quantize_block(xb, &mut want);
-            assert_eq!((g.d.to_bits(), g.qs, g.bsums), (want.d.to_bits(), want.qs, want.bsums), "block {i}");
+        for k in crate::kernels::available() {
+            // SAFETY: the table of a set of this CPU; 256 floats per block
+            unsafe { (k.quant.q8_k)(&x, &mut got) };
+            for (i, (xb, g)) in x.chunks_exact(QK_K).zip(&got).enumerate() {
+                let mut want = blank;
+                quantize_block(xb, &mut want);
+                assert_eq!((g.d.to_bits(), g.qs, g.bsums), (want.d.to_bits(), want.qs, want.bsums), "{} block {i}", k.set.name());
+            }
         }
         assert!(got[1].d > 0.0, "the first of -9 and 9 sets the sign (d = max / -127 = 9 / 127)");
     }

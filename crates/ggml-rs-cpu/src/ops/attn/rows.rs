@@ -24,7 +24,6 @@
 use super::{Areas, Ctx, Group, row_bytes, v_to_f32};
 use crate::GgmlType;
 use crate::ops::View;
-use crate::simd::Level;
 use half::f16;
 
 /// upstream's three paths
@@ -35,11 +34,12 @@ pub(super) enum Path {
     SplitKv,
 }
 
-/// the path upstream's CPU takes for this node (`ops.cpp:9490`, `:9547`); the scalar level
-/// (`ggml_backend_cpu_set_use_ref`) takes the one-row path, as upstream's use_ref does
-pub(super) fn path(q: &View, k: &View, kt: GgmlType, vt: GgmlType, level: Level) -> Path {
+/// the path upstream's CPU takes for this node (`ops.cpp:9490`, `:9547`); the reference set
+/// (`ggml_backend_cpu_set_use_ref`, [`crate::kernels::Kernels::is_reference`]) takes the one-row
+/// path, as upstream's use_ref does
+pub(super) fn path(q: &View, k: &View, kt: GgmlType, vt: GgmlType, kern: &crate::kernels::Kernels) -> Path {
     let float_same = kt == vt && matches!(kt, GgmlType::F32 | GgmlType::F16);
-    if level == Level::Scalar || !float_same {
+    if kern.is_reference() || !float_same {
         Path::Rows
     } else if q.ne[1] == 1 && q.ne[3] == 1 && k.ne[1] >= 512 {
         Path::SplitKv
@@ -440,6 +440,7 @@ pub(crate) mod x86 {
 mod tests {
     use super::*;
     use crate::rng::XorShift;
+    use crate::simd::Level;
 
     fn bits(y: &[f16]) -> Vec<u16> {
         y.iter().map(|h| h.to_bits()).collect()

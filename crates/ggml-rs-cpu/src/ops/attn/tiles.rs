@@ -45,14 +45,11 @@ pub(super) const MIN_ROWS: i64 = 8;
 /// on repacked K (repacking a K row costs more than the one or two dots it would serve)
 const DIRECT: usize = 4;
 
-/// whether the blocks compute this node on `threads`: float K and V the GEMM tiles take, AVX2
-/// or above (not capped by use_ref), enough query rows or blocks
-pub(super) fn applies(kt: GgmlType, vt: GgmlType, q: &View, k: &View, v: &View, level: crate::simd::Level, threads: usize) -> bool {
-    fgemm::supports(kt)
-        && fgemm::supports(vt)
-        && fgemm::available(level)
-        && cfg!(target_arch = "x86_64")
-        && (q.ne[1] >= MIN_ROWS || Blocks::of(q, k, v).units(q) >= threads as i64)
+/// whether the blocks compute this node on `threads`: float K and V the GEMM tiles take, a set
+/// with the float tiles (x86 from AVX2; not the reference set of use_ref), enough query rows or
+/// blocks
+pub(super) fn applies(kt: GgmlType, vt: GgmlType, q: &View, k: &View, v: &View, kern: &crate::kernels::Kernels, threads: usize) -> bool {
+    fgemm::supports(kt) && fgemm::supports(vt) && kern.gemm.fgemm.is_some() && (q.ne[1] >= MIN_ROWS || Blocks::of(q, k, v).units(q) >= threads as i64)
 }
 
 /// how the queries are cut into blocks
@@ -138,6 +135,7 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
     let (kt, vt, _) = c.types;
     let (dk, dv) = (w.dk, w.dv);
     let (keb, veb) = (fgemm::elem_bytes(kt), fgemm::elem_bytes(vt));
+    let tile = p.k.gemm.fgemm.expect("applies: the set has the float tiles");
     let nq = g.nq();
     let n_kv = k.ne[1];
     for i in 0..nq {
@@ -231,9 +229,10 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
                     xs[t] = a.q[(i0 + t) * dk..].as_ptr();
                     outs[t] = a.s[(i0 + t) * KB + lo..].as_mut_ptr();
                 }
-                // SAFETY: the tiles run at the node's level (applies); the half's R·dk repacked
-                // elements; each query row dk floats; each score row KB - lo >= R floats from lo
-                unsafe { fgemm::tile_raw(kt, c.p.k.set, a.kpack[h * R * dk * keb..].as_ptr(), dk, &xs[..m], &outs[..m], (n - lo).min(R), false) };
+                // SAFETY: the node's set's tiles (applies; its table is built on a CPU with them);
+                // the half's R·dk repacked elements; each query row dk floats; each score row
+                // KB - lo >= R floats from lo
+                unsafe { tile(kt, a.kpack[h * R * dk * keb..].as_ptr(), dk, &xs[..m], &outs[..m], (n - lo).min(R), false) };
             }
             for i in i0..i0 + m {
                 softmax_step(c, &mut a.s[i * KB..(i + 1) * KB], live[i], mrows[i], slopes[i], &mut a.o[i * dv..(i + 1) * dv], &mut a.m[i], &mut a.l[i], ic0);
@@ -245,12 +244,10 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
                     xs[t] = a.s[(i0 + t) * KB + lo..].as_ptr();
                     outs[t] = a.o[(i0 + t) * dv + b * R..].as_mut_ptr();
                 }
-                // SAFETY: the node's level runs the tiles; strip b's positions lo..hi repacked above (hi - lo elements of
+                // SAFETY: the node's set's tiles (as above); strip b's positions lo..hi repacked above (hi - lo elements of
                 // R each, vlo <= lo, hi <= vhi); each weight row hi - lo floats from lo; each
                 // accumulator (dv - 32b).min(R) floats from 32b
-                unsafe {
-                    fgemm::tile_raw(vt, c.p.k.set, a.vpack[(b * KB + lo) * R * veb..].as_ptr(), hi - lo, &xs[..m], &outs[..m], (dv - b * R).min(R), true)
-                };
+                unsafe { tile(vt, a.vpack[(b * KB + lo) * R * veb..].as_ptr(), hi - lo, &xs[..m], &outs[..m], (dv - b * R).min(R), true) };
             }
             i0 += m;
         }

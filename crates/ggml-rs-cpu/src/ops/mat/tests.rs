@@ -6,6 +6,7 @@ use super::*;
 use crate::ops::copy::elem::dequantize_to;
 use crate::ops::copy::elem::testing::*;
 use crate::rng::XorShift;
+use crate::simd::Level;
 use raw_type::{BF16, F16, F32, I32};
 
 const WEIGHTS: [GgmlType; 9] =
@@ -254,10 +255,7 @@ fn mul_mat_attention_shapes_take_the_tiles_and_agree() {
             let b = T::permuted(F32, bne, [0, 2, 1, 3]).random(&mut r);
             let dne = [rows as i64, tokens as i64, (kv_heads * g) as i64, n3 as i64];
             let what = format!("{} k={k} rows={rows} kv_heads={kv_heads} tokens={tokens} g={g} n3={n3}", wt.name());
-            // the float tiles are x86's (AVX2 and up)
-            if cfg!(target_arch = "x86_64") {
-                assert_eq!(use_fgemm(&a.view(), &b.view(), wt, Level::Avx512), tokens * g >= 16, "{what}: takes the tiles");
-            }
+            assert_eq!(use_fgemm(&a.view(), &b.view(), wt), tokens * g >= 16, "{what}: the shape the tiles take");
             let d = T::new(F32, dne);
             run(&node(Op::MulMat, &d, &[&a, &b], &[]), 3);
             check_mul_mat(&a, &b, &d, &what);
@@ -276,7 +274,7 @@ fn mul_mat_attention_shapes_take_the_tiles_and_agree() {
     // token generation (one row per head) stays on the row kernels
     let a = T::new(F16, [64, 512, 8, 1]);
     let b = T::new(F32, [64, 1, 8, 1]);
-    assert!(!use_fgemm(&a.view(), &b.view(), GgmlType::F16, Level::Avx512));
+    assert!(!use_fgemm(&a.view(), &b.view(), GgmlType::F16));
 }
 
 /// F32 and F16 weights at the AVX-512 levels give upstream native's bits: every output is
@@ -295,6 +293,7 @@ fn mul_mat_f32_and_f16_are_upstream_natives_order_bit_for_bit() {
         eprintln!("no AVX2: not tested");
         return;
     }
+    let tiles = crate::kernels::at(level).gemm.sgemm.expect("x86 sets from AVX2 have the tinyBLAS tiles");
     let mut r = XorShift::new(36);
     let h = |v: Vec<f32>| v.into_iter().map(f16::from_f32).collect::<Vec<_>>();
     // (k, weight rows, heads, tokens, cache view, activations)
@@ -338,8 +337,8 @@ fn mul_mat_f32_and_f16_are_upstream_natives_order_bit_for_bit() {
             // converted (F16 weights: from F32; F32 weights: from F16 / BF16)
             let contiguous = acts != "permuted" || tokens == 1 || heads == 1;
             let converted = if wt == GgmlType::F16 { acts != "f16" } else { matches!(acts, "f16" | "bf16") };
-            let sgemm = (contiguous || converted) && crate::sgemm::sgemm_shape(rows, tokens, k, level);
-            assert_eq!(use_sgemm(&a.view(), &b.view(), wt, level), sgemm, "{} k={k} rows={rows} tokens={tokens} {acts}: takes tinyBLAS", wt.name());
+            let sgemm = (contiguous || converted) && tiles.shape(rows, tokens, k);
+            assert_eq!(use_sgemm(&a.view(), &b.view(), wt, &tiles), sgemm, "{} k={k} rows={rows} tokens={tokens} {acts}: takes tinyBLAS", wt.name());
             let what = format!("{} k={k} rows={rows} heads={heads} tokens={tokens} cache={cache} {acts} (tinyBLAS: {sgemm})", wt.name());
             let dne = [rows as i64, tokens as i64, heads as i64, 1];
             for threads in [1, 3] {
@@ -354,9 +353,9 @@ fn mul_mat_f32_and_f16_are_upstream_natives_order_bit_for_bit() {
                                 continue;
                             }
                             let want = match (wt, sgemm) {
-                                (GgmlType::F16, true) => crate::sgemm::order_at(level, &h(w), &h(x.clone())),
+                                (GgmlType::F16, true) => tiles.order(&h(w), &h(x.clone())),
                                 (GgmlType::F16, false) => crate::dot::float::f16_avx512_order(&h(w), &h(x.clone())),
-                                (_, true) => crate::sgemm::order_at(level, &w, &x),
+                                (_, true) => tiles.order(&w, &x),
                                 _ => crate::dot::float::f32_avx512_order(&w, &x),
                             };
                             let got = d.get([i01, i11, i12, 0]);
@@ -522,6 +521,83 @@ fn mul_mat_q4_0_not_repacked_is_upstreams_x86_order_bit_for_bit() {
                             level.name()
                         );
                     }
+                }
+            }
+        }
+    }
+}
+
+/// the plan is a value of (types, shapes, table): the reference set computes every product row
+/// by row in vec_dot's order; a set with the x86 tiles (described here, not run: any CPU) takes
+/// int8 tiles from 16 activation rows, tinyBLAS for F32 / F16 where upstream's build hands the
+/// product to it, the float tiles for BF16, and the row kernels in upstream's repacked or tiled
+/// orders where its build would use them
+#[test]
+fn the_plan_follows_types_shapes_and_the_table() {
+    use crate::kernels::{self, Kernels};
+    if crate::config::get().fast() {
+        eprintln!("GGML_RS_CPU_ORDER=fast: the upstream-order plans are not the ones taken");
+        return;
+    }
+    let q = |wt: GgmlType| wt as i32;
+    let w = |wt: GgmlType, k: i64, rows: i64| T::new(q(wt), [k, rows, 1, 1]);
+    let b = |k: i64, n: i64| T::new(F32, [k, n, 1, 1]);
+    let shapes = [
+        (GgmlType::Q8_0, 64, 32, 32),
+        (GgmlType::Q4_0, 64, 64, 32),
+        (GgmlType::Q4_0, 64, 64, 8),
+        (GgmlType::Q4_0, 64, 60, 32),
+        (GgmlType::Q4K, 256, 64, 3),
+        (GgmlType::Q6K, 256, 16, 8),
+        (GgmlType::Q6K, 256, 16, 32),
+        (GgmlType::F16, 64, 8, 2),
+        (GgmlType::F16, 64, 8, 1),
+        (GgmlType::F32, 64, 6, 4),
+        (GgmlType::BF16, 64, 8, 16),
+        (GgmlType::BF16, 64, 8, 15),
+    ];
+    let plan_of = |k: &Kernels, (wt, kk, rows, n): (GgmlType, i64, i64, i64)| plan(&w(wt, kk, rows).view(), &b(kk, n).view(), wt, k);
+    let reference = kernels::at(Level::Scalar);
+    for s in shapes {
+        assert_eq!(plan_of(reference, s), MatPlan::Rows { repacked: false, q6_k_tiled: false }, "{s:?} in the reference set");
+    }
+    // a table with the x86 tiles and facts of upstream's AVX-512 VNNI build (the kernels are
+    // never called)
+    let mut x86 = reference.clone();
+    x86.dot.repacks = true;
+    x86.dot.q6_k_tiled_path = true;
+    x86.gemm.qgemm = Some(|_, _, _, _, _, _, _| ());
+    x86.gemm.sgemm = Some(crate::sgemm::Tiles { lanes: 8, tile: |_, _, _, _, _, _| (), f16_cols: None });
+    x86.gemm.fgemm = Some(|_, _, _, _, _, _, _| ());
+    let kind = |wt, repacked| crate::qgemm::kind_for(wt, repacked, &x86).unwrap();
+    let want = [
+        MatPlan::Qgemm { kind: kind(GgmlType::Q8_0, false), repacked: false },
+        MatPlan::Qgemm { kind: kind(GgmlType::Q4_0, true), repacked: true },
+        MatPlan::Rows { repacked: true, q6_k_tiled: false },
+        MatPlan::Qgemm { kind: kind(GgmlType::Q4_0, false), repacked: false },
+        MatPlan::Rows { repacked: true, q6_k_tiled: false },
+        MatPlan::Rows { repacked: false, q6_k_tiled: true },
+        MatPlan::Qgemm { kind: kind(GgmlType::Q6K, false), repacked: false },
+        MatPlan::Sgemm,
+        MatPlan::Rows { repacked: false, q6_k_tiled: false },
+        MatPlan::Rows { repacked: false, q6_k_tiled: false },
+        MatPlan::Fgemm,
+        MatPlan::Rows { repacked: false, q6_k_tiled: false },
+    ];
+    for (s, want) in shapes.into_iter().zip(want) {
+        assert_eq!(plan_of(&x86, s), want, "{s:?} with the x86 tiles");
+    }
+    // Q6_K's tiles sum in the tiled order, Q4_0's of a non-repacked product in the pairs form
+    assert!(kind(GgmlType::Q6K, false).tiled && kind(GgmlType::Q4_0, false).pairs && !kind(GgmlType::Q4_0, true).pairs);
+    // the sets of this CPU: the plan of each takes only tiles the set has
+    for k in kernels::available() {
+        for s in shapes {
+            match plan_of(k, s) {
+                MatPlan::Qgemm { .. } => assert!(k.gemm.qgemm.is_some(), "{s:?} {}", k.set.name()),
+                MatPlan::Sgemm => assert!(k.gemm.sgemm.is_some(), "{s:?} {}", k.set.name()),
+                MatPlan::Fgemm => assert!(k.gemm.fgemm.is_some(), "{s:?} {}", k.set.name()),
+                MatPlan::Rows { repacked, q6_k_tiled } => {
+                    assert!((!repacked || k.dot.repacks) && (!q6_k_tiled || k.dot.q6_k_tiled_path), "{s:?} {}", k.set.name())
                 }
             }
         }
