@@ -15,10 +15,12 @@
 // the quantizers and references index as upstream's C does, which keeps them checkable against it
 #![allow(clippy::needless_range_loop)]
 
+pub mod accum;
 pub mod backend;
 pub mod block;
 pub mod config;
 pub mod dot;
+pub mod expf;
 pub mod fgemm;
 pub mod fp;
 pub mod kernels;
@@ -32,5 +34,6 @@ pub mod rng;
 pub mod sgemm;
 pub mod simd;
 mod types;
+pub mod vecf;
 
 pub use types::GgmlType;

@@ -65,7 +65,7 @@ pub fn sgemm_order<E: Elem>(w: &[E], x: &[E]) -> f32 {
             *lane = w[p + l].widen().mul_add(x[p + l].widen(), *lane);
         }
     }
-    crate::ops::expf::reduce_add16(&acc)
+    crate::expf::reduce_add16(&acc)
 }
 
 /// an output as upstream's `tinyBLAS<8, __m256, ...>` (its AVX2 builds) sums it: one

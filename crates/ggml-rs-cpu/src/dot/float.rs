@@ -91,7 +91,7 @@ fn avx512_blocks(n: usize, v: impl Fn(usize) -> (f32, f32)) -> f32 {
         }
     }
     let s: [f32; 16] = std::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]));
-    crate::ops::expf::reduce_add16(&s)
+    crate::expf::reduce_add16(&s)
 }
 
 pub fn bf16_reference(x: &[bf16], y: &[bf16]) -> f32 {
@@ -126,8 +126,8 @@ pub fn bf16_dpbf16_order(x: &[bf16], y: &[bf16]) -> f32 {
             }
         }
     }
-    let mut sum = f64::from(crate::ops::expf::reduce_add16(&acc[0]));
-    sum += f64::from(crate::ops::expf::reduce_add16(&acc[1]));
+    let mut sum = f64::from(crate::expf::reduce_add16(&acc[0]));
+    sum += f64::from(crate::expf::reduce_add16(&acc[1]));
     for p in n - n % 64..n {
         sum += f64::from(x[p].to_f32() * y[p].to_f32());
     }
@@ -149,8 +149,8 @@ pub fn bf16_avx512f_order(x: &[bf16], y: &[bf16]) -> f32 {
             }
         }
     }
-    let mut sum = f64::from(crate::ops::expf::reduce_add16(&acc[0]));
-    sum += f64::from(crate::ops::expf::reduce_add16(&acc[1]));
+    let mut sum = f64::from(crate::expf::reduce_add16(&acc[0]));
+    sum += f64::from(crate::expf::reduce_add16(&acc[1]));
     for p in n - n % 32..n {
         sum += f64::from(x[p].to_f32() * y[p].to_f32());
     }

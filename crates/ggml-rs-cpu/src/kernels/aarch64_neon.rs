@@ -7,10 +7,10 @@ use crate::dot::neon::{self, kernels as nk};
 pub(super) fn plug(k: &mut Kernels) {
     let v = &mut k.vec;
     // upstream's NEON `ggml_v_expf` is the AVX2 exp lane for lane, in blocks of 4
-    v.softmax_exp = crate::ops::expf::exp_sub_sum_row4;
+    v.softmax_exp = crate::expf::exp_sub_sum_row4;
     v.silu_block = 4;
-    v.silu_lane = crate::ops::expf::silu8;
-    v.silu_blocks = crate::ops::expf::silu_blocks8_def;
+    v.silu_lane = crate::expf::silu8;
+    v.silu_blocks = crate::expf::silu_blocks8_def;
     // the integer lanes grouped as upstream's build without DotProd does (smull + saddlp); the
     // K-quants' portable definitions in upstream's aarch64 order (LLVM vectorizes them)
     let d = &mut k.dot;

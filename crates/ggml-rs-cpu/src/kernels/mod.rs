@@ -44,12 +44,12 @@ mod x86_avx2;
 mod x86_avx512;
 
 use crate::GgmlType;
+pub use crate::accum::AccOps;
 pub use crate::dot::Dots;
 use crate::dot::gemv::Gemv;
 pub use crate::dot::gemv::GemvKinds;
 use crate::dot::{Order, RowDot};
-pub use crate::ops::attn::AccOps;
-pub use crate::ops::vecf::VecF;
+pub use crate::vecf::VecF;
 
 /// one kernel set's kernels
 #[derive(Clone)]

@@ -3,11 +3,11 @@
 //! x86 configuration).
 
 use super::Kernels;
+use crate::accum::x86 as attn;
 use crate::dot::gemv::Kind;
 use crate::dot::{float, q4_k, q5, q6_k, q8_0};
-use crate::ops::attn::x86 as attn;
-use crate::ops::expf::x86 as expf;
-use crate::ops::vecf::x86 as vecf;
+use crate::expf::x86 as expf;
+use crate::vecf::x86 as vecf;
 
 pub(super) fn plug(k: &mut Kernels) {
     let v = &mut k.vec;
@@ -22,7 +22,7 @@ pub(super) fn plug(k: &mut Kernels) {
     // upstream's AVX2 build: SiLU and SOFT_MAX's exp in blocks of 8 of its `__m256` exp
     v.softmax_exp = expf::exp_sub_sum_row8;
     v.silu_block = 8;
-    v.silu_lane = crate::ops::expf::silu8;
+    v.silu_lane = crate::expf::silu8;
     v.silu_blocks = expf::silu_blocks8;
     let a = &mut k.acc;
     a.scale16 = attn::scale16_256;

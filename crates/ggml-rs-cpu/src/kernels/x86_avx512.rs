@@ -2,12 +2,12 @@
 //! orders are those of upstream's native build on such a CPU.
 
 use super::Kernels;
+use crate::accum::x86 as attn;
 use crate::dot::float;
 use crate::dot::gemv::Kind;
 use crate::dot::q8_0;
-use crate::ops::attn::x86 as attn;
-use crate::ops::expf::x86 as expf;
-use crate::ops::vecf::x86 as vecf;
+use crate::expf::x86 as expf;
+use crate::vecf::x86 as vecf;
 
 pub(super) fn plug(k: &mut Kernels) {
     let v = &mut k.vec;
@@ -24,7 +24,7 @@ pub(super) fn plug(k: &mut Kernels) {
     // upstream's AVX-512 build: SiLU and SOFT_MAX's exp in blocks of 16 of its `__m512` exp
     v.softmax_exp = expf::exp_sub_sum_row16;
     v.silu_block = 16;
-    v.silu_lane = crate::ops::expf::silu16;
+    v.silu_lane = crate::expf::silu16;
     v.silu_blocks = expf::silu_blocks;
     let a = &mut k.acc;
     a.scale16 = attn::scale16_512;

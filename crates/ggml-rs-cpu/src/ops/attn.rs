@@ -25,7 +25,7 @@ use crate::GgmlType;
 use crate::dot::RowDot;
 use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_cpu};
 
-pub(crate) mod rows;
+mod rows;
 mod tiles;
 
 /// how many leading elements of an F16 V accumulator of `dv` elements the one-row path adds in
@@ -35,10 +35,6 @@ mod tiles;
 pub fn f16_native_len(dv: usize) -> usize {
     rows::f16_native_len(dv, &crate::kernels::active().acc)
 }
-
-pub use rows::AccOps;
-#[cfg(target_arch = "x86_64")]
-pub(crate) use rows::x86;
 
 pub const FAMILY: Family = Family { name: "attn", ops: &[Op::FlashAttnExt], supports, compute };
 

@@ -17,10 +17,9 @@
 
 pub mod enums;
 
-pub(crate) mod attn;
+mod attn;
 mod binary;
 mod copy;
-pub mod expf;
 mod mat;
 mod norm;
 mod reduce;
@@ -28,7 +27,6 @@ mod rope;
 mod softmax;
 mod train;
 mod unary;
-pub(crate) mod vecf;
 
 pub use attn::f16_native_len as flash_attn_f16_native_len;
 pub use enums::{GluOp, Op, UnaryOp};

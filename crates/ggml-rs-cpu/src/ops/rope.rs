@@ -10,8 +10,8 @@
 //! freq_scale, ext_factor, attn_factor, beta_fast, beta_slow (f32), [11..=14] sections, [15] offset.
 
 use super::unary::kit::{f32_row, f32_row_mut, get, get_i32, max_chunks, par_rows_c, scratch_f32, set, unflatten};
-use super::vecf::{VecF, rotate_pair};
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
+use crate::vecf::{VecF, rotate_pair};
 use half::slice::HalfFloatSliceExt;
 
 pub const FAMILY: Family = Family { name: "rope", ops: &[Op::Rope, Op::RopeBack], supports, compute };

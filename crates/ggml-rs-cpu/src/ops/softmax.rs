@@ -8,8 +8,8 @@
 //! is the work area, so nothing is allocated.
 
 use super::unary::kit::{at, f32_row, f32_row_mut, get, par_ranges, par_rows, set, unflatten};
-use super::vecf::VecF;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
+use crate::vecf::VecF;
 
 pub const FAMILY: Family = Family { name: "softmax", ops: &[Op::SoftMax, Op::SoftMaxBack], supports, compute };
 
@@ -66,21 +66,22 @@ fn soft_max(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (scale, max_bias) = (node.param_f32(0), node.param_f32(1));
     let ne = d.ne;
     let n_head = ne[2] as u32;
+    let vf = exec.kernels().vec;
     // token generation's few short rows run whole on the calling thread (8 rows split in 8 pool
     // chunks took 8.6 µs at 2 threads, 3.6 µs on one)
     par_rows(exec, d.nrows(), ne[0], |r0, r1| {
         for r in r0..r1 {
             let (i1, i2, i3) = unflatten(r, &ne);
             let slope = alibi_slope(max_bias, n_head, i2 as u32);
-            row(&x, mask.as_ref(), sinks.as_ref(), &d, scale, slope, i1, i2, i3);
+            row(&x, mask.as_ref(), sinks.as_ref(), &d, scale, slope, i1, i2, i3, &vf);
         }
     });
     Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
-fn row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale: f32, slope: f32, i1: i64, i2: i64, i3: i64) {
-    if fast_row(x, mask, sinks, d, scale, slope, i1, i2, i3, VecF::active()) {
+fn row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale: f32, slope: f32, i1: i64, i2: i64, i3: i64, vf: &VecF) {
+    if fast_row(x, mask, sinks, d, scale, slope, i1, i2, i3, vf) {
         return;
     }
     row_reference(x, mask, sinks, d, scale, slope, i1, i2, i3)
@@ -96,7 +97,7 @@ enum MaskRow<'a> {
 /// the row through the vector kernels when every row involved is packed (and the source row is
 /// the destination's or apart from it); `false` leaves it to the element-wise form
 #[allow(clippy::too_many_arguments)]
-fn fast_row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale: f32, slope: f32, i1: i64, i2: i64, i3: i64, vf: VecF) -> bool {
+fn fast_row(x: &View, mask: Option<&View>, sinks: Option<&View>, d: &View, scale: f32, slope: f32, i1: i64, i2: i64, i3: i64, vf: &VecF) -> bool {
     let n = d.ne[0];
     let (px, pd) = (at(x, 0, i1, i2, i3) as usize, at(d, 0, i1, i2, i3) as usize);
     let bytes = n as usize * 4;
@@ -302,7 +303,7 @@ mod tests {
                 for r in 0..12 {
                     let (i1, i2, i3) = unflatten(r, &ne);
                     let slope = alibi_slope(if case % 2 == 1 { 8.0 } else { 0.0 }, 4, i2 as u32);
-                    assert!(fast_row(&x.view, Some(&mask.view), sk, &a.view, 0.6, slope, i1, i2, i3, vf));
+                    assert!(fast_row(&x.view, Some(&mask.view), sk, &a.view, 0.6, slope, i1, i2, i3, &vf));
                     row_reference(&x.view, Some(&mask.view), sk, &b.view, 0.6, slope, i1, i2, i3);
                 }
                 assert_close(&format!("{level:?} n {n}"), &a.to_f32(), &b.to_f32(), 1e-6);
@@ -311,7 +312,7 @@ mod tests {
                 for r in 0..12 {
                     let (i1, i2, i3) = unflatten(r, &ne);
                     let slope = alibi_slope(if case % 2 == 1 { 8.0 } else { 0.0 }, 4, i2 as u32);
-                    assert!(fast_row(&y.view, Some(&mask.view), sk, &y.view, 0.6, slope, i1, i2, i3, vf));
+                    assert!(fast_row(&y.view, Some(&mask.view), sk, &y.view, 0.6, slope, i1, i2, i3, &vf));
                 }
                 assert_close(&format!("{level:?} n {n} in place"), &y.to_f32(), &b.to_f32(), 1e-6);
             }

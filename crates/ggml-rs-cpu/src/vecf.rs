@@ -37,7 +37,7 @@ pub struct VecF {
     pub(crate) sum_sq: unsafe fn(&[f32]) -> f64,
     pub(crate) scale_mul_into: ScaleMulInto,
     /// SOFT_MAX's `y = exp(y - max)` and its sum, in the order of upstream's build of this set
-    /// ([`crate::ops::expf`]); unsafe: none beyond the set
+    /// ([`crate::expf`]); unsafe: none beyond the set
     pub(crate) softmax_exp: unsafe fn(&mut [f32], f32) -> f64,
     /// the values SiLU takes in blocks (the rest of a row through libm)
     pub(crate) silu_block: usize,
@@ -63,14 +63,9 @@ impl VecF {
         scale_mul_into: scale_mul_into_scalar,
         softmax_exp: exp_sub_sum_libm,
         silu_block: 16,
-        silu_lane: super::expf::silu16,
-        silu_blocks: super::expf::silu_blocks16_def,
+        silu_lane: crate::expf::silu16,
+        silu_blocks: crate::expf::silu_blocks16_def,
     };
-
-    /// the active set's ([`crate::kernels::active`])
-    pub fn active() -> VecF {
-        crate::kernels::active().vec
-    }
 
     /// `y[i] += s · x[i]`
     pub fn mad_f32(&self, y: &mut [f32], x: &[f32], s: f32) {
@@ -105,7 +100,7 @@ impl VecF {
     }
 
     /// SOFT_MAX's `y = exp(y - max)` in place and its sum, as upstream's build of this set
-    /// computes a row ([`crate::ops::expf`]; the scalar set: libm's exp, summed in f64)
+    /// computes a row ([`crate::expf`]; the scalar set: libm's exp, summed in f64)
     pub fn softmax_exp(&self, y: &mut [f32], max: f32) -> f64 {
         // SAFETY: as in scale
         unsafe { (self.softmax_exp)(y, max) }
@@ -118,7 +113,7 @@ impl VecF {
         let whole = y.len() / self.silu_block * self.silu_block;
         // SAFETY: the table's set runs on this CPU; `whole` values of each, a multiple of the block
         unsafe { (self.silu_blocks)(&mut y[..whole], &x[..whole], g.map(|g| &g[..whole])) };
-        super::expf::silu_blocks_libm(&mut y[whole..], &x[whole..], g.map(|g| &g[whole..]));
+        crate::expf::silu_blocks_libm(&mut y[whole..], &x[whole..], g.map(|g| &g[whole..]));
     }
 
     /// the values SiLU takes in blocks ([`VecF::silu_row`])

@@ -243,7 +243,7 @@ pub(crate) mod x86 {
         super::exp_sub_sum_tail(&mut y[whole..], max, sum)
     }
 
-    /// a SiLU row's whole blocks at AVX2 ([`crate::ops::vecf::VecF::silu_row`])
+    /// a SiLU row's whole blocks at AVX2 ([`crate::vecf::VecF::silu_row`])
     ///
     /// # Safety
     /// AVX2 and FMA available; `x` (and `g`) at least as long as `y`, whose length is a multiple of 8.
@@ -264,7 +264,7 @@ pub(crate) mod x86 {
         }
     }
 
-    /// a SiLU row's whole blocks at AVX-512 ([`crate::ops::vecf::VecF::silu_row`])
+    /// a SiLU row's whole blocks at AVX-512 ([`crate::vecf::VecF::silu_row`])
     ///
     /// # Safety
     /// AVX-512 F available; `x` (and `g`) at least as long as `y`, whose length is a multiple of 16.

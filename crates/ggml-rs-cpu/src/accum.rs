@@ -1,0 +1,364 @@
+//! Flash attention's accumulator kernels (`y = y·s + x·v` over a V row), bit for bit upstream's
+//! native build: an F16 accumulator is kept in **f16**, rounded at every position. Where the CPU
+//! has AVX512-FP16, upstream's native build adds the first `DV & !127` elements in f16 arithmetic
+//! (one rounding of `y + x·f16(vs)`), the others as the scalar tail (an `f32` fused multiply-add,
+//! then rounded to f16). [`mad16_def`] and [`scale16_def`] define both; the AVX-512 and AVX2
+//! kernels equal them bit for bit. F32 accumulators take fused multiply-adds ([`mad32_def`]).
+//! [`AccOps`] is one kernel set's choice ([`crate::kernels::Kernels::acc`]).
+
+use half::f16;
+
+/// `x` rounded once to f16 (nearest, ties to even): through f32 rounded to odd, which keeps the
+/// sticky bit (24 bits ≥ 11 + 2), then f32 → f16 nearest-even
+pub fn rne16_f64(x: f64) -> f16 {
+    let mut f = x as f32;
+    if f.is_finite() && (f as f64).abs() > x.abs() {
+        // rounded away from zero: the truncation is one below in magnitude
+        f = f32::from_bits(f.to_bits() - 1);
+    }
+    if f.is_finite() && f as f64 != x {
+        f = f32::from_bits(f.to_bits() | 1);
+    }
+    f16::from_f32(f)
+}
+
+/// upstream's `ggml_vec_scale_f16(y, ms)` on its native build: the first `np` elements
+/// `rne16(y · rne16(ms))` (the product of two f16 is exact in f32), the rest `rne16(f32(y) · ms)`
+pub fn scale16_def(y: &mut [f16], ms: f32, np: usize) {
+    let h = f16::from_f32(ms).to_f32();
+    for (i, e) in y.iter_mut().enumerate() {
+        *e = f16::from_f32(e.to_f32() * if i < np { h } else { ms });
+    }
+}
+
+/// upstream's `ggml_vec_mad_f16(y, x, vs)` on its native build: the first `np` elements
+/// `rne16(y + x · rne16(vs))` with one rounding, the rest `rne16(fma(f32(x), vs, f32(y)))`
+pub fn mad16_def(y: &mut [f16], x: &[f16], vs: f32, np: usize) {
+    let h = f16::from_f32(vs).to_f32();
+    for (i, (e, xv)) in y.iter_mut().zip(x).enumerate() {
+        *e = if i < np {
+            // x·h is exact in f32; the f64 sum of it and an f16 is exact or far below an f16 ulp
+            rne16_f64(e.to_f64() + f64::from(xv.to_f32() * h))
+        } else {
+            f16::from_f32(xv.to_f32().mul_add(vs, e.to_f32()))
+        };
+    }
+}
+
+/// `y[i] = fma(x[i], s, y[i])` (upstream's `ggml_vec_mad_f32`, its tail fused by GCC too)
+fn mad32_def(y: &mut [f32], x: &[f32], s: f32) {
+    y.iter_mut().zip(x).for_each(|(a, b)| *a = b.mul_add(s, *a));
+}
+
+/// flash attention's accumulator kernels of one kernel set ([`crate::kernels::Kernels::acc`]), bit
+/// for bit the definitions above. The pointers' instruction set is the table's; `scale16` and
+/// `mad16` take `np` ([`f16_native_len`]) and whether to do that part in AVX512-FP16 instructions.
+#[derive(Clone, Copy)]
+pub struct AccOps {
+    pub(crate) scale16: unsafe fn(&mut [f16], f32, usize, bool),
+    /// unsafe: `x` as long as `y` (checked by [`AccOps::mad16`])
+    pub(crate) mad16: unsafe fn(&mut [f16], &[f16], f32, usize, bool),
+    /// unsafe: `x` as long as `y` (checked by [`AccOps::mad32`])
+    pub(crate) mad32: unsafe fn(&mut [f32], &[f32], f32),
+    /// the CPU has AVX512-FP16: upstream's native build adds the first [`f16_native_len`]
+    /// elements of F16 accumulators in f16 arithmetic, which every set reproduces (emulated
+    /// exactly in f64 below AVX-512)
+    pub(crate) f16_native: bool,
+    /// that part in AVX512-FP16 instructions (the AVX-512 sets on such a CPU)
+    pub(crate) fp16: bool,
+}
+
+impl AccOps {
+    /// the definitions (the scalar set's kernels); `f16_native` as this CPU's native build
+    pub fn scalar() -> AccOps {
+        AccOps {
+            scale16: |y, ms, np, _| scale16_def(y, ms, np),
+            mad16: |y, x, vs, np, _| mad16_def(y, x, vs, np),
+            mad32: mad32_def,
+            f16_native: crate::simd::has_avx512fp16(),
+            fp16: false,
+        }
+    }
+
+    pub fn scale16(&self, y: &mut [f16], ms: f32, np: usize) {
+        // SAFETY: the table's set runs on this CPU
+        unsafe { (self.scale16)(y, ms, np, self.fp16) }
+    }
+
+    pub fn mad16(&self, y: &mut [f16], x: &[f16], vs: f32, np: usize) {
+        assert_eq!(y.len(), x.len(), "attn mad16: lengths differ");
+        // SAFETY: the table's set runs on this CPU; the lengths are equal
+        unsafe { (self.mad16)(y, x, vs, np, self.fp16) }
+    }
+
+    pub fn mad32(&self, y: &mut [f32], x: &[f32], s: f32) {
+        assert_eq!(y.len(), x.len(), "attn mad32: lengths differ");
+        // SAFETY: as in mad16
+        unsafe { (self.mad32)(y, x, s) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    use super::{mad16_def, scale16_def};
+    use half::f16;
+    use std::arch::x86_64::*;
+
+    const RNE: i32 = _MM_FROUND_TO_NEAREST_INT;
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(crate) fn scale16_512(y: &mut [f16], ms: f32, np: usize, fp16: bool) {
+        let n = y.len();
+        let n16 = n - n % 16;
+        let h = f16::from_f32(ms).to_f32();
+        let mut i = 0;
+        if np > 0 && fp16 && np <= n {
+            // SAFETY: np (a multiple of 128) f16; the CPU has AVX512-FP16
+            unsafe { fp16_native(0, y.as_mut_ptr(), std::ptr::null(), np, f16::from_f32(ms)) };
+            i = np;
+        }
+        while i < n16 {
+            let s = _mm512_set1_ps(if i < np { h } else { ms });
+            // SAFETY: i + 16 <= n16 <= y.len(): 16 f16, 32 bytes; np is a multiple of 128
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m256i;
+                _mm256_storeu_si256(p, _mm512_cvtps_ph::<RNE>(_mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(p)), s)));
+            }
+            i += 16;
+        }
+        scale16_def(&mut y[n16..], ms, np.saturating_sub(n16));
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn scale16_256(y: &mut [f16], ms: f32, np: usize, _fp16: bool) {
+        let n = y.len();
+        let n8 = n - n % 8;
+        let h = f16::from_f32(ms).to_f32();
+        let mut i = 0;
+        while i < n8 {
+            let s = _mm256_set1_ps(if i < np { h } else { ms });
+            // SAFETY: i + 8 <= n8 <= y.len(): 8 f16, 16 bytes
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m128i;
+                _mm_storeu_si128(p, _mm256_cvtps_ph::<RNE>(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(p)), s)));
+            }
+            i += 8;
+        }
+        scale16_def(&mut y[n8..], ms, np.saturating_sub(n8));
+    }
+
+    /// `y[i..i + 8] = rne16(y + x·h)` with one rounding: the exact sum in f64, truncated to f32
+    /// with the sticky bit ORed in (round to odd), then rounded to f16
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    fn mad16_native8(y: *mut f16, x: *const f16, h: __m256) {
+        // SAFETY: the caller's: 8 f16 at y and at x
+        unsafe {
+            let yf = _mm256_cvtph_ps(_mm_loadu_si128(y as *const __m128i));
+            let p = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(x as *const __m128i)), h);
+            let sum = _mm512_add_pd(_mm512_cvtps_pd(yf), _mm512_cvtps_pd(p));
+            let t = _mm512_cvt_roundpd_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(sum);
+            let inexact = _mm512_cmp_pd_mask::<_CMP_NEQ_OQ>(_mm512_cvtps_pd(t), sum);
+            let ti = _mm256_castps_si256(t);
+            let odd = _mm256_mask_or_epi32(ti, inexact, ti, _mm256_set1_epi32(1));
+            _mm_storeu_si128(y as *mut __m128i, _mm256_cvtps_ph::<RNE>(_mm256_castsi256_ps(odd)));
+        }
+    }
+
+    /// `n` (a multiple of 32, > 0) f16 at `y`: `y = y·h` (`op` 0, `vmulph`) or `y = y + x·h`
+    /// (`op` 1, `vfmadd231ph`), in AVX512-FP16 arithmetic as upstream's native build does
+    ///
+    /// # Safety
+    /// The CPU has AVX512-FP16 (and AVX-512 F/BW); `n` f16 readable at `x` (op 1) and readable and
+    /// writable at `y`
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn fp16_native(op: u8, y: *mut f16, x: *const f16, n: usize, h: f16) {
+        debug_assert!(n > 0 && n.is_multiple_of(32));
+        // SAFETY: the caller's; the loop reads and writes n f16 (64 bytes a step) at y and x
+        unsafe {
+            if op == 0 {
+                std::arch::asm!(
+                    "vpbroadcastw {hv}, {hs:e}",
+                    "2:",
+                    "vmulph {a}, {hv}, zmmword ptr [{y}]",
+                    "vmovdqu16 zmmword ptr [{y}], {a}",
+                    "add {y}, 64",
+                    "sub {n}, 32",
+                    "jnz 2b",
+                    y = inout(reg) y => _, n = inout(reg) n => _, hs = in(reg) u32::from(h.to_bits()),
+                    hv = out(zmm_reg) _, a = out(zmm_reg) _,
+                    options(nostack),
+                );
+            } else {
+                std::arch::asm!(
+                    "vpbroadcastw {hv}, {hs:e}",
+                    "2:",
+                    "vmovdqu16 {a}, zmmword ptr [{y}]",
+                    "vfmadd231ph {a}, {hv}, zmmword ptr [{x}]",
+                    "vmovdqu16 zmmword ptr [{y}], {a}",
+                    "add {y}, 64",
+                    "add {x}, 64",
+                    "sub {n}, 32",
+                    "jnz 2b",
+                    y = inout(reg) y => _, x = inout(reg) x => _, n = inout(reg) n => _, hs = in(reg) u32::from(h.to_bits()),
+                    hv = out(zmm_reg) _, a = out(zmm_reg) _,
+                    options(nostack),
+                );
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    pub(crate) fn mad16_512(y: &mut [f16], x: &[f16], vs: f32, np: usize, fp16: bool) {
+        let n = y.len();
+        let n16 = n - n % 16;
+        let h = _mm256_set1_ps(f16::from_f32(vs).to_f32());
+        let v = _mm512_set1_ps(vs);
+        let mut i = 0;
+        if np > 0 && fp16 && np <= n {
+            // SAFETY: np (a multiple of 128) f16 of both; the CPU has AVX512-FP16
+            unsafe { fp16_native(1, y.as_mut_ptr(), x.as_ptr(), np, f16::from_f32(vs)) };
+            i = np;
+        }
+        while i < np.min(n16) {
+            // SAFETY: i + 16 <= n16 <= both lengths (np is a multiple of 128)
+            unsafe {
+                mad16_native8(y.as_mut_ptr().add(i), x.as_ptr().add(i), h);
+                mad16_native8(y.as_mut_ptr().add(i + 8), x.as_ptr().add(i + 8), h);
+            }
+            i += 16;
+        }
+        while i < n16 {
+            // SAFETY: i + 16 <= n16 <= both lengths
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m256i;
+                let xf = _mm512_cvtph_ps(_mm256_loadu_si256(x.as_ptr().add(i) as *const __m256i));
+                _mm256_storeu_si256(p, _mm512_cvtps_ph::<RNE>(_mm512_fmadd_ps(xf, v, _mm512_cvtph_ps(_mm256_loadu_si256(p)))));
+            }
+            i += 16;
+        }
+        mad16_def(&mut y[n16..], &x[n16..], vs, np.saturating_sub(n16));
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn mad16_256(y: &mut [f16], x: &[f16], vs: f32, np: usize, _fp16: bool) {
+        let n = y.len();
+        // the f16-arithmetic part as defined (a CPU with AVX512-FP16 run at the AVX2 level)
+        let np = np.min(n);
+        mad16_def(&mut y[..np], &x[..np], vs, np);
+        let n8 = np + (n - np) / 8 * 8;
+        let v = _mm256_set1_ps(vs);
+        let mut i = np;
+        while i < n8 {
+            // SAFETY: i + 8 <= n8 <= both lengths
+            unsafe {
+                let p = y.as_mut_ptr().add(i) as *mut __m128i;
+                let xf = _mm256_cvtph_ps(_mm_loadu_si128(x.as_ptr().add(i) as *const __m128i));
+                _mm_storeu_si128(p, _mm256_cvtps_ph::<RNE>(_mm256_fmadd_ps(xf, v, _mm256_cvtph_ps(_mm_loadu_si128(p)))));
+            }
+            i += 8;
+        }
+        mad16_def(&mut y[n8..], &x[n8..], vs, 0);
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn mad32_fma(y: &mut [f32], x: &[f32], s: f32) {
+        let n = y.len();
+        let n8 = n - n % 8;
+        let sv = _mm256_set1_ps(s);
+        for i in (0..n8).step_by(8) {
+            // SAFETY: i + 8 <= n8 <= both lengths
+            unsafe {
+                let p = y.as_mut_ptr().add(i);
+                _mm256_storeu_ps(p, _mm256_fmadd_ps(_mm256_loadu_ps(x.as_ptr().add(i)), sv, _mm256_loadu_ps(p)));
+            }
+        }
+        y[n8..].iter_mut().zip(&x[n8..]).for_each(|(a, b)| *a = b.mul_add(s, *a));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::XorShift;
+    use crate::simd::Level;
+
+    fn bits(y: &[f16]) -> Vec<u16> {
+        y.iter().map(|h| h.to_bits()).collect()
+    }
+
+    /// rounding once to f16 from f64: ties to even, the sticky bit kept across the f32 step
+    /// (a value just above an f16 midpoint that f32 alone would round onto the midpoint)
+    #[test]
+    fn rne16_f64_rounds_once() {
+        // 1 + 2^-11 is the midpoint between 1 and 1 + 2^-10: ties to even gives 1
+        assert_eq!(rne16_f64(1.0 + 2f64.powi(-11)).to_bits(), f16::ONE.to_bits());
+        // just above the midpoint, by less than f32 keeps: must round up
+        let above = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(above as f32, 1.0 + 2f32.powi(-11), "f32 alone lands on the midpoint");
+        assert_eq!(rne16_f64(above).to_bits(), f16::from_f32(1.0 + 2f32.powi(-10)).to_bits());
+        assert_ne!(f16::from_f32(above as f32).to_bits(), rne16_f64(above).to_bits(), "double rounding differs here");
+        assert_eq!(rne16_f64(-above).to_bits(), (-f16::from_f32(1.0 + 2f32.powi(-10))).to_bits());
+        assert_eq!(rne16_f64(1e6).to_bits(), f16::INFINITY.to_bits());
+        assert_eq!(rne16_f64(0.0).to_bits(), 0);
+    }
+
+    /// the f16-arithmetic rule and the scalar-tail rule give different bits on the same inputs
+    /// (so a test at np = 0 and one at np = dv check different things), and every kernel level
+    /// equals the definition bit for bit, for lengths around the 8-, 16- and 128-element steps
+    #[test]
+    fn f16_accumulator_kernels_equal_their_definition() {
+        let mut rng = XorShift::new(71);
+        let mut differ = 0;
+        for dv in [1usize, 8, 15, 16, 40, 64, 80, 128, 136, 192, 256, 260] {
+            for np in [0, dv & !127] {
+                let x: Vec<f16> = (0..dv).map(|_| f16::from_f32(rng.f32_in(-2.0, 2.0))).collect();
+                let y0: Vec<f16> = (0..dv).map(|_| f16::from_f32(rng.f32_in(-30.0, 30.0))).collect();
+                let (vs, ms) = (rng.f32_in(0.0, 1.0), rng.f32_in(0.0, 1.0));
+                let mut want = y0.clone();
+                mad16_def(&mut want, &x, vs, np);
+                scale16_def(&mut want, ms, np);
+                mad16_def(&mut want, &x, 1.0, np);
+                if np > 0 {
+                    let mut other = y0.clone();
+                    mad16_def(&mut other, &x, vs, 0);
+                    scale16_def(&mut other, ms, 0);
+                    mad16_def(&mut other, &x, 1.0, 0);
+                    differ += bits(&other).iter().zip(bits(&want)).filter(|(a, b)| *a != b).count();
+                }
+                // the AVX-512 level twice: the f16 part emulated, and in AVX512-FP16 instructions
+                // where the CPU has them
+                for (level, fp16) in [(Level::Scalar, false), (Level::Avx2, false), (Level::Avx512, false), (Level::Avx512, true)] {
+                    if level > crate::simd::detected() || (fp16 && !crate::simd::has_avx512fp16()) {
+                        continue;
+                    }
+                    let ops = AccOps { fp16, ..crate::kernels::at(level).acc };
+                    let mut got = y0.clone();
+                    ops.mad16(&mut got, &x, vs, np);
+                    ops.scale16(&mut got, ms, np);
+                    ops.mad16(&mut got, &x, 1.0, np);
+                    assert_eq!(bits(&got), bits(&want), "dv {dv} np {np} level {level:?} fp16 {fp16}");
+                }
+            }
+        }
+        assert!(differ > 0, "the two f16 rules never differed");
+    }
+
+    #[test]
+    fn mad32_is_fused() {
+        let mut rng = XorShift::new(72);
+        for n in [1usize, 7, 8, 33] {
+            let x: Vec<f32> = (0..n).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let y0: Vec<f32> = (0..n).map(|_| rng.f32_in(-1.0, 1.0)).collect();
+            let mut want = y0.clone();
+            mad32_def(&mut want, &x, 0.3);
+            for level in [Level::Scalar, Level::Avx2] {
+                if level > crate::simd::detected() {
+                    continue;
+                }
+                let mut got = y0.clone();
+                crate::kernels::at(level).acc.mad32(&mut got, &x, 0.3);
+                assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n {n}");
+            }
+        }
+    }
+}
