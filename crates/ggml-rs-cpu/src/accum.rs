@@ -3,7 +3,7 @@
 //! has AVX512-FP16, upstream's native build adds the first `DV & !127` elements in f16 arithmetic
 //! (one rounding of `y + x·f16(vs)`), the others as the scalar tail (an `f32` fused multiply-add,
 //! then rounded to f16). [`mad16_def`] and [`scale16_def`] define both; the AVX-512 and AVX2
-//! kernels equal them bit for bit. F32 accumulators take fused multiply-adds ([`mad32_def`]).
+//! kernels equal them bit for bit. F32 accumulators take fused multiply-adds (`mad32_def`).
 //! [`AccOps`] is one kernel set's choice ([`crate::kernels::Kernels::acc`]).
 
 use half::f16;
@@ -52,7 +52,7 @@ fn mad32_def(y: &mut [f32], x: &[f32], s: f32) {
 
 /// flash attention's accumulator kernels of one kernel set ([`crate::kernels::Kernels::acc`]), bit
 /// for bit the definitions above. The pointers' instruction set is the table's; `scale16` and
-/// `mad16` take `np` ([`f16_native_len`]) and whether to do that part in AVX512-FP16 instructions.
+/// `mad16` take `np` (`ops::attn`'s `f16_native_len`) and whether to do that part in AVX512-FP16 instructions.
 #[derive(Clone, Copy)]
 pub struct AccOps {
     pub(crate) scale16: unsafe fn(&mut [f16], f32, usize, bool),

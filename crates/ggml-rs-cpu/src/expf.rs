@@ -135,7 +135,7 @@ fn exp_sub_sum_tail(y: &mut [f32], max: f32, mut sum: f64) -> f64 {
 
 /// `y = exp(y - max)` in place, and its sum, as upstream's AVX-512 build's SOFT_MAX row computes
 /// them (`ggml_vec_soft_max_f32`): blocks of 16 through [`exp16`], each summed in f32 in
-/// [`reduce_add16`]'s order and added in f64, the rest through libm. The definition, lane by lane;
+/// `reduce_add16`'s order and added in f64, the rest through libm. The definition, lane by lane;
 /// the AVX-512 set computes the same bits 16 lanes at once.
 pub fn exp_sub_sum_row16(y: &mut [f32], max: f32) -> f64 {
     let whole = y.len() / 16 * 16;

@@ -39,7 +39,7 @@ pub fn supports(ty: GgmlType) -> bool {
 }
 
 /// [`tile`] on raw pointers in one kernel set's form ([`crate::kernels::Gemms::fgemm`]: AVX2's
-/// [`tile_raw_avx2`], AVX-512's [`tile_raw_512`]), dispatching on the weight type and the column
+/// `tile_raw_avx2`, AVX-512's `tile_raw_512`), dispatching on the weight type and the column
 /// count: `(ty, w, kc, x, out, n_rows, accumulate)`.
 ///
 /// # Safety

@@ -69,7 +69,7 @@ pub struct Gemv {
 }
 
 /// The multi-row kernels of one kernel set ([`crate::kernels::Kernels::gemv`]), per weight type
-/// (`ggml_vec_dot_*`'s order) and per repacked order; [`Kind::Rows`] where the set has none.
+/// (`ggml_vec_dot_*`'s order) and per repacked order; `Kind::Rows` where the set has none.
 #[derive(Clone, Copy)]
 pub struct GemvKinds {
     pub(crate) q4_0: Kind,

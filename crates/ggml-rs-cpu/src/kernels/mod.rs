@@ -1,7 +1,7 @@
 //! The kernel table: every kernel the ops call through, one table per kernel set, built once.
 //!
 //! A [`Kernels`] is a plain struct of function pointers (and the few numbers that go with them:
-//! a block length, whether a tiled form exists). [`scalar::table`] fills it with the portable
+//! a block length, whether a tiled form exists). `scalar::table` fills it with the portable
 //! definitions, which are also the reference every other set is tested against; each instruction
 //! set's file then *plugs in* the kernels it has, on top of the set below it (the way
 //! tract-linalg's `Ops` is built by `generic()` and each ISA's `plug`):

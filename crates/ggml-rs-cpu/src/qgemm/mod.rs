@@ -167,7 +167,7 @@ pub fn offset(ty: GgmlType) -> i32 {
 }
 
 /// [`tile`] on raw pointers in one kernel set's form ([`crate::kernels::Gemms::qgemm`]: AVX2's
-/// [`tile_raw_avx2`], AVX-512 VNNI's [`tile_raw_vnni`]), dispatching on the kind and the column
+/// `tile_raw_avx2`, AVX-512 VNNI's `tile_raw_vnni`), dispatching on the kind and the column
 /// count.
 ///
 /// # Safety

@@ -72,7 +72,7 @@ pub fn quantize_row_q8_0_arm(x: &[f32], y: &mut [BlockQ8_0]) {
 /// rather than `1 / d`, and ties rounded to even. It differs from the reference in the last
 /// quant now and then; a backend whose logits must match upstream's CPU bit for bit quantizes
 /// its activations this way. The definition, block by block (the x86 sets' blocks:
-/// [`quantize_row_q8_0_x86_512`], [`quantize_row_q8_0_x86_avx2`]).
+/// `quantize_row_q8_0_x86_512`, `quantize_row_q8_0_x86_avx2`).
 pub fn quantize_row_q8_0_x86(x: &[f32], y: &mut [BlockQ8_0]) {
     check_blocks("quantize_row_q8_0_x86", x.len(), QK8_0, y.len());
     for (xb, yb) in x.chunks_exact(QK8_0).zip(y.iter_mut()) {
