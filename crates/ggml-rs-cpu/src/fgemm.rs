@@ -58,15 +58,17 @@ pub fn elem_bytes(ty: GgmlType) -> usize {
 
 /// Repacks up to 32 weight rows of `ty` (`k` elements each) into `out` (`32 · k` elements of
 /// [`elem_bytes`], element k of row r at element `32 k + r`, bits unchanged); missing rows are
-/// zero.
-pub fn repack(ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8]) {
+/// zero. `repack16`: the set's gather form for 32 rows of 16-bit elements ([`Repack16Fn`]), if any.
+pub fn repack(ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8], repack16: Option<Repack16Fn>) {
     let eb = elem_bytes(ty);
     assert!(rows.len() <= ROWS, "fgemm::repack: {} rows, at most {ROWS}", rows.len());
     assert_eq!(out.len(), ROWS * k * eb, "fgemm::repack: output of {} bytes for {k} elements", out.len());
     for (r, row) in rows.iter().enumerate() {
         assert_eq!(row.len(), k * eb, "fgemm::repack {}: row {r} of {} bytes is not {k} elements", ty.name(), row.len());
     }
-    if eb == 2 && repack_16bit_simd(rows, k, out) {
+    if let Some(gather) = repack16.filter(|_| eb == 2)
+        && repack_16bit_simd(rows, k, out, gather)
+    {
         return;
     }
     match eb {
@@ -75,13 +77,20 @@ pub fn repack(ty: GgmlType, rows: &[&[u8]], k: usize, out: &mut [u8]) {
     }
 }
 
-/// [`repack`] of 32 whole rows of 16-bit elements on AVX-512: two elements of each row per
-/// 32-bit gather lane (rows 0-15, 16-31), the even and the odd elements of the 32 rows picked
-/// into one register each; `false` (nothing written) without AVX-512, with fewer rows, or rows
-/// too far apart for 32-bit offsets. (The element-wise copy was 4% of a medium F16 model's
-/// prompt processing: every weight matrix is repacked per MUL_MAT.)
-fn repack_16bit_simd(rows: &[&[u8]], k: usize, out: &mut [u8]) -> bool {
-    if crate::simd::detected() < crate::simd::Level::Avx512 || rows.len() != ROWS || k < 2 {
+/// The gather form of [`repack`] for 32 whole rows of 16-bit elements (the AVX-512 sets':
+/// `x86::repack16`, two elements of each row per 32-bit gather lane, rows 0-15 and 16-31, the
+/// even and the odd elements of the 32 rows picked into one register each): `(base, offsets of
+/// the rows from base, k, out)`. (The element-wise copy was 4% of a medium F16 model's prompt
+/// processing: every weight matrix is repacked per MUL_MAT.)
+///
+/// # Safety
+/// row r's `k ≥ 2` 16-bit elements at `base + offs[r]`; `out` writable for `32 · k` of them.
+pub type Repack16Fn = unsafe fn(*const u8, &[i32; ROWS], usize, *mut u8);
+
+/// [`repack`] of 16-bit rows by `gather`; `false` (nothing written) with fewer than 32 rows, or
+/// rows too far apart for 32-bit offsets
+fn repack_16bit_simd(rows: &[&[u8]], k: usize, out: &mut [u8], gather: Repack16Fn) -> bool {
+    if rows.len() != ROWS || k < 2 {
         return false;
     }
     let base = rows[0].as_ptr();
@@ -92,19 +101,10 @@ fn repack_16bit_simd(rows: &[&[u8]], k: usize, out: &mut [u8]) -> bool {
             Err(_) => return false,
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: AVX-512 is present (checked); every row holds k 16-bit elements at base + its
-    // offset, out 32 · k of them (repack asserted both)
-    unsafe {
-        x86::repack16(base, &offs, k, out.as_mut_ptr())
-    };
-    #[cfg(target_arch = "x86_64")]
-    return true;
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (base, offs, out);
-        false
-    }
+    // SAFETY: the set's form (its table is built on a CPU with it); every row holds k ≥ 2 16-bit
+    // elements at base + its offset, out 32 · k of them (repack asserted both)
+    unsafe { gather(base, &offs, k, out.as_mut_ptr()) };
+    true
 }
 
 /// [`repack`] for elements of `EB` bytes: the output written in order, one element of each of
@@ -209,7 +209,7 @@ pub(crate) unsafe fn tile_raw_512(ty: GgmlType, w: *const u8, kc: usize, x: &[*c
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::ROWS;
@@ -218,7 +218,7 @@ mod x86 {
     /// AVX-512 F/BW; row r's `k ≥ 2` 16-bit elements at `base + offs[r]`, `out` writable for
     /// `32 · k` of them
     #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn repack16(base: *const u8, offs: &[i32; ROWS], k: usize, out: *mut u8) {
+    pub(crate) unsafe fn repack16(base: *const u8, offs: &[i32; ROWS], k: usize, out: *mut u8) {
         // SAFETY: 32 offsets = two registers
         let (lo, hi) = unsafe { (_mm512_loadu_si512(offs.as_ptr().cast()), _mm512_loadu_si512(offs.as_ptr().add(16).cast())) };
         // lane r of a gather holds (element e, element e + 1) of row r, e in the low half:
@@ -387,15 +387,20 @@ mod tests {
                 let rows: Vec<&[u8]> = (0..n_rows).map(|i| &buf[i * stride..i * stride + 2 * k]).collect();
                 let mut want = vec![0xaau8; ROWS * k * 2];
                 repack_n::<2>(&rows, &mut want);
-                let mut got = vec![0x55u8; ROWS * k * 2];
-                let simd = repack_16bit_simd(&rows, k, &mut got);
-                assert_eq!(simd, n_rows == ROWS && crate::simd::detected() >= crate::simd::Level::Avx512, "k={k} rows={n_rows}: SIMD taken");
-                if simd {
-                    assert_eq!(got, want, "k={k} stride={stride}: SIMD vs element copy");
+                for kern in crate::kernels::available() {
+                    let gather = kern.gemm.fgemm_repack16;
+                    if let Some(g) = gather {
+                        let mut got = vec![0x55u8; ROWS * k * 2];
+                        let simd = repack_16bit_simd(&rows, k, &mut got, g);
+                        assert_eq!(simd, n_rows == ROWS, "k={k} rows={n_rows}: SIMD taken");
+                        if simd {
+                            assert_eq!(got, want, "k={k} stride={stride}: SIMD vs element copy");
+                        }
+                    }
+                    let mut via = vec![0x55u8; ROWS * k * 2];
+                    repack(GgmlType::F16, &rows, k, &mut via, gather);
+                    assert_eq!(via, want, "k={k} rows={n_rows} {}: repack", kern.set.name());
                 }
-                let mut via = vec![0x55u8; ROWS * k * 2];
-                repack(GgmlType::F16, &rows, k, &mut via);
-                assert_eq!(via, want, "k={k} rows={n_rows}: repack");
             }
         }
     }
@@ -421,7 +426,7 @@ mod tests {
                         let x: Vec<Vec<f32>> = (0..n_cols).map(|_| r.model_like(k)).collect();
                         let eb = elem_bytes(ty);
                         let mut packed = vec![0u8; ROWS * k * eb];
-                        repack(ty, &wr, k, &mut packed);
+                        repack(ty, &wr, k, &mut packed, None);
                         let xr: Vec<&[f32]> = x.iter().map(|v| &v[..]).collect();
                         let split = k / 3;
                         for whole in [true, false] {

@@ -66,6 +66,9 @@ pub struct Gemv {
     ty: GgmlType,
     kind: Kind,
     row: RowDot,
+    /// [`GemvKinds::one_stream_from`]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    one_stream_from: usize,
 }
 
 /// The multi-row kernels of one kernel set ([`crate::kernels::Kernels::gemv`]), per weight type
@@ -81,12 +84,31 @@ pub struct GemvKinds {
     pub(crate) q4_0_repack: Kind,
     /// Q4_K in upstream's repacked GEMV order
     pub(crate) q4_k_gemv: Kind,
+    /// Rows of at least this many bytes go through the row kernel one at a time rather than 4
+    /// side by side (Q8_0, F16, Q4_K, Q6_K; Q4_0's repacked-order spans read well either way):
+    /// 512 on AMD CPUs, where 4 interleaved streams of such rows from memory ran at half the
+    /// speed of one sequential stream or less (an AMD EPYC, Zen 4, `gemv_bench mem`: Q8_0 rows
+    /// of 512 58.6 → 25.4 ns a row, F16 113.6 → 46.0, rows of 2048 Q4_K 108 → 67, Q6_K 167 → 70;
+    /// llama-bench medium-f16 tg128 0.55-0.58× upstream native there), and from cache rows of
+    /// 1536 gained nothing by them (Q6_K 50 vs 48 ns); rows under 512 bytes (Q4_K / Q6_K of 512:
+    /// 288 / 420) keep the 4-row kernels (1.1-1.4× the row kernel). Elsewhere (Intel, where issue
+    /// 15 measured the 4-row kernels with their prefetches at 1.2-1.35× on memory-bound models)
+    /// never (`usize::MAX`).
+    pub(crate) one_stream_from: usize,
 }
 
 impl GemvKinds {
     /// no multi-row kernel: every row through the row kernel (the scalar set)
-    pub const ROWS: GemvKinds =
-        GemvKinds { q4_0: Kind::Rows, q8_0: Kind::Rows, f16: Kind::Rows, q4_k: Kind::Rows, q6_k: Kind::Rows, q4_0_repack: Kind::Rows, q4_k_gemv: Kind::Rows };
+    pub const ROWS: GemvKinds = GemvKinds {
+        q4_0: Kind::Rows,
+        q8_0: Kind::Rows,
+        f16: Kind::Rows,
+        q4_k: Kind::Rows,
+        q6_k: Kind::Rows,
+        q4_0_repack: Kind::Rows,
+        q4_k_gemv: Kind::Rows,
+        one_stream_from: usize::MAX,
+    };
 }
 
 impl Gemv {
@@ -105,7 +127,7 @@ impl Gemv {
             (GgmlType::Q4K, Order::RepackGemv) => g.q4_k_gemv,
             _ => Kind::Rows,
         };
-        Gemv { ty, kind, row }
+        Gemv { ty, kind, row, one_stream_from: g.one_stream_from }
     }
 
     /// whether rows go through a multi-row kernel (else [`Gemv::rows`] loops the row kernel)
@@ -144,7 +166,7 @@ impl Gemv {
             Kind::Rows => unsafe { self.each_row(w, stride, rows, x, out, w_len) },
             #[cfg(target_arch = "x86_64")]
             Kind::Q4KAvx2 | Kind::Q4KGemvAvx2 | Kind::Q4KGemvVnni | Kind::Q4KVnni | Kind::Q6KAvx2 | Kind::Q6KAvx512 | Kind::Q8_0Vnni | Kind::F16Avx512
-                if w_len >= one_stream_rows() && (w as usize | stride).is_multiple_of(if self.ty == GgmlType::F32 { 4 } else { 2 }) =>
+                if w_len >= self.one_stream_from && (w as usize | stride).is_multiple_of(if self.ty == GgmlType::F32 { 4 } else { 2 }) =>
             {
                 // SAFETY: the caller's contract
                 unsafe { self.each_row(w, stride, rows, x, out, w_len) }
@@ -270,21 +292,6 @@ impl Gemv {
             }
         }
     }
-}
-
-/// Rows of at least this many bytes go through the row kernel one at a time rather than 4 side by
-/// side (Q8_0, F16, Q4_K, Q6_K; Q4_0's repacked-order spans read well either way), on AMD CPUs:
-/// there 4 interleaved streams of such rows from memory ran at half the speed of one sequential
-/// stream or less (an AMD EPYC, Zen 4, `gemv_bench mem`: Q8_0 rows of 512 58.6 → 25.4 ns a row,
-/// F16 113.6 → 46.0, rows of 2048 Q4_K 108 → 67, Q6_K 167 → 70; llama-bench medium-f16 tg128
-/// 0.55-0.58× upstream native there), and from cache rows of 1536 gained nothing by them (Q6_K 50
-/// vs 48 ns). Rows under 512 bytes (Q4_K / Q6_K of 512: 288 / 420) keep the 4-row kernels (1.1-1.4×
-/// the row kernel). Elsewhere (Intel, where issue 15 measured the 4-row kernels with their
-/// prefetches at 1.2-1.35× on memory-bound models) always the 4-row kernels.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn one_stream_rows() -> usize {
-    static AT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *AT.get_or_init(|| if crate::simd::cpu_vendor_is_amd() { 512 } else { usize::MAX })
 }
 
 /// How far ahead of the 4 rows being read the next rows' bytes are prefetched. Token generation

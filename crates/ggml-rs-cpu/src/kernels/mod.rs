@@ -92,11 +92,13 @@ pub struct Gemms {
     /// F32 / F16 / BF16 float tiles ([`crate::fgemm`]: BF16 prompts, the fast order, flash
     /// attention's blocks)
     pub fgemm: Option<crate::fgemm::TileFn>,
+    /// the gather form of fgemm's repacking of 16-bit weights ([`crate::fgemm::Repack16Fn`])
+    pub fgemm_repack16: Option<crate::fgemm::Repack16Fn>,
 }
 
 impl Gemms {
     /// none (the scalar set)
-    pub const NONE: Gemms = Gemms { qgemm: None, sgemm: None, fgemm: None };
+    pub const NONE: Gemms = Gemms { qgemm: None, sgemm: None, fgemm: None, fgemm_repack16: None };
 }
 
 impl Kernels {

@@ -51,6 +51,8 @@ pub(super) fn plug(k: &mut Kernels) {
     g.q6_k = Kind::Q6KAvx2;
     g.q4_0_repack = Kind::Q4_0RepackAvx2;
     g.q4_k_gemv = Kind::Q4KGemvAvx2;
+    // AMD's memory system: long rows one stream at a time (GemvKinds::one_stream_from)
+    g.one_stream_from = if crate::simd::cpu_vendor_is_amd() { 512 } else { usize::MAX };
     // the prompt tiles: int8 (vpmaddubsw), tinyBLAS's 8-lane order, the float tiles
     k.gemm.qgemm = Some(crate::qgemm::tile_raw_avx2);
     k.gemm.sgemm = Some(crate::sgemm::Tiles { lanes: 8, tile: crate::sgemm::tile_raw_avx2, f16_cols: Some(crate::sgemm::tile_raw_f16_cols) });

@@ -44,6 +44,7 @@ pub(super) fn plug(k: &mut Kernels) {
     // tinyBLAS's 16-lane order (upstream's AVX-512 build), the float tiles in 512-bit vectors
     k.gemm.sgemm = Some(crate::sgemm::Tiles { lanes: 16, tile: crate::sgemm::tile_raw_512, f16_cols: None });
     k.gemm.fgemm = Some(crate::fgemm::tile_raw_512);
+    k.gemm.fgemm_repack16 = Some(crate::fgemm::x86::repack16);
     k.quant.q8_0 = crate::quants::q8_0::quantize_row_q8_0_x86_512;
     k.quant.q8_k = crate::quants::q8_k::quantize_row_q8_k_512;
 }

@@ -210,7 +210,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         }
         MatPlan::Fgemm => {
             let tile = kern.gemm.fgemm.expect("the plan takes the float tiles of a set that has them");
-            mul_mat_fgemm(&a, &b, &d, wt, tile, exec);
+            mul_mat_fgemm(&a, &b, &d, wt, (tile, kern.gemm.fgemm_repack16), exec);
             return Ok(());
         }
         MatPlan::Rows { repacked, q6_k_tiled } => (repacked, q6_k_tiled),
@@ -550,8 +550,9 @@ fn use_fgemm(a: &View, b: &View, wt: GgmlType) -> bool {
 /// column tile and of the chunk's row blocks stay in cache), in chunks of 4 row blocks × the
 /// slab's columns, split further when there are too few chunks for the pool (as
 /// [`gemm_chunks`]).
-fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, tile: crate::fgemm::TileFn, exec: &mut Exec) {
+fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, form: (crate::fgemm::TileFn, Option<crate::fgemm::Repack16Fn>), exec: &mut Exec) {
     use crate::fgemm::{MAX_COLS, ROWS};
+    let (tile, repack16) = form;
     const KC: usize = 256;
     const RG: usize = 4;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
@@ -603,7 +604,7 @@ fn mul_mat_fgemm(a: &View, b: &View, d: &View, wt: GgmlType, tile: crate::fgemm:
                 .collect();
             // SAFETY: row block rb of slab ws's repacked area in the scratch, this chunk's alone
             let out = unsafe { std::slice::from_raw_parts_mut((w_at as *mut u8).add(ws * slab_bytes + rb * ROWS * k * eb), ROWS * k * eb) };
-            crate::fgemm::repack(wt, &rows, k, out);
+            crate::fgemm::repack(wt, &rows, k, out, repack16);
         }
     });
     // phase 2: the tiles; chunk = (activation slab, row group, column group)

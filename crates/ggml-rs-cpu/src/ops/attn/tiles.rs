@@ -199,7 +199,7 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
             for (j, r) in rows.iter_mut().enumerate().take(cnt) {
                 *r = super::row_bytes(k.row(ic0 + (lo + j) as i64, ik2, ik3), kt, dk as i64);
             }
-            fgemm::repack(kt, &rows[..cnt], dk, &mut a.kpack[h * R * dk * keb..(h + 1) * R * dk * keb]);
+            fgemm::repack(kt, &rows[..cnt], dk, &mut a.kpack[h * R * dk * keb..(h + 1) * R * dk * keb], p.k.gemm.fgemm_repack16);
         }
         // the V rows the block sees, as strips of 32 of the head dimension
         let (vlo, vhi) = (any.trailing_zeros() as usize, 64 - any.leading_zeros() as usize);
