@@ -75,29 +75,8 @@ timed() {
     TIMES+=("$(printf '%5d s  %s' $((SECONDS - t0)) "$label")")
 }
 
-# with_progress LABEL LOG COMMAND...: COMMAND's output into LOG and, every 15 s while it runs, one
-# line: ninja's [done/total] with the time left at the pace so far (as scripts/upstream.sh's), the
-# crate cargo compiles, or (test-backend-ops) how many cases are done and the last one
-with_progress() {
-    local label=$1 out=$2 pid t0=$SECONDS shown=$SECONDS line left
-    shift 2
-    "$@" >"$out" 2>&1 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-        sleep 1
-        [ $((SECONDS - shown)) -lt 15 ] && continue
-        shown=$SECONDS
-        line=$(grep -a -E '^\[[0-9]+/[0-9]+\]|^ *Compiling |\): ' "$out" | tail -n 1 | sed 's/\x1b\[[0-9;]*m//g' || true)
-        if [[ $line =~ ^\[([0-9]+)/([0-9]+)\]\ (.*)$ ]]; then
-            left=$(( (SECONDS - t0) * (BASH_REMATCH[2] - BASH_REMATCH[1]) / (BASH_REMATCH[1] > 0 ? BASH_REMATCH[1] : 1) ))
-            line="${BASH_REMATCH[1]}/${BASH_REMATCH[2]}, about $((left / 60)) min $((left % 60)) s left; ${BASH_REMATCH[3]}"
-        elif [[ $line == *"): "* ]]; then
-            line="$(grep -a -c '): ' "$out") cases done; ${line# *}"
-        fi
-        log "$label ($((SECONDS - t0)) s): $(cut -c1-110 <<< "${line:-configuring}")"
-    done
-    wait "$pid"
-}
+# shellcheck source=progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
 
 cmd_deps() {
     "$ROOT/scripts/upstream.sh" deps

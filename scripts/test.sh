@@ -90,12 +90,14 @@ check "ggml-rs-cpu: kernels, pool, mat-vec; formats and vec_dot against upstream
 # every kernel set this CPU runs below its own (GGML_RS_CPU_SIMD caps the set: the avx2 set on an
 # AVX-512 machine, the scalar one anywhere), against the definitions and the stock build (upstream's
 # AVX2 configuration: SiLU, SOFT_MAX's exp, the tinyBLAS and Q8_0 orders of its AVX2 build)
+# cargo_totals: the passed / failed counts of cargo test's "test result" lines on stdin, summed
+cargo_totals() { grep -E '^test result' | awk '{p += $4; f += $6} END {print p " passed, " f " failed"}'; }
 cpu_caps() {
     local cap out rc=0
     for cap in $(cd "$ROOT" && cargo run --release -q -p ggml-rs-cpu --example kernel_sets); do
         out=$(cd "$ROOT" && GGML_RS_CPU_SIMD=$cap GGML_RS_UPSTREAM_LIB_DIR="$BUILD_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 \
             cargo test --release --manifest-path crates/ggml-rs-cpu/Cargo.toml 2>&1) || rc=1
-        echo "$cap: $(grep -E '^test result' <<< "$out" | awk '{p += $4; f += $6} END {print p " passed, " f " failed"}')"
+        echo "$cap: $(cargo_totals <<< "$out")"
         grep -E 'FAILED|panicked' <<< "$out" | head -n 5
     done
     return $rc
@@ -807,12 +809,12 @@ a64_crate() {
     local cap out rc=0
     for cap in scalar neon dotprod; do
         out=$(GGML_RS_CPU_SIMD=$cap a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --lib 2>&1) || rc=1
-        echo "$cap: $(grep -E '^test result' <<< "$out" | awk '{p += $4; f += $6} END {print p " passed, " f " failed"}')"
+        echo "$cap: $(cargo_totals <<< "$out")"
         grep -E 'FAILED|panicked' <<< "$out" | head -n 5
     done
     out=$(GGML_RS_UPSTREAM_LIB_DIR="$A64_STOCK/bin" LD_LIBRARY_PATH="$A64_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 \
         a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --test upstream --test enums -- --nocapture 2>&1) || rc=1
-    echo "against upstream's aarch64 build: $(grep -E '^test result' <<< "$out" | awk '{p += $4; f += $6} END {print p " passed, " f " failed"}')"
+    echo "against upstream's aarch64 build: $(cargo_totals <<< "$out")"
     grep -E 'FAILED|panicked|SKIP' <<< "$out" | head -n 8
     return $rc
 }

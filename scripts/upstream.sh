@@ -124,26 +124,8 @@ cmd_fetch_sd() {
         "$SD_CACHE" "$SD_TREE" "$GGML_RS_SD_PIN_GGML_VERSION"
 }
 
-# with_progress LABEL LOG COMMAND...: runs COMMAND with its output in LOG and, every 15 s while it
-# runs, prints ninja's progress ([done/total] lines): the percentage, the current target and an
-# estimate of the time left (from the pace so far; ccache hits make early estimates pessimistic)
-with_progress() {
-    local label=$1 out=$2 pid t0=$SECONDS shown=$SECONDS line done total left
-    shift 2
-    "$@" >"$out" 2>&1 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-        sleep 1
-        [ $((SECONDS - shown)) -lt 15 ] && continue
-        shown=$SECONDS
-        line=$(grep -a '^\[[0-9]*/[0-9]*\]' "$out" | tail -n 1)
-        [[ $line =~ ^\[([0-9]+)/([0-9]+)\]\ (.*)$ ]] || { log "$label: configuring ($((SECONDS - t0)) s)"; continue; }
-        done=${BASH_REMATCH[1]} total=${BASH_REMATCH[2]}
-        left=$(( (SECONDS - t0) * (total - done) / (done > 0 ? done : 1) ))
-        log "$label: $done/$total ($((100 * done / total))%), about $((left / 60)) min $((left % 60)) s left; $(cut -c1-90 <<< "${BASH_REMATCH[3]}")"
-    done
-    wait "$pid"
-}
+# shellcheck source=progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh"
 
 # pin_of P KEY: GGML_RS_PIN_<P>_<KEY> of scripts/pin.env (P with dots)
 pin_of() {
