@@ -50,6 +50,9 @@ fn mad32_def(y: &mut [f32], x: &[f32], s: f32) {
     y.iter_mut().zip(x).for_each(|(a, b)| *a = b.mul_add(s, *a));
 }
 
+/// [`dot_rows_def`]'s signature: `(q, d, k0, stride, live, out)`
+pub type DotRowsFn = unsafe fn(*const f32, usize, *const u8, usize, u64, *mut f32);
+
 /// flash attention's accumulator kernels of one kernel set ([`crate::kernels::Kernels::acc`]), bit
 /// for bit the definitions above. The pointers' instruction set is the table's; `scale16` and
 /// `mad16` take `np` (`ops::attn`'s `f16_native_len`) and whether to do that part in AVX512-FP16 instructions.
@@ -66,29 +69,81 @@ pub struct AccOps {
     pub(crate) f16_native: bool,
     /// that part in AVX512-FP16 instructions (the AVX-512 sets on such a CPU)
     pub(crate) fp16: bool,
+    /// the prompt blocks' helpers (`ops/attn/tiles.rs`): a mask row's live positions, scores of
+    /// K rows by direct dots (`W` 0 f32, 1 f16, 2 bf16), a score row's scaling, mask and maximum;
+    /// their definitions or the AVX-512 forms, the same bits
+    pub(crate) live_bits: unsafe fn(*const u16, usize) -> u64,
+    pub(crate) dot_rows: [DotRowsFn; 3],
+    pub(crate) prep_row: unsafe fn(*mut f32, u64, *const u16, f32, f32, bool) -> f32,
 }
 
 impl AccOps {
-    /// the definitions (the scalar set's kernels); `f16_native` as this CPU's native build
+    /// the definitions (the scalar set's kernels; the table sets `f16_native` from the CPU)
     pub fn scalar() -> AccOps {
         AccOps {
             scale16: |y, ms, np, _| scale16_def(y, ms, np),
             mad16: |y, x, vs, np, _| mad16_def(y, x, vs, np),
             mad32: mad32_def,
-            f16_native: crate::simd::has_avx512fp16(),
+            f16_native: false,
             fp16: false,
+            live_bits: live_bits_def,
+            dot_rows: [dot_rows_def::<0>, dot_rows_def::<1>, dot_rows_def::<2>],
+            prep_row: prep_row_def,
         }
     }
 
+    /// `y = rne16(y · ms)` as upstream's native build computes it (`np`: the f16-arithmetic part,
+    /// [`scale16_def`]; a multiple of 32 within `y`)
     pub fn scale16(&self, y: &mut [f16], ms: f32, np: usize) {
-        // SAFETY: the table's set runs on this CPU
+        assert!(np <= y.len() && np.is_multiple_of(32), "attn scale16: an f16 part of {np} in {} elements", y.len());
+        // SAFETY: the table's set runs on this CPU; np checked
         unsafe { (self.scale16)(y, ms, np, self.fp16) }
     }
 
+    /// `y = rne16(y + x · vs)` as upstream's native build computes it ([`mad16_def`]; `np` as in
+    /// [`AccOps::scale16`])
     pub fn mad16(&self, y: &mut [f16], x: &[f16], vs: f32, np: usize) {
         assert_eq!(y.len(), x.len(), "attn mad16: lengths differ");
-        // SAFETY: the table's set runs on this CPU; the lengths are equal
+        assert!(np <= y.len() && np.is_multiple_of(32), "attn mad16: an f16 part of {np} in {} elements", y.len());
+        // SAFETY: the table's set runs on this CPU; the lengths are equal, np checked
         unsafe { (self.mad16)(y, x, vs, np, self.fp16) }
+    }
+
+    /// [`live_bits_def`] in the set's form
+    ///
+    /// # Safety
+    /// as [`live_bits_def`]
+    pub unsafe fn live_bits(&self, p: *const u16, n: usize) -> u64 {
+        assert!(n <= KB, "attn live_bits: {n} positions");
+        // SAFETY: the table's set runs on this CPU; the caller's contract
+        unsafe { (self.live_bits)(p, n) }
+    }
+
+    /// [`dot_rows_def`] in the set's form, for K of `kt` (F32, F16 or BF16)
+    ///
+    /// # Safety
+    /// every row of `q.len()` elements at `k0 + j·stride` for a bit j of `live` readable
+    pub unsafe fn dot_rows(&self, kt: crate::GgmlType, q: &[f32], k0: *const u8, stride: usize, live: u64, out: &mut [f32]) {
+        assert!(out.len() >= KB, "attn dot_rows: a score row of {} floats", out.len());
+        let w = match kt {
+            crate::GgmlType::F32 => 0,
+            crate::GgmlType::F16 => 1,
+            crate::GgmlType::BF16 => 2,
+            _ => panic!("attn dot_rows: K of {}", kt.name()),
+        };
+        // SAFETY: the table's set runs on this CPU; q holds the row's length, out KB floats; the
+        // caller's contract for the rows
+        unsafe { (self.dot_rows[w])(q.as_ptr(), q.len(), k0, stride, live, out.as_mut_ptr()) }
+    }
+
+    /// [`prep_row_def`] in the set's form
+    ///
+    /// # Safety
+    /// `mask` is null or readable at every live position
+    pub unsafe fn prep_row(&self, s: &mut [f32], live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
+        assert!(s.len() >= KB, "attn prep_row: a score row of {} floats", s.len());
+        // SAFETY: the table's set runs on this CPU; s holds KB floats; the caller's contract
+        unsafe { (self.prep_row)(s.as_mut_ptr(), live, mask, slope, scale, rounded) }
     }
 
     pub fn mad32(&self, y: &mut [f32], x: &[f32], s: f32) {
@@ -96,6 +151,92 @@ impl AccOps {
         // SAFETY: as in mad16
         unsafe { (self.mad32)(y, x, s) }
     }
+}
+
+/// the KV positions of one tile of flash attention's prompt blocks (`ops/attn/tiles.rs`'s KB)
+pub const KB: usize = 64;
+
+/// F16's `-inf`
+const NEG_INF_F16: u16 = 0xfc00;
+
+/// the positions 0..n (n <= 64) of a mask row of F16 that are not `-inf`, as bits
+///
+/// # Safety
+/// `p` readable for `n` 16-bit values
+pub unsafe fn live_bits_def(p: *const u16, n: usize) -> u64 {
+    let mut bits = 0u64;
+    for j in 0..n.min(KB) {
+        // SAFETY: j < n values (caller)
+        if unsafe { p.add(j).read_unaligned() } != NEG_INF_F16 {
+            bits |= 1 << j;
+        }
+    }
+    bits
+}
+
+/// `out[j] = q · k_j` for each bit j of `live`, k_j the row of `d` elements stored as `W` (0 f32,
+/// 1 f16, 2 bf16) at `k0 + j·stride`: the AVX-512 form's order lane for lane (16 lanes, blocks of
+/// 16 alternating between two accumulators by fused multiply-adds, added lane-wise, then reduced
+/// as `_mm512_reduce_add_ps`)
+///
+/// # Safety
+/// `q` readable for `d` floats, `out` writable for 64, every such row readable
+pub unsafe fn dot_rows_def<const W: u8>(q: *const f32, d: usize, k0: *const u8, stride: usize, live: u64, out: *mut f32) {
+    let eb = if W == 0 { 4 } else { 2 };
+    let mut bits = live;
+    while bits != 0 {
+        let j = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        let k = k0.wrapping_add(j * stride);
+        let mut acc = [[0f32; 16]; 2];
+        for i in 0..d {
+            // SAFETY: element i < d of the row and of q (caller)
+            let (kv, qv) = unsafe {
+                let p = k.add(eb * i);
+                let kv = match W {
+                    0 => p.cast::<f32>().read_unaligned(),
+                    1 => half::f16::from_bits(p.cast::<u16>().read_unaligned()).to_f32(),
+                    _ => half::bf16::from_bits(p.cast::<u16>().read_unaligned()).to_f32(),
+                };
+                (kv, q.add(i).read())
+            };
+            let a = &mut acc[(i / 16) % 2][i % 16];
+            *a = qv.mul_add(kv, *a);
+        }
+        let v: [f32; 16] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
+        // SAFETY: j < 64 (caller: out holds 64)
+        unsafe { *out.add(j) = crate::expf::reduce_add16(&v) };
+    }
+}
+
+/// `s[j] = s[j]·scale + slope·mask[j]` where `live` has bit j, `-inf` elsewhere (KB positions);
+/// returns the row's maximum. `rounded`: `slope·mask` rounded before it is added (upstream's
+/// order), else one fused multiply-add
+///
+/// # Safety
+/// `s` writable for KB floats; `mask` is null or readable at every live position
+pub unsafe fn prep_row_def(s: *mut f32, live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
+    let mut mx = f32::NEG_INFINITY;
+    for j in 0..KB {
+        // SAFETY: j < KB floats of s; the mask read at live positions only (caller)
+        unsafe {
+            let x = if live >> j & 1 == 1 {
+                let x = s.add(j).read() * scale;
+                if mask.is_null() {
+                    x
+                } else {
+                    let mv = half::f16::from_bits(mask.add(j).read_unaligned()).to_f32();
+                    if rounded { x + mv * slope } else { mv.mul_add(slope, x) }
+                }
+            } else {
+                f32::NEG_INFINITY
+            };
+            s.add(j).write(x);
+            // vmaxps: the first operand when it is greater, else the second
+            mx = if mx > x { mx } else { x };
+        }
+    }
+    mx
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -276,6 +417,92 @@ pub(crate) mod x86 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod blocks512 {
+    use std::arch::x86_64::*;
+
+    use super::{KB, NEG_INF_F16};
+
+    /// the first `r` lanes of 32
+    fn lanes32(r: usize) -> __mmask32 {
+        if r >= 32 { u32::MAX } else { (1u32 << r) - 1 }
+    }
+
+    /// # Safety
+    /// AVX-512 F/BW/VL; `q` readable for `d` floats, `out` writable for 64, the row of `d`
+    /// elements at `k0 + j·stride` (stored as `W`: 0 f32, 1 f16, 2 bf16) readable for each bit j
+    /// of `live`
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    pub(crate) unsafe fn dot_rows<const W: u8>(q: *const f32, d: usize, k0: *const u8, stride: usize, live: u64, out: *mut f32) {
+        let eb = if W == 0 { 4 } else { 2 };
+        let mut bits = live;
+        while bits != 0 {
+            let j = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let k = k0.wrapping_add(j * stride);
+            let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+            let mut i = 0;
+            while i < d {
+                let m = if d - i >= 16 { 0xffff } else { ((1u32 << (d - i)) - 1) as __mmask16 };
+                // SAFETY: lanes past d are masked off
+                unsafe {
+                    let p = k.add(eb * i);
+                    let kv = match W {
+                        0 => _mm512_maskz_loadu_ps(m, p.cast()),
+                        1 => _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast())),
+                        _ => _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p.cast())))),
+                    };
+                    let qv = _mm512_maskz_loadu_ps(m, q.add(i));
+                    if (i / 16) % 2 == 0 {
+                        a0 = _mm512_fmadd_ps(qv, kv, a0);
+                    } else {
+                        a1 = _mm512_fmadd_ps(qv, kv, a1);
+                    }
+                }
+                i += 16;
+            }
+            // SAFETY: j < 64
+            unsafe { *out.add(j) = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) };
+        }
+    }
+
+    /// # Safety
+    /// AVX-512 F/BW/VL; `p` readable for `n <= 64` values
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(crate) unsafe fn live_bits(p: *const u16, n: usize) -> u64 {
+        let ninf = _mm512_set1_epi16(NEG_INF_F16 as i16);
+        let (k0, k1) = (lanes32(n), lanes32(n.saturating_sub(32)));
+        // SAFETY: the masked loads read the first n values only
+        let (a, b) = unsafe { (_mm512_maskz_loadu_epi16(k0, p.cast()), _mm512_maskz_loadu_epi16(k1, p.add(32).cast())) };
+        let lo = _mm512_mask_cmpneq_epi16_mask(k0, a, ninf);
+        let hi = _mm512_mask_cmpneq_epi16_mask(k1, b, ninf);
+        lo as u64 | (hi as u64) << 32
+    }
+
+    /// # Safety
+    /// as [`super::AccOps::prep_row`], `s` KB floats
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    pub(crate) unsafe fn prep_row(s: *mut f32, live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
+        let (sc, sl, ninf) = (_mm512_set1_ps(scale), _mm512_set1_ps(slope), _mm512_set1_ps(f32::NEG_INFINITY));
+        let mut mx = ninf;
+        for t in 0..KB / 16 {
+            let k = (live >> (16 * t)) as __mmask16;
+            // SAFETY: s holds KB floats; the mask is read at live positions only
+            unsafe {
+                let mut x = _mm512_mul_ps(_mm512_loadu_ps(s.add(16 * t)), sc);
+                if !mask.is_null() {
+                    let mv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, mask.add(16 * t).cast()));
+                    x = if rounded { _mm512_add_ps(x, _mm512_mul_ps(mv, sl)) } else { _mm512_fmadd_ps(mv, sl, x) };
+                }
+                let x = _mm512_mask_blend_ps(k, ninf, x);
+                _mm512_storeu_ps(s.add(16 * t), x);
+                mx = _mm512_max_ps(mx, x);
+            }
+        }
+        _mm512_reduce_max_ps(mx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,6 +585,60 @@ mod tests {
                 let mut got = y0.clone();
                 crate::kernels::at(level).acc.mad32(&mut got, &x, 0.3);
                 assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n {n}");
+            }
+        }
+    }
+
+    /// the prompt blocks' helpers of every set equal their definitions bit for bit: live
+    /// positions of mask rows with `-inf`s, direct dots of F32 / F16 / BF16 rows (lengths 1 to
+    /// 130), score rows scaled and masked in both orders, with and without a mask
+    #[test]
+    fn the_block_helpers_equal_their_definitions() {
+        let mut r = XorShift::new(74);
+        let ninf = half::f16::NEG_INFINITY.to_bits();
+        for k in crate::kernels::available() {
+            let a = &k.acc;
+            for n in [1usize, 7, 16, 31, 32, 33, 63, 64] {
+                let m: Vec<u16> = (0..n).map(|i| if (i * 7 + n) % 5 == 0 { ninf } else { half::f16::from_f32(r.f32_in(-2.0, 0.0)).to_bits() }).collect();
+                // SAFETY: n values
+                let (got, want) = unsafe { (a.live_bits(m.as_ptr(), n), live_bits_def(m.as_ptr(), n)) };
+                assert_eq!(got, want, "{} live_bits n={n}", k.set.name());
+            }
+            for d in [1usize, 15, 16, 17, 64, 72, 130] {
+                let q: Vec<f32> = (0..d).map(|_| r.f32_in(-1.0, 1.0)).collect();
+                let rows = 64;
+                let stride = 4 * d + 8;
+                // 64 rows of d values, stride bytes apart: F32, and F16 (read as BF16 too)
+                let f32_rows: Vec<u8> = (0..rows * stride / 4).flat_map(|_| r.f32_in(-1.0, 1.0).to_le_bytes()).collect();
+                let f16_rows: Vec<u8> = (0..rows * stride / 2).flat_map(|_| half::f16::from_f32(r.f32_in(-1.0, 1.0)).to_le_bytes()).collect();
+                let live = r.next_u64() | 1;
+                for (kt, buf) in [(crate::GgmlType::F32, &f32_rows), (crate::GgmlType::F16, &f16_rows), (crate::GgmlType::BF16, &f16_rows)] {
+                    let (mut got, mut want) = (vec![0f32; 64], vec![0f32; 64]);
+                    // SAFETY: 64 rows of d elements stride apart in buf; q holds d floats
+                    unsafe {
+                        a.dot_rows(kt, &q, buf.as_ptr(), stride, live, &mut got);
+                        match kt {
+                            crate::GgmlType::F32 => dot_rows_def::<0>(q.as_ptr(), d, buf.as_ptr(), stride, live, want.as_mut_ptr()),
+                            crate::GgmlType::F16 => dot_rows_def::<1>(q.as_ptr(), d, buf.as_ptr(), stride, live, want.as_mut_ptr()),
+                            _ => dot_rows_def::<2>(q.as_ptr(), d, buf.as_ptr(), stride, live, want.as_mut_ptr()),
+                        }
+                    }
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{} dot_rows {} d={d}", k.set.name(), kt.name());
+                }
+            }
+            for rounded in [false, true] {
+                let s0: Vec<f32> = (0..KB).map(|_| r.f32_in(-8.0, 8.0)).collect();
+                let mask: Vec<u16> = (0..KB).map(|i| if i % 9 == 4 { ninf } else { half::f16::from_f32(r.f32_in(-3.0, 0.0)).to_bits() }).collect();
+                let live = r.next_u64();
+                for mp in [std::ptr::null(), mask.as_ptr()] {
+                    let (mut got, mut want) = (s0.clone(), s0.clone());
+                    // SAFETY: KB floats; the mask KB values or null
+                    let (mg, mw) =
+                        unsafe { (a.prep_row(&mut got, live, mp, 0.75, 0.125, rounded), prep_row_def(want.as_mut_ptr(), live, mp, 0.75, 0.125, rounded)) };
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!((bits(&got), mg.to_bits()), (bits(&want), mw.to_bits()), "{} prep_row rounded={rounded} mask={}", k.set.name(), !mp.is_null());
+                }
             }
         }
     }

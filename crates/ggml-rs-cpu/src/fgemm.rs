@@ -169,7 +169,7 @@ pub(crate) unsafe fn tile_raw_avx2(ty: GgmlType, w: *const u8, kc: usize, x: &[*
                 GgmlType::F32 => cols8!(0),
                 GgmlType::F16 => cols8!(1),
                 GgmlType::BF16 => cols8!(2),
-                _ => panic!("fgemm::tile_raw: {} is not an fgemm weight type", ty.name()),
+                _ => panic!("fgemm tiles: {} is not an fgemm weight type", ty.name()),
             }
         }
     }
@@ -195,7 +195,7 @@ pub(crate) unsafe fn tile_raw_512(ty: GgmlType, w: *const u8, kc: usize, x: &[*c
                     6 => x86::tile::<6, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
                     7 => x86::tile::<7, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
                     8 => x86::tile::<8, $w>(w, kc, x.try_into().unwrap(), out.try_into().unwrap(), n_rows, accumulate),
-                    n => panic!("fgemm::tile_raw: {n} columns"),
+                    n => panic!("fgemm tiles: {n} columns"),
                 }
             };
         }
@@ -203,7 +203,7 @@ pub(crate) unsafe fn tile_raw_512(ty: GgmlType, w: *const u8, kc: usize, x: &[*c
             GgmlType::F32 => cols!(0),
             GgmlType::F16 => cols!(1),
             GgmlType::BF16 => cols!(2),
-            _ => panic!("fgemm::tile_raw: {} is not an fgemm weight type", ty.name()),
+            _ => panic!("fgemm tiles: {} is not an fgemm weight type", ty.name()),
         }
     }
 }
@@ -259,7 +259,7 @@ pub(crate) mod x86 {
     /// 8-row registers against `N` (≤ 4) broadcast columns
     ///
     /// # Safety
-    /// as [`super::tile_raw`] at AVX2, with exactly `N` columns of weights stored as `W`
+    /// as [`super::TileFn`] at AVX2, with exactly `N` columns of weights stored as `W`
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn tile8<const N: usize, const W: u8>(w: *const u8, kc: usize, x: [*const f32; N], out: [*mut f32; N], n_rows: usize, accumulate: bool) {
         const H: usize = ROWS / 2;
@@ -315,7 +315,7 @@ pub(crate) mod x86 {
     }
 
     /// # Safety
-    /// as [`super::tile_raw`], with exactly `N` columns of weights stored as `W` (0 f32, 1 f16,
+    /// as [`super::TileFn`], with exactly `N` columns of weights stored as `W` (0 f32, 1 f16,
     /// 2 bf16)
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
     pub(super) unsafe fn tile<const N: usize, const W: u8>(w: *const u8, kc: usize, x: [*const f32; N], out: [*mut f32; N], n_rows: usize, accumulate: bool) {

@@ -6,7 +6,7 @@
 //! F16 x F16), and again after converting src1 to the weights' vec-dot type (F32 activations of F16
 //! weights rounded to F16; F16 / BF16 activations of F32 weights widened to F32). `tinyBLAS`
 //! takes the slice when it has at least 2 activation rows, `k % 16 == 0` and a row count that is
-//! a multiple of 4 ([`sgemm_shape`]; the conditions do not depend on the slice, so either every
+//! a multiple of 4 ([`Tiles::shape`]; the conditions do not depend on the slice, so either every
 //! slice goes there or none does). It sums each output in one 16-lane accumulator, `acc =
 //! fma(w[l..l+16], x[l..l+16], acc)` for `l = 0, 16, ...`, then GCC's `_mm512_reduce_add_ps`
 //! ([`sgemm_order`], the definition; its tiling, 4 rows x up to 6 columns, changes which outputs
@@ -14,7 +14,7 @@
 //! upstream's AVX-512 build: `ggml_vec_dot_f32` (`dot::float::f32_avx512_order`) or
 //! `ggml_vec_dot_f16` (`dot::float::f16_avx512_order`).
 //!
-//! [`tile_raw`] computes 4 weight rows x up to [`MAX_COLS`] activation rows in that order: 24
+//! [`Tiles::tile`] computes 4 weight rows x up to [`MAX_COLS`] activation rows in that order: 24
 //! accumulators of 16 lanes, each weight piece loaded (F16: and converted) once per tile step,
 //! the activations given as f32 (F16 ones widened beforehand: no conversion in the loop). The
 //! weights are read in place (no repacking). It equals the definition bit for bit (tests). Its
@@ -53,7 +53,7 @@ impl Elem for f16 {
     }
 }
 
-/// an output as upstream's `tinyBLAS<16, __m512, ...>` sums it (the definition [`tile_raw`] is
+/// an output as upstream's `tinyBLAS<16, __m512, ...>` sums it (the definition [`Tiles::tile`] is
 /// tested against): one accumulator of 16 lanes, lane l of piece p `fma(w[16p + l], x[16p + l],
 /// lane)`, pieces in order, then GCC's `_mm512_reduce_add_ps`. `k` a multiple of 16.
 pub fn sgemm_order<E: Elem>(w: &[E], x: &[E]) -> f32 {
@@ -144,8 +144,8 @@ pub fn exact(ty: GgmlType, k: &crate::kernels::Kernels) -> Option<Tiles> {
 /// as [`Tiles::tile`], on a CPU with AVX2, FMA and F16C
 #[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn tile_raw_avx2(ty: GgmlType, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
-    assert!(k.is_multiple_of(8) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
-    assert!(matches!(ty, GgmlType::F32 | GgmlType::F16), "sgemm::tile_raw: {} is not a tinyBLAS weight type", ty.name());
+    assert!(k.is_multiple_of(8) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm tiles: k = {k}, {} columns", x.len());
+    assert!(matches!(ty, GgmlType::F32 | GgmlType::F16), "sgemm tiles: {} is not a tinyBLAS weight type", ty.name());
     let mut xb = [std::ptr::null::<u8>(); MAX_COLS];
     for (d, p) in xb.iter_mut().zip(x) {
         *d = p.cast();
@@ -166,7 +166,7 @@ pub(crate) unsafe fn tile_raw_avx2(ty: GgmlType, w: *const u8, stride: usize, k:
 /// as [`Tiles::tile`], on a CPU with AVX-512 F/BW/VL
 #[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn tile_raw_512(ty: GgmlType, w: *const u8, stride: usize, k: usize, x: &[*const f32], out: &[*mut f32]) {
-    assert!(k.is_multiple_of(16) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm::tile_raw: k = {k}, {} columns", x.len());
+    assert!(k.is_multiple_of(16) && x.len() == out.len() && (1..=MAX_COLS).contains(&x.len()), "sgemm tiles: k = {k}, {} columns", x.len());
     // SAFETY: the caller's contract; the arrays hold exactly N pointers
     unsafe {
         macro_rules! go {
@@ -184,7 +184,7 @@ pub(crate) unsafe fn tile_raw_512(ty: GgmlType, w: *const u8, stride: usize, k: 
         match ty {
             GgmlType::F32 => go!(false),
             GgmlType::F16 => go!(true),
-            _ => panic!("sgemm::tile_raw: {} is not a tinyBLAS weight type", ty.name()),
+            _ => panic!("sgemm tiles: {} is not a tinyBLAS weight type", ty.name()),
         }
     }
 }
@@ -207,14 +207,14 @@ mod x86 {
 
     use crate::dot::x86::{hsum_ps, reduce_add_ps_gcc};
 
-    /// [`super::tile_raw`] at AVX2: the 4 rows as two passes of 2 rows over k, each against all
+    /// [`super::Tiles::tile`] at AVX2: the 4 rows as two passes of 2 rows over k, each against all
     /// the columns (up to 6; fewer: the last one repeated, its outputs written once): 12
     /// accumulators, 2 weight pieces loaded (F16: and converted) once per step, one column
     /// piece at a time. (4 rows × 3 columns, upstream's tile, needs all 16 registers and LLVM
     /// spilled and rotated them: 0.5× upstream's speed; 4 × 2 reached 0.82×.)
     ///
     /// # Safety
-    /// as [`super::tile_raw`] at AVX2, 1 ≤ `x.len()` = `out.len()` ≤ 6
+    /// as [`super::Tiles::tile`] at AVX2, 1 ≤ `x.len()` = `out.len()` ≤ 6
     #[target_feature(enable = "avx2,f16c,fma")]
     pub(super) unsafe fn tile8<const F16: bool, const XH: bool>(w: *const u8, stride: usize, k: usize, x: &[*const u8], out: &[*mut f32]) {
         let n = x.len();
@@ -267,10 +267,10 @@ mod x86 {
         }
     }
 
-    /// [`super::tile_raw`] for N columns of weights in f16 (`F16`) or f32
+    /// [`super::Tiles::tile`] for N columns of weights in f16 (`F16`) or f32
     ///
     /// # Safety
-    /// as [`super::tile_raw`]
+    /// as [`super::Tiles::tile`]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
     pub(super) unsafe fn tile<const N: usize, const F16: bool>(w: *const u8, stride: usize, k: usize, x: &[*const f32; N], out: &[*mut f32; N]) {
         let mut acc = [[_mm512_setzero_ps(); super::ROWS]; N];

@@ -128,10 +128,25 @@ pub fn has_avx512fp16() -> bool {
 }
 
 /// whether this process runs under user-mode emulation (qemu-user): an aarch64 build whose
-/// `/proc/cpuinfo` is an x86 kernel's. A few tests of the host kernel's behaviour (huge-page
-/// advice, which qemu-user accepts and drops) hold only natively.
+/// `/proc/cpuinfo` is an x86 kernel's, or an x86-64 build whose CPU is QEMU's TCG (its CPUID
+/// brand string; `qemu-x86_64 -cpu max` is an AVX2 machine without AVX-512, which the suite runs
+/// the AVX2 set on). A few tests of the host kernel's behaviour (huge-page advice, which
+/// qemu-user accepts and drops) hold only natively.
 pub fn emulated() -> bool {
-    cfg!(not(target_arch = "x86_64")) && std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| s.contains("vendor_id"))
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut brand = Vec::with_capacity(48);
+        for leaf in 0x8000_0002u32..=0x8000_0004 {
+            // SAFETY: CPUID exists on every x86-64 CPU; leaves past the maximum return zeros
+            let r = std::arch::x86_64::__cpuid(leaf);
+            for v in [r.eax, r.ebx, r.ecx, r.edx] {
+                brand.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        brand.windows(8).any(|w| w == b"QEMU TCG")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| s.contains("vendor_id"))
 }
 
 /// whether this is an AMD CPU (CPUID's vendor string "AuthenticAMD"): a few memory-access

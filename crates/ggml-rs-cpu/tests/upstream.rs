@@ -375,7 +375,7 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
 /// activations, then its `vec_dot` per row; within float rounding (2⁻¹⁸ · Σ|w·a|)
 /// SILU and SWIGLU rows as upstream's CPU computes them (its build's vector exp in blocks, libm
 /// for the tail), bit for bit: our rows at the level of the build loaded (AVX-512 for a native
-/// AVX-512 build, AVX2 for an AVX2 build: `ops::expf`'s two definitions; NEON for an aarch64
+/// AVX-512 build, AVX2 for an AVX2 build: `expf`'s two definitions; NEON for an aarch64
 /// build: AVX2's exp in blocks of 4)
 #[test]
 fn silu_and_swiglu_are_ggml_cpus_bit_for_bit() {

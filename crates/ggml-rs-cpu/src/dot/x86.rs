@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 
 /// sum of the 16 lanes in GCC's `_mm512_reduce_add_ps` order (upstream's native builds): the
 /// 256-bit halves added, then the 128-bit halves, then `(u0 + u2) + (u1 + u3)`; the same bits
-/// as `ops::expf::reduce_add16`
+/// as `crate::expf::reduce_add16`
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub(crate) fn reduce_add_ps_gcc(v: __m512) -> f32 {

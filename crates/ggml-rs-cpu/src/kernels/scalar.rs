@@ -8,7 +8,11 @@ pub(super) fn table() -> Kernels {
     Kernels {
         set: Level::Scalar,
         vec: VecF::SCALAR,
-        acc: AccOps::scalar(),
+        acc: AccOps {
+            // upstream's native build's f16 rule on this CPU, reproduced by every set
+            f16_native: crate::simd::has_avx512fp16(),
+            ..AccOps::scalar()
+        },
         dot: Dots::SCALAR,
         gemv: GemvKinds::ROWS,
         gemm: Gemms::NONE,

@@ -31,6 +31,10 @@ pub(super) fn plug(k: &mut Kernels) {
     a.mad16 = attn::mad16_512;
     // F16 accumulators' f16 part in AVX512-FP16 instructions where the CPU has them
     a.fp16 = crate::simd::has_avx512fp16();
+    // the prompt blocks' helpers in masked 512-bit vectors
+    a.live_bits = crate::accum::blocks512::live_bits;
+    a.dot_rows = [crate::accum::blocks512::dot_rows::<0>, crate::accum::blocks512::dot_rows::<1>, crate::accum::blocks512::dot_rows::<2>];
+    a.prep_row = crate::accum::blocks512::prep_row;
     // F32 / F16 / BF16 rows in upstream's AVX-512 orders; BF16 for flash attention as its native
     // build compiles `ggml_vec_dot_bf16` on this CPU (vdpbf16ps where there is AVX512-BF16)
     let d = &mut k.dot;

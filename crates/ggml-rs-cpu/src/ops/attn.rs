@@ -893,13 +893,13 @@ mod tests {
             let (max_bias, softcap) = (if case == 3 { 8.0 } else { 0.0 }, if case == 2 || case == 5 { 20.0 } else { 0.0 });
             let scale = 1.0 / (dk as f32).sqrt();
             // the blocks run where upstream takes its tiled path (64+ rows, K and V both F32 or
-            // both F16) and the kernels run AVX-512 (elsewhere, as under GGML_RS_CPU_SIMD=avx2,
-            // this checks the row paths, which round Q to K's dot type and accumulate an F16 V
-            // in f16)
-            let tiled = rows::path(&q.view, &k.view, kt, vt, crate::kernels::active()) == rows::Path::Tiled;
-            assert_eq!(tiled, kt == vt && kt != GgmlType::BF16 && n_q >= 64 && crate::simd::active() > crate::simd::Level::Scalar, "case {case}");
-            let blocks = tiled && crate::simd::active() >= crate::simd::Level::Avx512;
-            assert!(!blocks || tiles::applies(kt, vt, &q.view, &k.view, &v.view, crate::kernels::active(), threads), "case {case}");
+            // both F16) in a set with the float tiles (x86 from AVX2; elsewhere this checks the
+            // row paths, which round Q to K's dot type and accumulate an F16 V in f16)
+            let kern = crate::kernels::active();
+            let tiled = rows::path(&q.view, &k.view, kt, vt, kern) == rows::Path::Tiled;
+            assert_eq!(tiled, kt == vt && kt != GgmlType::BF16 && n_q >= 64 && !kern.is_reference(), "case {case}");
+            let blocks = tiled && kern.gemm.fgemm.is_some();
+            assert_eq!(blocks, tiled && tiles::applies(kt, vt, &q.view, &k.view, &v.view, kern, threads), "case {case}");
             let tol = match kt {
                 _ if blocks => 1e-4,
                 GgmlType::F32 if vt != GgmlType::F16 => 1e-5,

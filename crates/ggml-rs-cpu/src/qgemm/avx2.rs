@@ -15,7 +15,7 @@
 //!
 //! Register budget (16 ymm): the kernels keep a column's accumulators of one half (or one row
 //! pair) in registers, so they take at most [`COLS`] columns per call ([`COLS_PAIRED`] for the
-//! forms with more accumulators); [`super::tile_raw`] calls them on its columns in pieces.
+//! forms with more accumulators); [`super::TileFn`] calls them on its columns in pieces.
 
 use std::arch::x86_64::*;
 
@@ -98,7 +98,7 @@ unsafe fn store_rows(out: *mut f32, v: __m256, n: usize) {
 /// [`super::x86`]'s `tile`.
 ///
 /// # Safety
-/// as [`super::tile_raw`], with exactly `N` columns, blocks of `G` groups, mins if `MIN`
+/// as [`super::TileFn`], with exactly `N` columns, blocks of `G` groups, mins if `MIN`
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn tile<const N: usize, const G: usize, const MIN: bool, const Q8: bool, const FLUSH: usize>(
     w: *const u8,
@@ -144,7 +144,7 @@ pub(super) unsafe fn tile<const N: usize, const G: usize, const MIN: bool, const
 /// The k_pairs form (Q4_K in upstream's repacked GEMM order), as [`super::x86`]'s `k_pairs`.
 ///
 /// # Safety
-/// as [`super::tile_raw`], with exactly `N` columns of the k_pairs form (nb a multiple of 8)
+/// as [`super::TileFn`], with exactly `N` columns of the k_pairs form (nb a multiple of 8)
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn k_pairs<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
     const G: usize = 8;
@@ -199,7 +199,7 @@ pub(super) unsafe fn k_pairs<const N: usize>(w: *const u8, nb: usize, x: [*const
 /// `hsum_ps` sums them.
 ///
 /// # Safety
-/// as [`super::tile_raw`], with exactly `N` columns of the pairs form's prepared blocks
+/// as [`super::TileFn`], with exactly `N` columns of the pairs form's prepared blocks
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn pairs<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
     let bb = ROWS * 32 + ROWS * 4;

@@ -427,7 +427,7 @@ pub(crate) unsafe fn tile_raw_vnni(kind: Kind, w: *const u8, nb: usize, x: &[*co
                     6 => x86::tile::<6, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
                     7 => x86::tile::<7, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
                     8 => x86::tile::<8, $g, $m>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
-                    n => panic!("qgemm::tile_raw: {n} columns"),
+                    n => panic!("qgemm tiles: {n} columns"),
                 }
             };
         }
@@ -454,7 +454,7 @@ pub(crate) unsafe fn tile_raw_vnni(kind: Kind, w: *const u8, nb: usize, x: &[*co
                 6 => x86::k_pairs::<6>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
                 7 => x86::k_pairs::<7>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
                 8 => x86::k_pairs::<8>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
-                n => panic!("qgemm::tile_raw: {n} columns"),
+                n => panic!("qgemm tiles: {n} columns"),
             },
             (8, false, false) => cols!(8, false),
             (8, true, false) => cols!(8, true),
@@ -467,10 +467,10 @@ pub(crate) unsafe fn tile_raw_vnni(kind: Kind, w: *const u8, nb: usize, x: &[*co
                 6 => x86::q6_tiled::<6>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
                 7 => x86::q6_tiled::<7>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
                 8 => x86::q6_tiled::<8>(w, nb, x.try_into().unwrap(), aux.try_into().unwrap(), out.try_into().unwrap(), n_rows),
-                n => panic!("qgemm::tile_raw: {n} columns"),
+                n => panic!("qgemm tiles: {n} columns"),
             },
             (4, false, false) => cols!(4, false),
-            k => panic!("qgemm::tile_raw: no kernel for {k:?}"),
+            k => panic!("qgemm tiles: no kernel for {k:?}"),
         }
     }
 }
@@ -507,7 +507,7 @@ pub(crate) unsafe fn tile_raw_avx2(kind: Kind, w: *const u8, nb: usize, x: &[*co
         (8, false, false, false, false) => pieces!(avx2::COLS, tile::<8, false, false, 8>),
         (8, true, false, false, false) => pieces!(avx2::COLS, tile::<8, true, false, 8>),
         (4, false, false, false, false) if !kind.tiled => pieces!(avx2::COLS, tile::<4, false, false, 2>),
-        _ => panic!("qgemm::tile_raw: no AVX2 kernel for {kind:?}"),
+        _ => panic!("qgemm tiles: no AVX2 kernel for {kind:?}"),
     }
 }
 
@@ -521,7 +521,7 @@ mod x86 {
     /// output summed as [`crate::dot::q8_0::q8_0_q8_0_x86`] sums it.
     ///
     /// # Safety
-    /// as [`super::tile_raw`], with exactly `N` columns of the pairs form's prepared blocks
+    /// as [`super::TileFn`], with exactly `N` columns of the pairs form's prepared blocks
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
     pub(super) unsafe fn pairs<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
         let bb = ROWS * 32 + ROWS * 4;
@@ -595,7 +595,7 @@ mod x86 {
     /// super-block's exact i32; per super-block `r = f32(S) · f32(d)`, `acc = fma(r, dy, acc)`.
     ///
     /// # Safety
-    /// as [`super::tile_raw`], with exactly `N` columns of the tiled form (nb a multiple of 16)
+    /// as [`super::TileFn`], with exactly `N` columns of the tiled form (nb a multiple of 16)
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn q6_tiled<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
         const G: usize = 4;
@@ -664,7 +664,7 @@ mod x86 {
     /// column); at the end `acc - accm`.
     ///
     /// # Safety
-    /// as [`super::tile_raw`], with exactly `N` columns of the k_pairs form (nb a multiple of 8)
+    /// as [`super::TileFn`], with exactly `N` columns of the k_pairs form (nb a multiple of 8)
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn k_pairs<const N: usize>(w: *const u8, nb: usize, x: [*const i8; N], aux: [*const Aux; N], out: [*mut f32; N], n_rows: usize) {
         const G: usize = 8;
@@ -719,7 +719,7 @@ mod x86 {
     }
 
     /// # Safety
-    /// as [`super::tile_raw`], with exactly `N` columns, blocks of `G` groups, mins if `MIN`
+    /// as [`super::TileFn`], with exactly `N` columns, blocks of `G` groups, mins if `MIN`
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn tile<const N: usize, const G: usize, const MIN: bool>(
         w: *const u8,

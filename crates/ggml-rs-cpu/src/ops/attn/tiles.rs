@@ -7,7 +7,7 @@
 //!   32-position half of it or a sub-tile of 8 queries with nothing to see costs nothing (causal
 //!   masks: about half the tiles of a prompt);
 //! - the tile's K rows repacked 32 at a time (F16 / BF16 kept in 16 bits) and `S = Q·Kᵀ` by
-//!   [`crate::fgemm::tile_raw`], 8 queries per call;
+//!   the set's float tiles ([`crate::kernels::Gemms::fgemm`]), 8 queries per call;
 //! - per query row: `s·scale` (through `softcap·tanh` when soft-capped) plus `slope·mask`, the
 //!   running maximum, the accumulator rescaled when it grows, the row turned into weights
 //!   `exp(s - max)` and summed;
@@ -30,7 +30,7 @@ use crate::ops::View;
 /// queries per block (upstream's tiled CPU path takes 64 too)
 pub(super) const QB: usize = 64;
 /// KV positions per tile: two 32-row blocks of the GEMM, one bit each in a `u64`
-pub(super) const KB: usize = 64;
+pub(super) const KB: usize = crate::accum::KB;
 /// queries per GEMM call
 const SUB: usize = fgemm::MAX_COLS;
 const R: usize = fgemm::ROWS;
@@ -168,8 +168,8 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
                 all_n
             } else {
                 // SAFETY: positions ic0 .. ic0 + n of a packed F16 mask row of >= n_kv positions
-                // (refusal checks), AVX-512 (applies checks)
-                unsafe { live_bits(mrows[i].add(ic0 as usize), n) }
+                // (refusal checks)
+                unsafe { p.k.acc.live_bits(mrows[i].add(ic0 as usize), n) }
             };
             any |= live[i];
         }
@@ -184,8 +184,8 @@ pub(super) fn block(c: &Ctx, g: &Group, all: &mut [f32], w: &Work) {
             let k0 = k.row(ic0, ik2, ik3);
             for i in 0..nq {
                 // SAFETY: the tile's n <= KB packed K rows of dk elements of kt, nb[1] apart
-                // (refusal checks), live positions below n; AVX-512 (applies)
-                unsafe { dot_rows(kt, &a.q[i * dk..(i + 1) * dk], k0, k.nb[1], live[i], &mut a.s[i * KB..(i + 1) * KB]) };
+                // (refusal checks), live positions below n
+                unsafe { p.k.acc.dot_rows(kt, &a.q[i * dk..(i + 1) * dk], k0, k.nb[1], live[i], &mut a.s[i * KB..(i + 1) * KB]) };
             }
         }
         // the K rows of the halves someone sees, repacked
@@ -295,8 +295,8 @@ fn softmax_step(c: &Ctx, s: &mut [f32], live: u64, mrow: *const u16, slope: f32,
         scale = 1.0;
     }
     let mp = if mrow.is_null() { mrow } else { mrow.wrapping_add(ic0 as usize) };
-    // SAFETY: s holds KB floats; the mask row KB positions from ic0 where live (AVX-512: applies)
-    let tmax = unsafe { prep_row(s, live, mp, slope, scale, !super::rows::fast_order()) };
+    // SAFETY: s holds KB floats; the mask row KB positions from ic0 where live
+    let tmax = unsafe { p.k.acc.prep_row(s, live, mp, slope, scale, !super::rows::fast_order()) };
     if tmax == f32::NEG_INFINITY {
         s.fill(0.0);
         return;
@@ -315,154 +315,5 @@ fn softmax_step(c: &Ctx, s: &mut [f32], live: u64, mrow: *const u16, slope: f32,
         // upstream's tiled path: its softmax row (`ggml_vec_soft_max_f32`) over the 64 positions,
         // the sum joined in f64
         *l = (f64::from(*l) + p.k.vec.softmax_exp(s, *m)) as f32;
-    }
-}
-
-/// the positions 0..n (n <= 64) of a mask row that are not `-inf`, as bits
-///
-/// # Safety
-/// AVX-512 F/BW/VL; `p` readable for `n` 16-bit values
-unsafe fn live_bits(p: *const u16, n: usize) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: forwarded
-    unsafe {
-        x86::live_bits(p, n)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (p, n);
-        unreachable!("attn tiles: x86-64 only (applies)")
-    }
-}
-
-/// `out[j] = q · k_j` for each bit j of `live`, k_j the row of `q.len()` elements of `kt` (F32,
-/// F16 or BF16) at `k0 + j·stride`
-///
-/// # Safety
-/// AVX-512 F/BW/VL; every such row readable
-unsafe fn dot_rows(kt: GgmlType, q: &[f32], k0: *const u8, stride: usize, live: u64, out: &mut [f32]) {
-    assert!(out.len() >= KB, "attn tiles: a score row of {} floats", out.len());
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: forwarded; q holds the row's length, out KB floats
-    unsafe {
-        match kt {
-            GgmlType::F32 => x86::dot_rows::<0>(q.as_ptr(), q.len(), k0, stride, live, out.as_mut_ptr()),
-            GgmlType::F16 => x86::dot_rows::<1>(q.as_ptr(), q.len(), k0, stride, live, out.as_mut_ptr()),
-            _ => x86::dot_rows::<2>(q.as_ptr(), q.len(), k0, stride, live, out.as_mut_ptr()),
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (kt, q, k0, stride, live, out);
-        unreachable!("attn tiles: x86-64 only (applies)")
-    }
-}
-
-/// `s[j] = s[j]·scale + slope·mask[j]` where `live` has bit j, `-inf` elsewhere (KB positions);
-/// returns the row's maximum. `rounded`: `slope·mask` rounded before it is added (upstream's
-/// order), else one fused multiply-add
-///
-/// # Safety
-/// AVX-512 F/BW/VL; `s` holds KB floats; `mask` is null or readable at every live position
-unsafe fn prep_row(s: &mut [f32], live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
-    assert!(s.len() >= KB, "attn tiles: a score row of {} floats", s.len());
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: forwarded, length checked
-    unsafe {
-        x86::prep_row(s.as_mut_ptr(), live, mask, slope, scale, rounded)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (live, mask, slope, scale, rounded);
-        unreachable!("attn tiles: x86-64 only (applies)")
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    use super::KB;
-
-    /// F16's `-inf`
-    const NEG_INF_F16: u16 = 0xfc00;
-
-    /// the first `r` lanes of 32
-    fn lanes32(r: usize) -> __mmask32 {
-        if r >= 32 { u32::MAX } else { (1u32 << r) - 1 }
-    }
-
-    /// # Safety
-    /// AVX-512 F/BW/VL; `q` readable for `d` floats, `out` writable for 64, the row of `d`
-    /// elements at `k0 + j·stride` (stored as `W`: 0 f32, 1 f16, 2 bf16) readable for each bit j
-    /// of `live`
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-    pub(super) unsafe fn dot_rows<const W: u8>(q: *const f32, d: usize, k0: *const u8, stride: usize, live: u64, out: *mut f32) {
-        let eb = if W == 0 { 4 } else { 2 };
-        let mut bits = live;
-        while bits != 0 {
-            let j = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let k = k0.wrapping_add(j * stride);
-            let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-            let mut i = 0;
-            while i < d {
-                let m = if d - i >= 16 { 0xffff } else { ((1u32 << (d - i)) - 1) as __mmask16 };
-                // SAFETY: lanes past d are masked off
-                unsafe {
-                    let p = k.add(eb * i);
-                    let kv = match W {
-                        0 => _mm512_maskz_loadu_ps(m, p.cast()),
-                        1 => _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast())),
-                        _ => _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p.cast())))),
-                    };
-                    let qv = _mm512_maskz_loadu_ps(m, q.add(i));
-                    if (i / 16) % 2 == 0 {
-                        a0 = _mm512_fmadd_ps(qv, kv, a0);
-                    } else {
-                        a1 = _mm512_fmadd_ps(qv, kv, a1);
-                    }
-                }
-                i += 16;
-            }
-            // SAFETY: j < 64
-            unsafe { *out.add(j) = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) };
-        }
-    }
-
-    /// # Safety
-    /// AVX-512 F/BW/VL; `p` readable for `n <= 64` values
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    pub(super) unsafe fn live_bits(p: *const u16, n: usize) -> u64 {
-        let ninf = _mm512_set1_epi16(NEG_INF_F16 as i16);
-        let (k0, k1) = (lanes32(n), lanes32(n.saturating_sub(32)));
-        // SAFETY: the masked loads read the first n values only
-        let (a, b) = unsafe { (_mm512_maskz_loadu_epi16(k0, p.cast()), _mm512_maskz_loadu_epi16(k1, p.add(32).cast())) };
-        let lo = _mm512_mask_cmpneq_epi16_mask(k0, a, ninf);
-        let hi = _mm512_mask_cmpneq_epi16_mask(k1, b, ninf);
-        lo as u64 | (hi as u64) << 32
-    }
-
-    /// # Safety
-    /// as [`super::prep_row`], `s` KB floats
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-    pub(super) unsafe fn prep_row(s: *mut f32, live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
-        let (sc, sl, ninf) = (_mm512_set1_ps(scale), _mm512_set1_ps(slope), _mm512_set1_ps(f32::NEG_INFINITY));
-        let mut mx = ninf;
-        for t in 0..KB / 16 {
-            let k = (live >> (16 * t)) as __mmask16;
-            // SAFETY: s holds KB floats; the mask is read at live positions only
-            unsafe {
-                let mut x = _mm512_mul_ps(_mm512_loadu_ps(s.add(16 * t)), sc);
-                if !mask.is_null() {
-                    let mv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, mask.add(16 * t).cast()));
-                    x = if rounded { _mm512_add_ps(x, _mm512_mul_ps(mv, sl)) } else { _mm512_fmadd_ps(mv, sl, x) };
-                }
-                let x = _mm512_mask_blend_ps(k, ninf, x);
-                _mm512_storeu_ps(s.add(16 * t), x);
-                mx = _mm512_max_ps(mx, x);
-            }
-        }
-        _mm512_reduce_max_ps(mx)
     }
 }
