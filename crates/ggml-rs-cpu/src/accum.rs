@@ -503,6 +503,87 @@ pub(crate) mod blocks512 {
     }
 }
 
+/// The prompt blocks' mask helpers at AVX2 (+F16C, FMA): [`live_bits_def`] and [`prep_row_def`]
+/// bit for bit. AVX2 has no 16-bit masked loads, so a group of 8 positions is read as a vector
+/// only when all of it is readable (live_bits) or live (prep_row); other groups take the
+/// definition's per-element steps.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod blocks256 {
+    use std::arch::x86_64::*;
+
+    use super::{KB, NEG_INF_F16};
+
+    /// # Safety
+    /// AVX2; `p` readable for `n <= 64` values
+    #[target_feature(enable = "avx2")]
+    pub(crate) unsafe fn live_bits(p: *const u16, n: usize) -> u64 {
+        let ninf = _mm256_set1_epi16(NEG_INF_F16 as i16);
+        let n = n.min(KB);
+        let mut bits = 0u64;
+        let mut i = 0;
+        while i + 32 <= n {
+            // SAFETY: values i..i + 32 < n
+            let (a, b) = unsafe { (_mm256_loadu_si256(p.add(i).cast()), _mm256_loadu_si256(p.add(i + 16).cast())) };
+            // -inf lanes as 0xffff, packed to bytes (packs works per 128-bit half: a0 b0 a1 b1,
+            // put back in order by the 64-bit permute), one bit per value
+            let eq = _mm256_packs_epi16(_mm256_cmpeq_epi16(a, ninf), _mm256_cmpeq_epi16(b, ninf));
+            let eq = _mm256_permute4x64_epi64::<0b11_01_10_00>(eq);
+            bits |= u64::from(!(_mm256_movemask_epi8(eq) as u32)) << i;
+            i += 32;
+        }
+        // SAFETY: the values from i on, fewer than 32, below n
+        bits | unsafe { super::live_bits_def(p.add(i), n - i) } << i
+    }
+
+    /// # Safety
+    /// as [`super::AccOps::prep_row`], `s` KB floats
+    #[target_feature(enable = "avx2,f16c,fma")]
+    pub(crate) unsafe fn prep_row(s: *mut f32, live: u64, mask: *const u16, slope: f32, scale: f32, rounded: bool) -> f32 {
+        let (sc, sl, ninf) = (_mm256_set1_ps(scale), _mm256_set1_ps(slope), _mm256_set1_ps(f32::NEG_INFINITY));
+        let mut mx = ninf;
+        for t in 0..KB / 8 {
+            let byte = (live >> (8 * t)) as u8;
+            // SAFETY: s holds KB floats; the mask is read at live positions only (a whole group
+            // of 8 when all of it is live)
+            unsafe {
+                let p = s.add(8 * t);
+                let x = match byte {
+                    0 => ninf,
+                    0xff => {
+                        let x = _mm256_mul_ps(_mm256_loadu_ps(p), sc);
+                        if mask.is_null() {
+                            x
+                        } else {
+                            let mv = _mm256_cvtph_ps(_mm_loadu_si128(mask.add(8 * t).cast()));
+                            if rounded { _mm256_add_ps(x, _mm256_mul_ps(mv, sl)) } else { _mm256_fmadd_ps(mv, sl, x) }
+                        }
+                    }
+                    _ => {
+                        let mut v = [f32::NEG_INFINITY; 8];
+                        for (l, o) in v.iter_mut().enumerate() {
+                            if byte >> l & 1 == 1 {
+                                let x = p.add(l).read() * scale;
+                                *o = if mask.is_null() {
+                                    x
+                                } else {
+                                    let mv = half::f16::from_bits(mask.add(8 * t + l).read_unaligned()).to_f32();
+                                    if rounded { x + mv * slope } else { mv.mul_add(slope, x) }
+                                };
+                            }
+                        }
+                        _mm256_loadu_ps(v.as_ptr())
+                    }
+                };
+                _mm256_storeu_ps(p, x);
+                mx = _mm256_max_ps(mx, x);
+            }
+        }
+        let m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps::<1>(mx));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,8 +711,8 @@ mod tests {
             for rounded in [false, true] {
                 let s0: Vec<f32> = (0..KB).map(|_| r.f32_in(-8.0, 8.0)).collect();
                 let mask: Vec<u16> = (0..KB).map(|i| if i % 9 == 4 { ninf } else { half::f16::from_f32(r.f32_in(-3.0, 0.0)).to_bits() }).collect();
-                let live = r.next_u64();
-                for mp in [std::ptr::null(), mask.as_ptr()] {
+                let byte_runs = (0..8).filter(|_| !r.next_u64().is_multiple_of(3)).fold(0u64, |b, t| b | 0xff << (8 * t));
+                for (live, mp) in [r.next_u64(), u64::MAX, byte_runs].into_iter().flat_map(|l| [(l, std::ptr::null()), (l, mask.as_ptr())]) {
                     let (mut got, mut want) = (s0.clone(), s0.clone());
                     // SAFETY: KB floats; the mask KB values or null
                     let (mg, mw) =

@@ -28,6 +28,9 @@ pub(super) fn plug(k: &mut Kernels) {
     a.scale16 = attn::scale16_256;
     a.mad16 = attn::mad16_256;
     a.mad32 = attn::mad32_fma;
+    // the prompt blocks' mask helpers (their K dots stay the definition's order at AVX2)
+    a.live_bits = crate::accum::blocks256::live_bits;
+    a.prep_row = crate::accum::blocks256::prep_row;
     // MUL_MAT's row kernels in upstream's x86 orders (what its AVX2 build computes), which
     // repacks Q4_0 / Q4_K weights
     let d = &mut k.dot;

@@ -11,6 +11,7 @@ use super::copy::elem::{Scalar, block_align, chunk_range, is_contiguous, offset,
 use super::unary::kit::MIN_CHUNK_ELEMS;
 use super::{Exec, Family, Node, Op, OpError, View, raw_type};
 use crate::GgmlType;
+use crate::dot::gemv::{STRIDED_AHEAD, prefetch};
 use crate::dot::{Order, RowDot};
 use crate::kernels::Kernels;
 
@@ -250,6 +251,9 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         (nc0, nc1) = if nr0 > nr1 { (nth, 1) } else { (1, nth) };
     }
     let (dr0, dr1) = (nr0.div_ceil(nc0), nr1.div_ceil(nc1));
+    // rows with gaps between them (a permuted view: the K of a KV cache, one head's row every
+    // n_head_kv rows) are misses the hardware prefetchers do not see coming
+    let strided = a.nb[1] > w_len;
     exec.parallel(nc0 * nc1, |c| {
         let (c0, c1) = (c % nc0, c / nc0);
         let (ir0, ir1) = (chunk_range(c0, dr0, nr0), chunk_range(c1, dr1, nr1));
@@ -276,6 +280,9 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
                         continue;
                     }
                     for i in ib..(ib + bw).min(ir0.end) {
+                        if strided {
+                            prefetch(a.data.wrapping_add(w0 + (i + STRIDED_AHEAD) * a.nb[1]), w_len);
+                        }
                         // SAFETY: weight row i of the broadcast slab and the activation row j,
                         // whole rows (supports); dst element (i, j) is written by this chunk only
                         unsafe {

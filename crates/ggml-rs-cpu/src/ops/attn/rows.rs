@@ -23,6 +23,7 @@
 use super::{Areas, Ctx, Group, row_bytes, v_to_f32};
 use crate::GgmlType;
 use crate::accum::AccOps;
+use crate::dot::gemv::{STRIDED_AHEAD, prefetch};
 use crate::ops::View;
 use half::f16;
 
@@ -86,7 +87,13 @@ pub(super) fn row_pass(c: &Ctx, g: &Group, kv0: i64, kv1: i64, w: &mut Areas, op
     w.acc[..nq * dvu].fill(0.0);
     w.m_run[..nq].fill(f32::NEG_INFINITY);
     w.s_run[..nq].fill(0.0);
+    let (kb, vb) = (kt.row_size(dk as usize), vt.row_size(dvu));
     for ic in kv0..kv1 {
+        // K and V rows of one head sit a whole row of heads apart in a KV cache: each is a miss
+        // the hardware prefetchers do not see coming (STRIDED_AHEAD)
+        let ahead = ic + STRIDED_AHEAD as i64;
+        prefetch(k.row(ahead, ik2, ik3), kb);
+        prefetch(v.row(ahead, iv2, iv3), vb);
         let krow = row_bytes(k.row(ic, ik2, ik3), kt, dk);
         let vbytes = row_bytes(v.row(ic, iv2, iv3), vt, dv);
         let mut v_ready = f16v;
