@@ -531,8 +531,11 @@ pub(crate) mod blocks256 {
             bits |= u64::from(!(_mm256_movemask_epi8(eq) as u32)) << i;
             i += 32;
         }
-        // SAFETY: the values from i on, fewer than 32, below n
-        bits | unsafe { super::live_bits_def(p.add(i), n - i) } << i
+        if i < n {
+            // SAFETY: the values from i on, fewer than 32, below n
+            bits |= unsafe { super::live_bits_def(p.add(i), n - i) } << i;
+        }
+        bits
     }
 
     /// # Safety
