@@ -44,6 +44,8 @@ struct Options {
     int         n_ubatch   = 512;
     int         n_threads  = 2;
     std::string flash_attn = "off";  // explicit by default: "auto" would probe the device
+    std::string cache_type_k;        // -ctk / -ctv: the KV cache's types by ggml name (default f16)
+    std::string cache_type_v;
     std::string logits_path;
     std::string nodes_path;          // --nodes: the prompt's graph nodes and their hashes
     bool        vary_batch = false;
@@ -57,7 +59,7 @@ struct Options {
 void usage(FILE * to, const char * argv0) {
     std::fprintf(to,
         "usage: %s -m MODEL [-p PROMPT] [-n N_GEN] [-c N_CTX] [-b N_BATCH] [-ub N_UBATCH]\n"
-        "       [-fa on|off|auto] [-t THREADS] [--logits FILE] [--vary-batch] [-v]\n"
+        "       [-fa on|off|auto] [-ctk TYPE] [-ctv TYPE] [-t THREADS] [--logits FILE] [--vary-batch] [-v]\n"
         "       [--rpc HOST:PORT[,HOST:PORT...] -ngl N [-sm layer|tensor]] [--dev NAME -ngl N]\n"
         "\n"
         "  -m MODEL        GGUF model (loaded on the CPU only)\n"
@@ -67,6 +69,7 @@ void usage(FILE * to, const char * argv0) {
         "  -b N_BATCH      logical batch size; the prompt is fed in chunks of at most this (default 512)\n"
         "  -ub N_UBATCH    physical batch size (default 512)\n"
         "  -fa MODE        flash attention: on, off or auto (default off)\n"
+        "  -ctk, -ctv TYPE the KV cache's K / V type, a ggml type name (q8_0, q4_0, ...; default f16)\n"
         "  -t THREADS      threads for generation and batch processing (default 2)\n"
         "  --logits FILE   also write every evaluated position's logits, raw float32, in order\n"
         "  --nodes FILE    write every node of the prompt's graphs: index, name, op, type, shape,\n"
@@ -80,6 +83,17 @@ void usage(FILE * to, const char * argv0) {
         "  -sm MODE        layer: whole layers per device (default); tensor: tensors split across\n"
         "                  the devices (ggml's meta device, tensor parallelism)\n",
         argv0);
+}
+
+// the ggml type named `name` (ggml_type_name's spelling), or -1
+int type_by_name(const std::string & name) {
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        const char * n = ggml_type_name((ggml_type) t);
+        if (n && name == n) {
+            return t;
+        }
+    }
+    return -1;
 }
 
 bool parse_int(const char * s, int min_value, int & out) {
@@ -121,6 +135,8 @@ int parse_args(int argc, char ** argv, Options & o) {
         else if (a == "-ub")                   { ok = parse_int(v, 1, o.n_ubatch); }
         else if (a == "-t")                    { ok = parse_int(v, 1, o.n_threads); }
         else if (a == "-fa")                   { o.flash_attn = v; ok = o.flash_attn == "on" || o.flash_attn == "off" || o.flash_attn == "auto"; }
+        else if (a == "-ctk")                  { o.cache_type_k = v; ok = type_by_name(v) >= 0; }
+        else if (a == "-ctv")                  { o.cache_type_v = v; ok = type_by_name(v) >= 0; }
         else if (a == "--logits")              { o.logits_path = v; }
         else if (a == "--nodes")               { o.nodes_path = v; }
         else if (a == "--rpc")                 { o.rpc = v; }
@@ -489,6 +505,12 @@ int run(const Options & opt) {
                             : opt.flash_attn == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED
                                                       : LLAMA_FLASH_ATTN_TYPE_AUTO;
     cparams.no_perf         = true;
+    if (!opt.cache_type_k.empty()) {
+        cparams.type_k = (ggml_type) type_by_name(opt.cache_type_k);
+    }
+    if (!opt.cache_type_v.empty()) {
+        cparams.type_v = (ggml_type) type_by_name(opt.cache_type_v);
+    }
     s.ctx = llama_init_from_model(s.model, cparams);
     if (!s.ctx) {
         std::fprintf(stderr, "error: cannot create a context (n_ctx %d, n_batch %d, n_ubatch %d)\n",

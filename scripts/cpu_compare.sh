@@ -4,7 +4,7 @@
 # (llama-compare) and llama-perplexity on a fixed text, on both; one line per model.
 #
 #   scripts/cpu_compare.sh [-n N_GEN] [-c PPL_CTX] [--chunks N] [--max-error E] [--gen-report-only]
-#                          [--fa on|off|auto] [--long-prompt] [--no-ppl] [--calibrate] MODEL.gguf...
+#                          [--fa on|off|auto] [--cache-type T] [--long-prompt] [--no-ppl] [--calibrate] MODEL.gguf...
 #
 #   -n N_GEN       tokens generated greedily (default 64)
 #   -c PPL_CTX     llama-perplexity's context (default 128); --chunks caps its chunks (default all)
@@ -15,6 +15,7 @@
 #                  and AVX-512 builds already generate other tokens on them; see README)
 #   --fa MODE      llama-compare's flash attention (default off; llama.cpp's own default is auto,
 #                  which is on for the CPU; llama-perplexity always runs with its default)
+#   --cache-type T the KV cache's K and V type (llama-compare -ctk T -ctv T; default f16)
 #   --long-prompt  a prompt of 120 words of the text (over 64 tokens: the prompt's attention takes
 #                  upstream's tiled path) instead of the one-line default
 #   --no-ppl       generation only
@@ -34,7 +35,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-N_GEN=64 PPL_CTX=128 CHUNKS=-1 MAX_ERROR="" PPL=1 CALIBRATE=0 GATE_GEN=1 NODES=1 FA=off LONG=0
+N_GEN=64 PPL_CTX=128 CHUNKS=-1 MAX_ERROR="" PPL=1 CALIBRATE=0 GATE_GEN=1 NODES=1 FA=off LONG=0 CACHE=()
 MODEL_LIST=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -43,16 +44,17 @@ while [ $# -gt 0 ]; do
         --chunks) CHUNKS=$2; shift 2 ;;
         --max-error) MAX_ERROR=$2; shift 2 ;;
         --fa) FA=$2; shift 2 ;;
+        --cache-type) CACHE=(-ctk "$2" -ctv "$2"); shift 2 ;;
         --long-prompt) LONG=1; shift ;;
         --no-ppl) PPL=0; shift ;;
         --no-nodes) NODES=0; shift ;;
         --gen-report-only) GATE_GEN=0; shift ;;
         --calibrate) CALIBRATE=1; shift ;;
-        -*) sed -n '2,30p' "$0"; exit 2 ;;
+        -*) sed -n '2,31p' "$0"; exit 2 ;;
         *) MODEL_LIST+=("$1"); shift ;;
     esac
 done
-[ ${#MODEL_LIST[@]} -gt 0 ] || { sed -n '2,30p' "$0"; exit 2; }
+[ ${#MODEL_LIST[@]} -gt 0 ] || { sed -n '2,31p' "$0"; exit 2; }
 REF=${GGML_RS_CPU_REF_BIN:-$GGML_RS_BUILD_NATIVE/bin}
 OURS=${GGML_RS_CPU_OURS_BIN:-$GGML_RS_BUILD_RSCPU/bin}
 CALIB=${GGML_RS_CPU_CALIB_BIN:-$BUILD_STOCK/bin}
@@ -67,7 +69,7 @@ PROMPT="Once upon a time there was a little model that generated random text"
 gen() {
     local nodes=()
     [ "$NODES" = 1 ] && [[ "$2" =~ ^(ref|ours)$ ]] && nodes=(--nodes "$T/$2.nodes")
-    "$1/llama-compare" -m "$3" -n "$N_GEN" -t 2 -fa "$FA" -p "$PROMPT" --logits "$T/$2.bin" "${nodes[@]}" > "$T/$2.txt" 2> "$T/$2.err" \
+    "$1/llama-compare" -m "$3" -n "$N_GEN" -t 2 -fa "$FA" "${CACHE[@]}" -p "$PROMPT" --logits "$T/$2.bin" "${nodes[@]}" > "$T/$2.txt" 2> "$T/$2.err" \
         || { echo "llama-compare ($2) failed:"; tail -n 3 "$T/$2.err"; return 1; }
 }
 

@@ -21,7 +21,8 @@ import re
 import subprocess
 import sys
 
-COLUMNS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q5_1", "q4_K", "q6_K", "other", "-"]
+COLUMNS = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",
+           "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "mxfp4", "other", "-"]
 OWN = set(COLUMNS[:-2])
 
 

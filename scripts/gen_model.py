@@ -15,6 +15,8 @@ Sizes:
   medium  n_embd 512, 8 layers, 8 heads, n_ff 1536, vocab 32000, ctx 2048 (60.0M parameters)
   large   n_embd 2048, 8 layers, 16 heads / 8 KV heads, n_ff 5632, vocab 32000, ctx 2048 (~510M
           parameters: weights far larger than a GPU's L2, for the CUDA backend's bandwidth check)
+  moe     a mixture of experts (llama's Mixtral form): n_embd 512, 4 layers, 8 heads / 4 KV heads,
+          8 experts of n_ff 768, 2 used per token, vocab 32000 (MUL_MAT_ID; 73.7M parameters)
 
 Weights are N(0, 1/fan_in) (embeddings N(0, 1)), norms 1.0: activations stay O(1) and greedy
 generation produces varied tokens. The rows of <unk>, <s> and </s> in output.weight are zero, so
@@ -50,6 +52,9 @@ class Config:
     n_ff: int
     rms_eps: float = 1e-5
     rope_freq_base: float = 10000.0
+    # mixture of experts (llama's Mixtral form): n_expert FFNs of n_ff each, n_expert_used per token
+    n_expert: int = 0
+    n_expert_used: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -61,6 +66,9 @@ SIZES = {
     "tiny": Config(n_vocab=1024, n_ctx=512, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=172),
     "medium": Config(n_vocab=32000, n_ctx=2048, n_embd=512, n_layer=8, n_head=8, n_head_kv=8, n_ff=1536),
     "large": Config(n_vocab=32000, n_ctx=2048, n_embd=2048, n_layer=8, n_head=16, n_head_kv=8, n_ff=5632),
+    # rows of 512 / 768: whole K-quant and IQ super-blocks, so llama-quantize keeps every preset's types
+    "moe": Config(n_vocab=32000, n_ctx=2048, n_embd=512, n_layer=4, n_head=8, n_head_kv=4, n_ff=768,
+                  n_expert=8, n_expert_used=2),
 }
 
 QTYPES = {
@@ -165,6 +173,14 @@ def model_tensors(cfg: Config, seed: int):
         yield p + "attn_v.weight", random_matrix(seed, p + "attn_v.weight", n_kv, cfg.n_embd), False
         yield p + "attn_output.weight", random_matrix(seed, p + "attn_output.weight", cfg.n_embd, n_q), False
         yield p + "ffn_norm.weight", np.ones(cfg.n_embd, dtype=np.float32), True
+        if cfg.n_expert:
+            # the router stays f32 (as llama-quantize keeps it); the experts are 3-D [n_expert, rows, cols]
+            yield p + "ffn_gate_inp.weight", random_matrix(seed, p + "ffn_gate_inp.weight", cfg.n_expert, cfg.n_embd), True
+            for name, rows, cols in (("ffn_gate_exps", cfg.n_ff, cfg.n_embd), ("ffn_up_exps", cfg.n_ff, cfg.n_embd),
+                                     ("ffn_down_exps", cfg.n_embd, cfg.n_ff)):
+                m = random_matrix(seed, p + name + ".weight", cfg.n_expert * rows, cols)
+                yield p + name + ".weight", m.reshape(cfg.n_expert, rows, cols), False
+            continue
         yield p + "ffn_gate.weight", random_matrix(seed, p + "ffn_gate.weight", cfg.n_ff, cfg.n_embd), False
         yield p + "ffn_up.weight", random_matrix(seed, p + "ffn_up.weight", cfg.n_ff, cfg.n_embd), False
         yield p + "ffn_down.weight", random_matrix(seed, p + "ffn_down.weight", cfg.n_embd, cfg.n_ff), False
@@ -212,6 +228,9 @@ def write_model(cfg: Config, size: str, type_name: str, seed: int, out: str) -> 
     w.add_layer_norm_rms_eps(cfg.rms_eps)
     w.add_rope_dimension_count(cfg.head_dim)  # llama requires n_rot == head dim
     w.add_rope_freq_base(cfg.rope_freq_base)
+    if cfg.n_expert:
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
 
     tokens, scores, types = build_vocab(cfg.n_vocab)
     w.add_tokenizer_model("llama")

@@ -618,6 +618,13 @@ done
 # and AVX-512 builds: --calibrate prints that); medium ones by perplexity over the whole text (their
 # greedy tokens are near ties that upstream's two builds already break differently: printed, not
 # failed; over 8 chunks upstream's two builds already differ by 0.11% on medium q4_K)
+# whether our kernels sum in the order of upstream's native build here: an AVX-512 one without AMX
+# kernels (elsewhere it runs other float code)
+native_exact() {
+    local native_flags
+    native_flags=$(cat "$BUILD_NATIVE/ggml-rs-native-flags" 2>/dev/null)
+    grep -qw avx512f /proc/cpuinfo && { [ -n "$native_flags" ] || ! grep -qw amx_int8 /proc/cpuinfo; }
+}
 rscpu_models() {
     make_cpu_models || return 1
     local rc=0
@@ -626,12 +633,7 @@ rscpu_models() {
     # in AVX512-FP16 arithmetic where the CPU has it) in the bits of upstream's AVX-512 build: all ten models' logits are
     # identical where upstream's native build is an AVX-512 one without AMX kernels (elsewhere it
     # runs other float code: tiny f32 within the issue's 1e-4, the same checks as for the others)
-    local native_flags exact=0
-    native_flags=$(cat "$BUILD_NATIVE/ggml-rs-native-flags" 2>/dev/null)
-    if grep -qw avx512f /proc/cpuinfo && { [ -n "$native_flags" ] || ! grep -qw amx_int8 /proc/cpuinfo; }; then
-        exact=1
-    fi
-    if [ "$exact" = 1 ]; then
+    if native_exact; then
         "$ROOT/scripts/cpu_compare.sh" --max-error 1e-9 "$MODELS"/tiny-{f32,f16,q8_0,q4_0,q4_K}.gguf || rc=1
         "$ROOT/scripts/cpu_compare.sh" --max-error 1e-9 "$MODELS"/medium-{f32,f16,q8_0,q4_0,q4_K}.gguf || rc=1
         # flash attention on: one query row at a time (prompt under 64 tokens, decode under 512
@@ -647,6 +649,22 @@ rscpu_models() {
     return $rc
 }
 check "whole models on our core + our CPU backend vs upstream's native CPU (tokens, logits, perplexity)" rscpu_models
+# every llama-quantize preset of a type the backend computes (scripts/quant_presets.sh: 17 presets
+# of the medium and moe models, the mixture of experts through MUL_MAT_ID), and the quantized KV
+# caches with flash attention (llama.cpp then rotates Q, K and V by a Hadamard matrix: MUL_MAT's
+# FWHT path): logits within 1e-4 of upstream's native CPU, the same tokens
+rscpu_presets() {
+    make_cpu_models || return 1
+    local rc=0 c gate=(--max-error 1e-4) report=(--max-error 1e-4)
+    # where upstream's native build runs other float code (no AVX-512, or AMX): printed, not gated
+    native_exact || { gate=(--gen-report-only); report=(--report); }
+    "$ROOT/scripts/quant_presets.sh" "${report[@]}" || rc=1
+    for c in q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl; do
+        "$ROOT/scripts/cpu_compare.sh" --no-ppl -n 16 --fa on --cache-type "$c" "${gate[@]}" "$MODELS/medium-q8_0.gguf" | sed "s/^/-ctk $c: /" || rc=1
+    done
+    return $rc
+}
+check "llama-quantize's presets and quantized KV caches on our core + our CPU backend vs upstream's native CPU" rscpu_presets
 
 step "14. stable-diffusion.cpp: the image job"
 sd_setup() { "$ROOT/scripts/upstream.sh" build sd-stock && make_sd_model; }

@@ -8,6 +8,10 @@ pub const QK4_0: usize = 32;
 pub const QK5_0: usize = 32;
 pub const QK5_1: usize = 32;
 pub const QK8_1: usize = 32;
+pub const QK4_1: usize = 32;
+/// block size of IQ4_NL (and of IQ4_XS's sub-blocks)
+pub const QK4_NL: usize = 32;
+pub const QK_MXFP4: usize = 32;
 /// super-block size of the K-quants
 pub const QK_K: usize = 256;
 pub const K_SCALE_SIZE: usize = 12;
@@ -26,6 +30,95 @@ pub struct BlockQ8_0 {
 pub struct BlockQ4_0 {
     pub d: f16,
     pub qs: [u8; QK4_0 / 2],
+}
+
+/// 32 weights: 4-bit quants q (packed as in Q4_0), `x = d * q + m`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ4_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qs: [u8; QK4_1 / 2],
+}
+
+/// 32 weights: 4-bit indices into a fixed table of 16 non-uniform levels (`IQ4_NL_LEVELS`),
+/// `x = d * level[q]`, packed as in Q4_0
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq4Nl {
+    pub d: f16,
+    pub qs: [u8; QK4_NL / 2],
+}
+
+/// 256 weights in 8 sub-blocks of 32: IQ4_NL's levels with a 6-bit scale per sub-block
+/// (`x = d * (ls - 32) * level[q]`; the low 4 bits of `ls` in `scales_l`, two per byte, the high 2
+/// in `scales_h`, two bits per sub-block)
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq4Xs {
+    pub d: f16,
+    pub scales_h: u16,
+    pub scales_l: [u8; QK_K / 64],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// 32 weights: 4-bit E2M1 codes (packed as in Q4_0) with a shared power-of-two scale `e` (E8M0),
+/// `x = 2^(e - 127) * e2m1[q]`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockMxfp4 {
+    pub e: u8,
+    pub qs: [u8; QK_MXFP4 / 2],
+}
+
+/// 256 ternary weights, `x = d * (t - 1)` with t in {0, 1, 2}: 240 packed five to a byte in `qs`
+/// (base 3, scaled to a byte), the last 16 four to a byte in `qh`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockTq1_0 {
+    pub qs: [u8; (QK_K - 4 * QK_K / 64) / 5],
+    pub qh: [u8; QK_K / 64],
+    pub d: f16,
+}
+
+/// 256 ternary weights, `x = d * (t - 1)`, t in 2 bits
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockTq2_0 {
+    pub qs: [u8; QK_K / 4],
+    pub d: f16,
+}
+
+/// 256 weights in 16 sub-blocks of 16: `x = d * (sc & 15) * q - dmin * (sc >> 4)`, q 2 bits
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: f16,
+    pub dmin: f16,
+}
+
+/// 256 weights in 16 sub-blocks of 16: `x = d * (sc - 32) * (q - 4·!hbit)`, q's low 2 bits in
+/// `qs`, its high bit in `hmask`, the 6-bit scales packed into 12 bytes
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; 12],
+    pub d: f16,
+}
+
+/// 256 weights in 8 sub-blocks of 32: as Q4_K with a fifth bit per quant in `qh`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ5K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; K_SCALE_SIZE],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
 }
 
 /// 32 weights: 5-bit quants q, `x = d * (q - 16)`; the low 4 bits as in Q4_0 (element j in the
@@ -99,6 +192,15 @@ const _: () = assert!(size_of::<BlockQ8_1>() == 36);
 const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
+const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
+const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
+const _: () = assert!(size_of::<BlockMxfp4>() == 17);
+const _: () = assert!(size_of::<BlockTq1_0>() == 54);
+const _: () = assert!(size_of::<BlockTq2_0>() == 66);
+const _: () = assert!(size_of::<BlockQ2K>() == 84);
+const _: () = assert!(size_of::<BlockQ3K>() == 110);
+const _: () = assert!(size_of::<BlockQ5K>() == 176);
 
 /// A block type whose every bit pattern is a valid value and that has no padding, so a byte
 /// slice of the right length and alignment can be viewed as blocks and back.
@@ -123,6 +225,24 @@ unsafe impl Block for BlockQ4K {}
 unsafe impl Block for BlockQ6K {}
 // SAFETY: as above
 unsafe impl Block for BlockQ8K {}
+// SAFETY: as above
+unsafe impl Block for BlockQ4_1 {}
+// SAFETY: as above
+unsafe impl Block for BlockIq4Nl {}
+// SAFETY: as above (u16 is an integer)
+unsafe impl Block for BlockIq4Xs {}
+// SAFETY: as above
+unsafe impl Block for BlockMxfp4 {}
+// SAFETY: as above
+unsafe impl Block for BlockTq1_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockTq2_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ2K {}
+// SAFETY: as above
+unsafe impl Block for BlockQ3K {}
+// SAFETY: as above
+unsafe impl Block for BlockQ5K {}
 // SAFETY: plain numbers
 unsafe impl Block for f32 {}
 // SAFETY: repr(transparent) over u16

@@ -2,7 +2,7 @@
 //! sizes and the activation type each weight type's dot product pairs with (upstream's
 //! `vec_dot_type` in ggml-cpu.c).
 
-use crate::block::{BlockQ4_0, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, QK_K, QK4_0, QK5_0, QK5_1, QK8_0, QK8_1};
+use crate::block::*;
 
 /// A ggml tensor type; the discriminant is upstream's `enum ggml_type` value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -11,18 +11,27 @@ pub enum GgmlType {
     F32 = 0,
     F16 = 1,
     Q4_0 = 2,
+    Q4_1 = 3,
     Q5_0 = 6,
     Q5_1 = 7,
     Q8_0 = 8,
     Q8_1 = 9,
+    Q2K = 10,
+    Q3K = 11,
     Q4K = 12,
+    Q5K = 13,
     Q6K = 14,
     Q8K = 15,
+    Iq4Nl = 20,
+    Iq4Xs = 23,
     BF16 = 30,
+    Tq1_0 = 34,
+    Tq2_0 = 35,
+    Mxfp4 = 39,
 }
 
 impl GgmlType {
-    pub const ALL: [GgmlType; 11] = [
+    pub const ALL: [GgmlType; 20] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::BF16,
@@ -34,6 +43,15 @@ impl GgmlType {
         GgmlType::Q5_0,
         GgmlType::Q5_1,
         GgmlType::Q8_1,
+        GgmlType::Q4_1,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Q5K,
+        GgmlType::Iq4Nl,
+        GgmlType::Iq4Xs,
+        GgmlType::Tq1_0,
+        GgmlType::Tq2_0,
+        GgmlType::Mxfp4,
     ];
 
     /// the type upstream numbers `v`, if this crate has its block format
@@ -55,6 +73,15 @@ impl GgmlType {
             GgmlType::Q4K => "q4_K",
             GgmlType::Q6K => "q6_K",
             GgmlType::Q8K => "q8_K",
+            GgmlType::Q4_1 => "q4_1",
+            GgmlType::Q2K => "q2_K",
+            GgmlType::Q3K => "q3_K",
+            GgmlType::Q5K => "q5_K",
+            GgmlType::Iq4Nl => "iq4_nl",
+            GgmlType::Iq4Xs => "iq4_xs",
+            GgmlType::Tq1_0 => "tq1_0",
+            GgmlType::Tq2_0 => "tq2_0",
+            GgmlType::Mxfp4 => "mxfp4",
         }
     }
 
@@ -67,7 +94,11 @@ impl GgmlType {
             GgmlType::Q5_0 => QK5_0,
             GgmlType::Q5_1 => QK5_1,
             GgmlType::Q8_1 => QK8_1,
-            GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
+            GgmlType::Q4_1 => QK4_1,
+            GgmlType::Iq4Nl => QK4_NL,
+            GgmlType::Mxfp4 => QK_MXFP4,
+            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
+            GgmlType::Iq4Xs | GgmlType::Tq1_0 | GgmlType::Tq2_0 => QK_K,
         }
     }
 
@@ -84,6 +115,15 @@ impl GgmlType {
             GgmlType::Q4K => size_of::<BlockQ4K>(),
             GgmlType::Q6K => size_of::<BlockQ6K>(),
             GgmlType::Q8K => size_of::<BlockQ8K>(),
+            GgmlType::Q4_1 => size_of::<BlockQ4_1>(),
+            GgmlType::Q2K => size_of::<BlockQ2K>(),
+            GgmlType::Q3K => size_of::<BlockQ3K>(),
+            GgmlType::Q5K => size_of::<BlockQ5K>(),
+            GgmlType::Iq4Nl => size_of::<BlockIq4Nl>(),
+            GgmlType::Iq4Xs => size_of::<BlockIq4Xs>(),
+            GgmlType::Tq1_0 => size_of::<BlockTq1_0>(),
+            GgmlType::Tq2_0 => size_of::<BlockTq2_0>(),
+            GgmlType::Mxfp4 => size_of::<BlockMxfp4>(),
         }
     }
 
@@ -100,9 +140,10 @@ impl GgmlType {
             GgmlType::F32 => Some(GgmlType::F32),
             GgmlType::F16 => Some(GgmlType::F16),
             GgmlType::BF16 => Some(GgmlType::BF16),
-            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => Some(GgmlType::Q8_0),
-            GgmlType::Q5_1 => Some(GgmlType::Q8_1),
-            GgmlType::Q4K | GgmlType::Q6K => Some(GgmlType::Q8K),
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Iq4Nl | GgmlType::Mxfp4 => Some(GgmlType::Q8_0),
+            GgmlType::Q4_1 | GgmlType::Q5_1 => Some(GgmlType::Q8_1),
+            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => Some(GgmlType::Q8K),
+            GgmlType::Iq4Xs | GgmlType::Tq1_0 | GgmlType::Tq2_0 => Some(GgmlType::Q8K),
             GgmlType::Q8K | GgmlType::Q8_1 => None,
         }
     }

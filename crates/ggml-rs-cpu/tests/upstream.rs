@@ -23,8 +23,26 @@ use upstream_lib::Upstream;
 
 use upstream_lib::load_or_skip as upstream;
 
-const WEIGHT_TYPES: [GgmlType; 9] =
-    [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4K, GgmlType::Q6K];
+const WEIGHT_TYPES: [GgmlType; 18] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q4K,
+    GgmlType::Q6K,
+    GgmlType::Q2K,
+    GgmlType::Q3K,
+    GgmlType::Q5K,
+    GgmlType::Tq1_0,
+    GgmlType::Tq2_0,
+    GgmlType::Iq4Nl,
+    GgmlType::Iq4Xs,
+    GgmlType::Mxfp4,
+];
 
 /// rows that stress the rounding rules: model-like values, zeros, a constant, ties (.5 steps),
 /// tiny and huge magnitudes, one outlier, all negative, exact halves
@@ -49,6 +67,13 @@ fn test_rows(r: &mut XorShift, n: usize) -> Vec<Vec<f32>> {
     rows
 }
 
+/// upstream's aarch64 build (GCC, FMA in the baseline) fuses multiply-adds in the scale searches
+/// of the K-quants (`make_qkx2_quants`, `make_qx_quants`) and of IQ4_NL / IQ4_XS
+/// (`quantize_row_iq4_nl_impl`); ours give the unfused x86 build's bytes
+fn fused_search_on_aarch64(ty: GgmlType) -> bool {
+    cfg!(target_arch = "aarch64") && matches!(ty, GgmlType::Q2K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Iq4Nl | GgmlType::Iq4Xs)
+}
+
 #[test]
 fn type_sizes_match_upstream() {
     let Some(u) = upstream() else { return };
@@ -59,34 +84,38 @@ fn type_sizes_match_upstream() {
     }
 }
 
+/// `row` quantized by ours as `ggml_quantize_chunk` does it (IQ4_NL: its chunk form, which
+/// searches further than the type's from_float), asserted byte for byte upstream's (`what`
+/// names the row in the message)
+fn quantized_as_chunk(u: &Upstream, ty: GgmlType, row: &[f32], what: &str) -> AlignedBytes {
+    let n = row.len();
+    let mut theirs = AlignedBytes::zeroed(ty.row_size(n));
+    let mut ours = AlignedBytes::zeroed(ty.row_size(n));
+    u.quantize_chunk(ty as u32, row, n, &mut theirs);
+    if ty == GgmlType::Iq4Nl {
+        ggml_rs_cpu::quants::quantize_iq4_nl_chunk(row, block::as_blocks_mut(&mut ours, "iq4_nl"));
+    } else {
+        quantize_row(ty, row, &mut ours);
+    }
+    if let Some(at) = theirs.iter().zip(ours.iter()).position(|(a, b)| a != b) {
+        panic!("{} {what}: first different byte {at} (block {}): upstream {:#04x}, ours {:#04x}", ty.name(), at / ty.type_size(), theirs[at], ours[at]);
+    }
+    ours
+}
+
 #[test]
 fn quantize_is_byte_for_byte_upstreams() {
     let Some(u) = upstream() else { return };
     let mut r = XorShift::new(11);
     let mut compared = 0usize;
     for ty in WEIGHT_TYPES {
-        // upstream's aarch64 build (GCC, FMA in the baseline) fuses multiply-adds in the K-quant
-        // scale searches (`make_qkx2_quants`, `make_qx_quants`); ours are the unfused x86 build's
-        if cfg!(target_arch = "aarch64") && matches!(ty, GgmlType::Q4K | GgmlType::Q6K) {
+        if fused_search_on_aarch64(ty) {
             println!("SKIP {}: upstream's aarch64 build fuses its scale search's multiply-adds (ours: the x86 build's bytes)", ty.name());
             continue;
         }
         for n in [256, 4096] {
             for (k, row) in test_rows(&mut r, n).iter().enumerate() {
-                let mut theirs = AlignedBytes::zeroed(ty.row_size(n));
-                let mut ours = AlignedBytes::zeroed(ty.row_size(n));
-                u.quantize_chunk(ty as u32, row, n, &mut theirs);
-                quantize_row(ty, row, &mut ours);
-                if let Some(at) = theirs.iter().zip(ours.iter()).position(|(a, b)| a != b) {
-                    panic!(
-                        "{} row {k} (n={n}): first different byte {at} (block {}): upstream {:#04x}, ours {:#04x}",
-                        ty.name(),
-                        at / ty.type_size(),
-                        theirs[at],
-                        ours[at]
-                    );
-                }
-                compared += ours.len();
+                compared += quantized_as_chunk(&u, ty, row, &format!("row {k} (n={n})")).len();
             }
         }
     }
@@ -182,7 +211,14 @@ fn vec_dot_matches_ggml_cpus() {
                 let (mut wd, mut ad) = (vec![0f32; n], vec![0f32; n]);
                 dequantize_row(ty, &wq, &mut wd);
                 dequantize_row(ty.vec_dot_type().unwrap(), &aq, &mut ad);
-                let mag: f64 = wd.iter().zip(&ad).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum();
+                let mut mag: f64 = wd.iter().zip(&ad).map(|(x, y)| (*x as f64 * *y as f64).abs()).sum();
+                if matches!(ty, GgmlType::Tq1_0 | GgmlType::Tq2_0) {
+                    // upstream's x86 kernels sum `(t + 1)·a` per lane, subtract the activations'
+                    // sums and round each lane's product with `d` before the lanes are added: their
+                    // error scales with `d · Σ|a|`, even where every `t·a` is zero
+                    let wmax = wd.iter().fold(0f64, |m, v| m.max(v.abs() as f64));
+                    mag = mag.max(wmax * ad.iter().map(|v| v.abs() as f64).sum::<f64>());
+                }
                 for level in Level::available() {
                     let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq) as f64;
                     let err = (ours - theirs).abs() / mag.max(f64::MIN_POSITIVE);
@@ -306,7 +342,7 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
     let Some(u) = upstream() else { return };
     let mut r = XorShift::new(15);
     let n = 4096;
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K] {
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q2K, GgmlType::Q3K, GgmlType::Q5K] {
         for _ in 0..8 {
             // random quants, then the scales set to powers of two
             let mut wq = AlignedBytes::zeroed(ty.row_size(n));
@@ -331,7 +367,7 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
                         b[..2].copy_from_slice(&half::f16::from_f32(0.25).to_bits().to_le_bytes());
                     }
                 }
-                GgmlType::Q4K | GgmlType::Q6K => {
+                GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K => {
                     // quants of -3..3 and unit scales: every partial sum an integer below 2^24
                     for b in block::as_blocks_mut::<block::BlockQ8K>(&mut aq, "q8_K") {
                         b.d = 1.0;
@@ -348,6 +384,23 @@ fn vec_dot_integer_sums_equal_ggml_cpus() {
             match ty {
                 GgmlType::Q4K => {
                     for b in block::as_blocks_mut::<block::BlockQ4K>(&mut wq, "q4_K") {
+                        b.d = half::f16::from_f32(1.0);
+                        b.dmin = half::f16::from_f32(1.0);
+                    }
+                }
+                GgmlType::Q2K => {
+                    for b in block::as_blocks_mut::<block::BlockQ2K>(&mut wq, "q2_K") {
+                        b.d = half::f16::from_f32(1.0);
+                        b.dmin = half::f16::from_f32(1.0);
+                    }
+                }
+                GgmlType::Q3K => {
+                    for b in block::as_blocks_mut::<block::BlockQ3K>(&mut wq, "q3_K") {
+                        b.d = half::f16::from_f32(1.0);
+                    }
+                }
+                GgmlType::Q5K => {
+                    for b in block::as_blocks_mut::<block::BlockQ5K>(&mut wq, "q5_K") {
                         b.d = half::f16::from_f32(1.0);
                         b.dmin = half::f16::from_f32(1.0);
                     }
@@ -480,4 +533,325 @@ fn q6_k_vec_dot_is_ggml_cpus_x86_order_bit_for_bit() {
             }
         }
     }
+}
+
+/// Q2_K, Q3_K, Q5_K, TQ1_0 and TQ2_0 · Q8_K: every x86 set from avx2 up gives what ggml-cpu's
+/// vec_dot gives (its AVX2 branches, which its AVX2 and native builds both compile for these
+/// types) bit for bit, on the weights of [`test_rows`] and model-like activations
+#[test]
+fn k_and_ternary_vec_dots_are_ggml_cpus_x86_order_bit_for_bit() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(17);
+    let levels: Vec<Level> = Level::available().into_iter().filter(|l| *l >= Level::Avx2).collect();
+    if levels.is_empty() {
+        println!("SKIP: no AVX2 on this CPU");
+        return;
+    }
+    let (mut compared, mut reference_differs) = (0usize, 0usize);
+    for ty in [GgmlType::Q2K, GgmlType::Q3K, GgmlType::Q5K, GgmlType::Tq1_0, GgmlType::Tq2_0] {
+        for n in [256, 512, 4096, 11008] {
+            for (k, w) in test_rows(&mut r, n).iter().enumerate() {
+                let mut wq = AlignedBytes::zeroed(ty.row_size(n));
+                quantize_row(ty, w, &mut wq);
+                let a = r.model_like(n);
+                let aq = activations(ty, &a);
+                // the activations are ggml-cpu's own (its Q8_K from_float is the reference)
+                let mut theirs_aq = AlignedBytes::zeroed(aq.len());
+                u.cpu_from_float(GgmlType::Q8K as u32, &a, &mut theirs_aq);
+                assert!(*theirs_aq == *aq, "q8_K activations differ from ggml-cpu's from_float");
+                let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
+                // the scalar references sum in upstream's generic order: mostly other bits
+                let reference = ggml_rs_cpu::kernels::at(Level::Scalar).row_dot(ty).dot(&wq, &aq);
+                reference_differs += (reference.to_bits() != theirs.to_bits()) as usize;
+                for &level in &levels {
+                    let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq);
+                    assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {} n={n} row {k}: upstream {theirs}, ours {ours}", ty.name(), level.name());
+                    compared += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "{compared} dot products equal to ggml-cpu's vec_dot bit for bit ({} sets); the scalar references differ in {reference_differs} of {} rows",
+        levels.len(),
+        compared / levels.len()
+    );
+}
+
+/// MUL_MAT of Q2_K, Q3_K, Q5_K and Q6_K weights with 8 or more activation rows: upstream's
+/// tiled K-quant path, in its AVX2 build as in its native one (weights outside the repack
+/// buffer, as here), whose order is `kquants::q*_k_q8_k_tiled`'s (`q6_k::q6_k_q8_k_tiled`);
+/// checked bit for bit, and how often the row kernels' (vec_dot) order differs counted
+#[test]
+fn k_quant_prompt_mul_mat_is_the_tiled_order() {
+    if !cfg!(target_arch = "x86_64") {
+        println!("SKIP: upstream's tiled K-quant path is in its x86 builds only");
+        return;
+    }
+    use ggml_rs_cpu::dot::iq4::iq4_xs_q8_k_tiled;
+    use ggml_rs_cpu::dot::kquants::{q2_k_q8_k_tiled, q3_k_q8_k_tiled, q5_k_q8_k_tiled};
+    use ggml_rs_cpu::dot::q6_k::q6_k_q8_k_tiled;
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(18);
+    let (rows, k, cols) = (16usize, 4096usize, 8usize);
+    for ty in [GgmlType::Q2K, GgmlType::Q3K, GgmlType::Q5K, GgmlType::Q6K, GgmlType::Iq4Xs] {
+        let rs = ty.row_size(k);
+        let mut w = AlignedBytes::zeroed(rows * rs);
+        for i in 0..rows {
+            quantize_row(ty, &r.model_like(k), &mut w[i * rs..(i + 1) * rs]);
+        }
+        let x = r.model_like(k * cols);
+        let ctx = u.context(rows * rs + 4 * k * cols + 4 * rows * cols + (1 << 20), 4).expect("context");
+        let (a, b) = (ctx.new_tensor(ty as u32, [k as i64, rows as i64, 1, 1]), ctx.new_tensor(GgmlType::F32 as u32, [k as i64, cols as i64, 1, 1]));
+        // SAFETY: contiguous tensors of these sizes, not otherwise borrowed
+        unsafe {
+            upstream_lib::tensor_bytes(a).copy_from_slice(&w);
+            upstream_lib::tensor_bytes(b).copy_from_slice(block::as_bytes(&x));
+        }
+        let out = ctx.mul_mat(a, b);
+        assert_eq!(ctx.compute(ctx.graph(out), 1), 0, "upstream's compute");
+        // SAFETY: the result, rows · cols floats
+        let theirs: Vec<f32> = unsafe { upstream_lib::tensor_bytes(out) }.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect();
+        let (mut vec_dot_differs, mut n) = (0usize, 0usize);
+        for j in 0..cols {
+            let aq = activations(ty, &x[j * k..(j + 1) * k]);
+            let yb: &[block::BlockQ8K] = block::as_blocks(&aq, "q8_K");
+            for i in 0..rows {
+                let wr = &w[i * rs..(i + 1) * rs];
+                let tiled = match ty {
+                    GgmlType::Q2K => q2_k_q8_k_tiled(block::as_blocks(wr, "q2_K"), yb),
+                    GgmlType::Q3K => q3_k_q8_k_tiled(block::as_blocks(wr, "q3_K"), yb),
+                    GgmlType::Q5K => q5_k_q8_k_tiled(block::as_blocks(wr, "q5_K"), yb),
+                    GgmlType::Iq4Xs => iq4_xs_q8_k_tiled(block::as_blocks(wr, "iq4_xs"), yb),
+                    _ => q6_k_q8_k_tiled(block::as_blocks(wr, "q6_K"), yb),
+                };
+                let t = theirs[j * rows + i];
+                assert_eq!(tiled.to_bits(), t.to_bits(), "{} row {i} col {j}: upstream's MUL_MAT {t}, the tiled order {tiled}", ty.name());
+                vec_dot_differs += (u.vec_dot(ty as u32, k, wr, &aq).to_bits() != t.to_bits()) as usize;
+                n += 1;
+            }
+        }
+        println!("{}: {n} outputs of the tiled order bit for bit; vec_dot's order differs in {vec_dot_differs}", ty.name());
+    }
+}
+
+/// IQ4_NL, IQ4_XS and MXFP4 on rows at the edges of their scale arithmetic, byte for byte and
+/// dequantized bit for bit: MXFP4 blocks whose largest magnitude lies just below or at a power
+/// of two from 2⁻¹⁴⁹ to 2¹²⁷ (where `log2f` rounds up to the next integer, and where the scale
+/// byte leaves 0..=255 and upstream keeps the low byte of the truncating conversion), denormal
+/// and huge rows (scales overflowing f16, sums overflowing f32), mixed signs of zero, and the
+/// level table's exact ties
+#[test]
+fn iq4_and_mxfp4_edges_are_upstreams() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(21);
+    let n = 256;
+    let mut rows: Vec<Vec<f32>> = Vec::new();
+    // per block of 32 one exponent: the block's values model-like, its largest magnitude just
+    // below 2^k (or exactly 2^k for odd rows)
+    for (first, exact) in [(-149i32, false), (-149, true), (-110, false), (-40, false), (-40, true), (40, false), (96, false), (120, true)] {
+        let mut row = r.model_like(n);
+        for b in 0..n / 32 {
+            let k = (first + 4 * b as i32).min(127);
+            let p = 2f32.powi(k.max(-126)) * if k < -126 { 2f32.powi(k + 126) } else { 1.0 };
+            let top = if exact || p == 0.0 { p } else { f32::from_bits(p.to_bits() - 1) };
+            let bmax = row[32 * b..32 * b + 32].iter().fold(0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+            for v in &mut row[32 * b..32 * b + 32] {
+                *v = *v / bmax * top;
+            }
+            row[32 * b + b % 32] = if b % 2 == 0 { top } else { -top };
+        }
+        rows.push(row);
+    }
+    rows.push((0..n).map(|i| ((i % 64) as f32 - 31.5) * 1e-40).collect());
+    rows.push((0..n).map(|_| r.f32_in(-3e38, 3e38)).collect());
+    rows.push(
+        (0..n)
+            .map(|i| {
+                if i % 32 == 3 {
+                    f32::MAX
+                } else if i % 32 == 4 {
+                    -f32::MAX
+                } else {
+                    r.f32_in(-1e38, 1e38)
+                }
+            })
+            .collect(),
+    );
+    rows.push((0..n).map(|i| if i % 3 == 0 { -0.0 } else { 0.0 }).collect());
+    rows.push(
+        (0..n)
+            .map(|i| {
+                [-127.0f32, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0][i % 16]
+                    + if i % 5 == 0 { 0.5 } else { 0.0 }
+            })
+            .collect(),
+    );
+    rows.push((0..n).map(|i| (i % 9) as f32 * 0.25 - 1.0).collect());
+    let mut compared = 0usize;
+    for ty in [GgmlType::Iq4Nl, GgmlType::Iq4Xs, GgmlType::Mxfp4] {
+        if fused_search_on_aarch64(ty) {
+            println!("SKIP {}: upstream's aarch64 build fuses its scale search's multiply-adds", ty.name());
+            continue;
+        }
+        for (k, row) in rows.iter().enumerate() {
+            let ours = quantized_as_chunk(&u, ty, row, &format!("edge row {k}"));
+            compared += ours.len();
+            let (mut dt, mut d) = (vec![0f32; n], vec![0f32; n]);
+            u.to_float(ty as u32, &ours, &mut dt);
+            dequantize_row(ty, &ours, &mut d);
+            for i in 0..n {
+                assert_eq!(dt[i].to_bits(), d[i].to_bits(), "{} edge row {k} element {i}: upstream {} ours {}", ty.name(), dt[i], d[i]);
+            }
+        }
+    }
+    // every E8M0 byte and every code, dequantized
+    let mut all = AlignedBytes::zeroed(GgmlType::Mxfp4.row_size(256 * 32));
+    for (e, b) in all.chunks_exact_mut(17).enumerate() {
+        b[0] = e as u8;
+        for (j, q) in b[1..].iter_mut().enumerate() {
+            *q = (j as u8) | (((j as u8) ^ 0xf) << 4);
+        }
+    }
+    let (mut dt, mut d) = (vec![0f32; 256 * 32], vec![0f32; 256 * 32]);
+    u.to_float(GgmlType::Mxfp4 as u32, &all, &mut dt);
+    dequantize_row(GgmlType::Mxfp4, &all, &mut d);
+    for i in 0..d.len() {
+        assert_eq!(dt[i].to_bits(), d[i].to_bits(), "mxfp4 e={} element {}: upstream {} ours {}", i / 32, i % 32, dt[i], d[i]);
+    }
+    println!("iq4/mxfp4 edges: {compared} bytes equal to ggml_quantize_chunk's");
+}
+
+/// IQ4_NL, IQ4_XS and MXFP4 dot products on random weight bytes with power-of-two scales and
+/// small activations: every float operation exact, so ours at every level is ggml-cpu's to the bit
+#[test]
+fn iq4_and_mxfp4_integer_sums_equal_ggml_cpus() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(22);
+    for n in [256, 4096, 256 * 43] {
+        for ty in [GgmlType::Iq4Nl, GgmlType::Iq4Xs, GgmlType::Mxfp4] {
+            for _ in 0..8 {
+                let mut wq = AlignedBytes::zeroed(ty.row_size(n));
+                r.fill_bytes(&mut wq);
+                let a: Vec<f32> = (0..n).map(|_| r.i32_in(-3, 3) as f32).collect();
+                let mut aq = activations(ty, &a);
+                match ty {
+                    GgmlType::Iq4Nl => {
+                        for b in block::as_blocks_mut::<block::BlockIq4Nl>(&mut wq, "iq4_nl") {
+                            b.d = half::f16::from_f32(0.125);
+                        }
+                    }
+                    GgmlType::Mxfp4 => {
+                        for b in block::as_blocks_mut::<block::BlockMxfp4>(&mut wq, "mxfp4") {
+                            b.e = 127 + b.e % 4;
+                        }
+                    }
+                    _ => {
+                        for b in block::as_blocks_mut::<block::BlockIq4Xs>(&mut wq, "iq4_xs") {
+                            b.d = half::f16::from_f32(0.5);
+                        }
+                    }
+                }
+                if ty == GgmlType::Iq4Xs {
+                    for b in block::as_blocks_mut::<block::BlockQ8K>(&mut aq, "q8_K") {
+                        b.d = 0.25;
+                    }
+                } else {
+                    for b in aq.chunks_exact_mut(34) {
+                        b[..2].copy_from_slice(&half::f16::from_f32(0.25).to_bits().to_le_bytes());
+                    }
+                }
+                let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
+                for level in Level::available() {
+                    let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq);
+                    assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {} n={n}: upstream {theirs}, ours {ours}", ty.name(), level.name());
+                }
+            }
+        }
+    }
+}
+
+/// IQ4_NL, IQ4_XS and MXFP4 on model-like data: our kernels are ggml-cpu's x86 `vec_dot` bit
+/// for bit (its order: `dot::iq4`'s module text), odd block counts included: the avx2 and avx512
+/// sets against its AVX2 build (whose odd last block is one fma), the avx512vnni set against its
+/// native AVX-512 build (whose odd last block is rounded twice)
+#[test]
+fn iq4_and_mxfp4_vec_dot_is_ggml_cpus_x86_order_bit_for_bit() {
+    let Some(u) = upstream() else { return };
+    let levels: Vec<Level> = if u.avx512_build {
+        Level::available().into_iter().filter(|l| *l == Level::Avx512Vnni).collect()
+    } else {
+        Level::available().into_iter().filter(|l| matches!(l, Level::Avx2 | Level::Avx512)).collect()
+    };
+    if levels.is_empty() {
+        println!("SKIP: none of this CPU's sets sums in this build's order");
+        return;
+    }
+    let mut r = XorShift::new(23);
+    for ty in [GgmlType::Iq4Nl, GgmlType::Iq4Xs, GgmlType::Mxfp4] {
+        for n in [256, 256 + 32, 4096, 11008, 11008 + 32] {
+            if n % ty.block_size() != 0 {
+                continue;
+            }
+            for _ in 0..8 {
+                let (w, a) = (r.model_like(n), r.model_like(n));
+                let mut wq = AlignedBytes::zeroed(ty.row_size(n));
+                quantize_row(ty, &w, &mut wq);
+                let aq = activations(ty, &a);
+                let theirs = u.vec_dot(ty as u32, n, &wq, &aq);
+                for &level in &levels {
+                    let ours = ggml_rs_cpu::kernels::at(level).row_dot(ty).dot(&wq, &aq);
+                    assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {} n={n}: upstream {theirs}, ours {ours}", ty.name(), level.name());
+                }
+            }
+        }
+    }
+}
+
+/// every weight type's `from_float` of ggml-cpu (what SET_ROWS and CPY quantize with, a quantized
+/// KV cache among them) is our `quantize_row` byte for byte (IQ4_NL: its `_ref` form, which
+/// searches less than `ggml_quantize_chunk`), except the activation-side forms of Q8_0 / Q8_1 /
+/// Q8_K, compared in `activation_quantization_is_ggml_cpus`
+#[test]
+fn from_float_is_ggml_cpus() {
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(19);
+    let mut compared = 0usize;
+    for ty in WEIGHT_TYPES.into_iter().filter(|t| !matches!(t, GgmlType::F32 | GgmlType::Q8_0)) {
+        if fused_search_on_aarch64(ty) {
+            continue;
+        }
+        for row in test_rows(&mut r, 512).iter().take(24) {
+            let mut theirs = AlignedBytes::zeroed(ty.row_size(512));
+            let mut ours = AlignedBytes::zeroed(ty.row_size(512));
+            u.cpu_from_float(ty as u32, row, &mut theirs);
+            quantize_row(ty, row, &mut ours);
+            if ty == GgmlType::Iq4Nl {
+                // the levels of a block of scale 0 are whatever upstream's buffer held: values compared
+                let (mut a, mut b) = (vec![0f32; 512], vec![0f32; 512]);
+                u.to_float(ty as u32, &theirs, &mut a);
+                dequantize_row(ty, &ours, &mut b);
+                // (the sign of a zero from a zero scale is that of the leftover level)
+                if let Some(i) = a.iter().zip(&b).position(|(x, y)| x.to_bits() != y.to_bits() && !(*x == 0.0 && *y == 0.0)) {
+                    let bl = i / 32 * 18;
+                    panic!(
+                        "iq4_nl from_float element {i} differs: upstream {} ours {}; blocks {:?} vs {:?}",
+                        a[i],
+                        b[i],
+                        &theirs[bl..bl + 18],
+                        &ours[bl..bl + 18]
+                    );
+                }
+                for (bt, bo) in theirs.chunks_exact(ty.type_size()).zip(ours.chunks_exact(ty.type_size())) {
+                    if bt[..2] != [0, 0] {
+                        assert_eq!(bt, bo, "iq4_nl from_float block differs");
+                    }
+                }
+            } else {
+                assert!(*theirs == *ours, "{} from_float differs from ggml-cpu's", ty.name());
+            }
+            compared += ours.len();
+        }
+    }
+    println!("from_float: {compared} bytes equal to ggml-cpu's");
 }

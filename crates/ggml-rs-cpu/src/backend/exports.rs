@@ -504,27 +504,36 @@ macro_rules! traits {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits_cpu {
-    struct Table([ggml_type_traits_cpu; 11]);
+    struct Table([(GgmlType, ggml_type_traits_cpu); GgmlType::ALL.len()]);
     // SAFETY: function pointers and integers only, never written.
     unsafe impl Sync for Table {}
     static TABLE: Table = Table([
-        traits!(GgmlType::F32, dot),
-        traits!(GgmlType::F16, dot),
-        traits!(GgmlType::BF16, dot),
-        traits!(GgmlType::Q8_0, dot),
-        traits!(GgmlType::Q4_0, dot),
-        traits!(GgmlType::Q4K, dot),
-        traits!(GgmlType::Q6K, dot),
-        traits!(GgmlType::Q8K),
-        traits!(GgmlType::Q5_0, dot),
-        traits!(GgmlType::Q5_1, dot),
-        traits!(GgmlType::Q8_1),
+        (GgmlType::F32, traits!(GgmlType::F32, dot)),
+        (GgmlType::F16, traits!(GgmlType::F16, dot)),
+        (GgmlType::BF16, traits!(GgmlType::BF16, dot)),
+        (GgmlType::Q8_0, traits!(GgmlType::Q8_0, dot)),
+        (GgmlType::Q4_0, traits!(GgmlType::Q4_0, dot)),
+        (GgmlType::Q4_1, traits!(GgmlType::Q4_1, dot)),
+        (GgmlType::Q5_0, traits!(GgmlType::Q5_0, dot)),
+        (GgmlType::Q5_1, traits!(GgmlType::Q5_1, dot)),
+        (GgmlType::Q2K, traits!(GgmlType::Q2K, dot)),
+        (GgmlType::Q3K, traits!(GgmlType::Q3K, dot)),
+        (GgmlType::Q4K, traits!(GgmlType::Q4K, dot)),
+        (GgmlType::Q5K, traits!(GgmlType::Q5K, dot)),
+        (GgmlType::Q6K, traits!(GgmlType::Q6K, dot)),
+        (GgmlType::Iq4Nl, traits!(GgmlType::Iq4Nl, dot)),
+        (GgmlType::Iq4Xs, traits!(GgmlType::Iq4Xs, dot)),
+        (GgmlType::Tq1_0, traits!(GgmlType::Tq1_0, dot)),
+        (GgmlType::Tq2_0, traits!(GgmlType::Tq2_0, dot)),
+        (GgmlType::Mxfp4, traits!(GgmlType::Mxfp4, dot)),
+        (GgmlType::Q8K, traits!(GgmlType::Q8K)),
+        (GgmlType::Q8_1, traits!(GgmlType::Q8_1)),
     ]);
     /// every other type: no conversion, no dot product (upstream's zero entries)
-    static NONE: Table = Table([ggml_type_traits_cpu { from_float: None, vec_dot: None, vec_dot_type: 0, nrows: 0 }; 11]);
-    guard("ggml_get_type_traits_cpu", &NONE.0[0], || match GgmlType::from_raw(ty) {
-        Some(t) => &TABLE.0[GgmlType::ALL.iter().position(|a| *a == t).expect("ALL lists every type")],
-        None => &NONE.0[0],
+    static NONE: ggml_type_traits_cpu = ggml_type_traits_cpu { from_float: None, vec_dot: None, vec_dot_type: 0, nrows: 0 };
+    guard("ggml_get_type_traits_cpu", &NONE, || match TABLE.0.iter().find(|(t, _)| *t as c_int == ty) {
+        Some((_, traits)) => traits,
+        None => &NONE,
     })
 }
 

@@ -26,11 +26,15 @@
 
 pub mod float;
 pub mod gemv;
+pub mod iq4;
+pub mod kquants;
 pub mod neon;
+pub mod q4_1;
 pub mod q4_k;
 pub mod q5;
 pub mod q6_k;
 pub mod q8_0;
+pub mod tq;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -38,7 +42,13 @@ pub(crate) mod x86;
 pub(crate) mod tests;
 
 use crate::GgmlType;
-use crate::block::as_blocks;
+use crate::block::{
+    BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ8_0, BlockQ8_1, BlockQ8K, BlockTq1_0, BlockTq2_0, as_blocks,
+};
+
+/// a dot product of weight blocks `W` with activation blocks `A` (the types added after the
+/// first nine, which have one kernel per set: their definition, or a set's SIMD form)
+pub type BlockDot<W, A> = fn(&[W], &[A]) -> f32;
 
 /// The order of float operations a MUL_MAT output is summed in, by where upstream's CPU would
 /// compute it (see [`Order::repacked`], [`Order::for_row`]).
@@ -63,16 +73,21 @@ pub enum Order {
     RepackGemv,
     /// a repacked weight's GEMM rows (the first `ne11 - ne11 % 4` of a plane)
     RepackGemm,
+    /// upstream's tiled K-quant path (`ggml-cpu/tiled`: MUL_MATs of Q2_K / Q3_K / Q5_K / Q6_K /
+    /// IQ4_XS weights with 8 or more activation rows, weights not repacked; per super-block
+    /// `r = d·f32(I)`, less `dmin·f32(M)` in one fma, then `acc = fma(r, dy, acc)`)
+    Tiled,
 }
 
 impl Order {
     /// Whether upstream would run this MUL_MAT in its repacked kernels (x86, AVX2 or above:
-    /// [`Dots::repacks`]): weights `wt` Q4_0 or Q4_K, 2-D (`ne02 = ne03 = 1`), `ne01 % 8 == 0`
+    /// [`Dots::repacks`]): weights `wt` Q4_0, Q4_K, IQ4_NL or MXFP4 (Q2_K too where
+    /// [`Dots::repacks_q2_k`]), 2-D (`ne02 = ne03 = 1`), `ne01 % 8 == 0`
     /// (upstream's `ggml_repack_get_optimal_repack_type`), F32 activations with `ne13 == 1` (its
     /// supports_op and forward_mul_mat). Not in the scalar set (use_ref, `GGML_RS_CPU_SIMD=scalar`:
     /// the reference stays `vec_dot`'s), nor with `GGML_RS_CPU_ORDER=fast` ([`vec_dot_only`]).
     pub fn repacked(wt: GgmlType, ne01: i64, ne02: i64, ne03: i64, src1_f32: bool, ne13: i64, dots: &Dots) -> bool {
-        matches!(wt, GgmlType::Q4_0 | GgmlType::Q4K)
+        (matches!(wt, GgmlType::Q4_0 | GgmlType::Q4K | GgmlType::Iq4Nl | GgmlType::Mxfp4) || (wt == GgmlType::Q2K && dots.repacks_q2_k))
             && dots.repacks
             && ne01 > 0
             && ne01 % 8 == 0
@@ -115,6 +130,15 @@ pub enum RowDot {
     Q5_1(q5::Q5_1Dot),
     Q4K(q4_k::Q4KDot),
     Q6K(q6_k::Q6KDot),
+    Q4_1(BlockDot<BlockQ4_1, BlockQ8_1>),
+    Q2K(BlockDot<BlockQ2K, BlockQ8K>),
+    Q3K(BlockDot<BlockQ3K, BlockQ8K>),
+    Q5K(BlockDot<BlockQ5K, BlockQ8K>),
+    Iq4Nl(BlockDot<BlockIq4Nl, BlockQ8_0>),
+    Iq4Xs(BlockDot<BlockIq4Xs, BlockQ8K>),
+    Tq1_0(BlockDot<BlockTq1_0, BlockQ8K>),
+    Tq2_0(BlockDot<BlockTq2_0, BlockQ8K>),
+    Mxfp4(BlockDot<BlockMxfp4, BlockQ8_0>),
 }
 
 /// The row kernels of one kernel set ([`crate::kernels::Kernels::dot`]): a dot product per weight
@@ -134,20 +158,51 @@ pub struct Dots {
     pub q5_1: q5::Q5_1Dot,
     pub q4_k: q4_k::Q4KDot,
     pub q6_k: q6_k::Q6KDot,
+    pub q4_1: BlockDot<BlockQ4_1, BlockQ8_1>,
+    pub q2_k: BlockDot<BlockQ2K, BlockQ8K>,
+    pub q3_k: BlockDot<BlockQ3K, BlockQ8K>,
+    pub q5_k: BlockDot<BlockQ5K, BlockQ8K>,
+    pub iq4_nl: BlockDot<BlockIq4Nl, BlockQ8_0>,
+    pub iq4_xs: BlockDot<BlockIq4Xs, BlockQ8K>,
+    pub tq1_0: BlockDot<BlockTq1_0, BlockQ8K>,
+    pub tq2_0: BlockDot<BlockTq2_0, BlockQ8K>,
+    pub mxfp4: BlockDot<BlockMxfp4, BlockQ8_0>,
     /// Q4_0 in upstream's repacked order, GEMV and GEMM rows alike ([`q8_0::q4_0_q8_0_repack`])
     pub q4_0_repack: q8_0::Q4_0Dot,
+    /// IQ4_NL and MXFP4 in upstream's repacked order, GEMV and GEMM rows alike
+    /// ([`iq4::iq4_nl_q8_0_repack`], [`iq4::mxfp4_q8_0_repack`])
+    pub iq4_nl_repack: BlockDot<BlockIq4Nl, BlockQ8_0>,
+    pub mxfp4_repack: BlockDot<BlockMxfp4, BlockQ8_0>,
+    /// Q2_K in upstream's repacked GEMV and GEMM orders ([`kquants::q2_k_q8_k_gemv`],
+    /// [`kquants::q2_k_q8_k_gemm`])
+    pub q2_k_gemv: BlockDot<BlockQ2K, BlockQ8K>,
+    pub q2_k_gemm: BlockDot<BlockQ2K, BlockQ8K>,
     /// Q4_K in upstream's repacked GEMV order ([`q4_k::q4_k_q8_k_gemv`])
     pub q4_k_gemv: q4_k::Q4KDot,
     /// Q4_K in upstream's repacked GEMM order ([`q4_k::q4_k_q8_k_gemm`])
     pub q4_k_gemm: q4_k::Q4KDot,
     /// Q6_K in the order of upstream's tiled K-quant path ([`q6_k::q6_k_q8_k_tiled`])
     pub q6_k_tiled: q6_k::Q6KDot,
+    /// Q2_K, Q3_K, Q5_K in the order of that path ([`kquants::q2_k_q8_k_tiled`] and beside it)
+    pub q2_k_tiled: BlockDot<BlockQ2K, BlockQ8K>,
+    pub q3_k_tiled: BlockDot<BlockQ3K, BlockQ8K>,
+    pub q5_k_tiled: BlockDot<BlockQ5K, BlockQ8K>,
+    /// IQ4_XS in that order ([`iq4::iq4_xs_q8_k_tiled`])
+    pub iq4_xs_tiled: BlockDot<BlockIq4Xs, BlockQ8K>,
     /// upstream's build of this set repacks Q4_0 / Q4_K weights and sums them in the repacked
     /// orders ([`Order::repacked`]): its x86 builds from AVX2
     pub repacks: bool,
+    /// upstream's build of this set also repacks Q2_K weights (`q2_K_8x8`): its builds for
+    /// AVX-512 (`ggml_cpu_has_avx512` answers what the build was compiled for)
+    pub repacks_q2_k: bool,
     /// upstream's build of this set runs Q6_K products of 8 or more activation rows through its
-    /// tiled K-quant path ([`q6_k::tiled_order_applies`]): its native AVX-512 VNNI build
+    /// tiled K-quant path ([`q6_k::tiled_order_applies`]): its native AVX-512 VNNI build (its
+    /// AVX2 build does too, which our avx2 set does not follow yet: its Q6_K prompt tiles have no
+    /// tiled form)
     pub q6_k_tiled_path: bool,
+    /// upstream's build of this set runs Q2_K / Q3_K / Q5_K / IQ4_XS products of 8 or more
+    /// activation rows through its tiled K-quant path ([`Order::Tiled`]): its x86 builds from AVX2
+    pub kquant_tiled_path: bool,
 }
 
 impl Dots {
@@ -163,21 +218,50 @@ impl Dots {
         q5_1: q5::q5_1_q8_1_reference,
         q4_k: q4_k::q4_k_q8_k_reference,
         q6_k: q6_k::q6_k_q8_k_reference,
+        q4_1: q4_1::q4_1_q8_1_reference,
+        q2_k: kquants::q2_k_q8_k_reference,
+        q3_k: kquants::q3_k_q8_k_reference,
+        q5_k: kquants::q5_k_q8_k_reference,
+        iq4_nl: iq4::iq4_nl_q8_0_reference,
+        iq4_xs: iq4::iq4_xs_q8_k_reference,
+        tq1_0: tq::tq1_0_q8_k_reference,
+        tq2_0: tq::tq2_0_q8_k_reference,
+        mxfp4: iq4::mxfp4_q8_0_reference,
         q4_0_repack: q8_0::q4_0_q8_0_repack,
+        iq4_nl_repack: iq4::iq4_nl_q8_0_repack,
+        q2_k_gemv: kquants::q2_k_q8_k_gemv,
+        q2_k_gemm: kquants::q2_k_q8_k_gemm,
+        mxfp4_repack: iq4::mxfp4_q8_0_repack,
         q4_k_gemv: q4_k::q4_k_q8_k_gemv,
         q4_k_gemm: q4_k::q4_k_q8_k_gemm,
         q6_k_tiled: q6_k::q6_k_q8_k_tiled,
+        q2_k_tiled: kquants::q2_k_q8_k_tiled,
+        q3_k_tiled: kquants::q3_k_q8_k_tiled,
+        q5_k_tiled: kquants::q5_k_q8_k_tiled,
+        iq4_xs_tiled: iq4::iq4_xs_q8_k_tiled,
         repacks: false,
+        repacks_q2_k: false,
         q6_k_tiled_path: false,
+        kquant_tiled_path: false,
     };
 
     /// the kernel for weights of type `ty` summing in `order` (the repack orders exist for Q4_0
-    /// and Q4_K; any other type, or [`Order::VecDot`], sums in `ggml_vec_dot_*`'s order)
+    /// and Q4_K, the tiled one for Q2_K / Q3_K / Q5_K / Q6_K; any other type, or
+    /// [`Order::VecDot`], sums in `ggml_vec_dot_*`'s order)
     pub fn row(&self, ty: GgmlType, order: Order) -> RowDot {
         match (ty, order) {
             (GgmlType::Q4_0, Order::RepackGemv | Order::RepackGemm) => RowDot::Q4_0(self.q4_0_repack),
+            (GgmlType::Iq4Nl, Order::RepackGemv | Order::RepackGemm) => RowDot::Iq4Nl(self.iq4_nl_repack),
+            (GgmlType::Mxfp4, Order::RepackGemv | Order::RepackGemm) => RowDot::Mxfp4(self.mxfp4_repack),
+            (GgmlType::Q2K, Order::RepackGemv) => RowDot::Q2K(self.q2_k_gemv),
+            (GgmlType::Q2K, Order::RepackGemm) => RowDot::Q2K(self.q2_k_gemm),
             (GgmlType::Q4K, Order::RepackGemv) => RowDot::Q4K(self.q4_k_gemv),
             (GgmlType::Q4K, Order::RepackGemm) => RowDot::Q4K(self.q4_k_gemm),
+            (GgmlType::Q2K, Order::Tiled) => RowDot::Q2K(self.q2_k_tiled),
+            (GgmlType::Q3K, Order::Tiled) => RowDot::Q3K(self.q3_k_tiled),
+            (GgmlType::Q5K, Order::Tiled) => RowDot::Q5K(self.q5_k_tiled),
+            (GgmlType::Q6K, Order::Tiled) => RowDot::Q6K(self.q6_k_tiled),
+            (GgmlType::Iq4Xs, Order::Tiled) => RowDot::Iq4Xs(self.iq4_xs_tiled),
             (GgmlType::F32, _) => RowDot::F32(self.f32),
             (GgmlType::F16, _) => RowDot::F16(self.f16),
             (GgmlType::BF16, _) => RowDot::Bf16(self.bf16),
@@ -187,6 +271,15 @@ impl Dots {
             (GgmlType::Q5_1, _) => RowDot::Q5_1(self.q5_1),
             (GgmlType::Q4K, _) => RowDot::Q4K(self.q4_k),
             (GgmlType::Q6K, _) => RowDot::Q6K(self.q6_k),
+            (GgmlType::Q4_1, _) => RowDot::Q4_1(self.q4_1),
+            (GgmlType::Q2K, _) => RowDot::Q2K(self.q2_k),
+            (GgmlType::Q3K, _) => RowDot::Q3K(self.q3_k),
+            (GgmlType::Q5K, _) => RowDot::Q5K(self.q5_k),
+            (GgmlType::Iq4Nl, _) => RowDot::Iq4Nl(self.iq4_nl),
+            (GgmlType::Iq4Xs, _) => RowDot::Iq4Xs(self.iq4_xs),
+            (GgmlType::Tq1_0, _) => RowDot::Tq1_0(self.tq1_0),
+            (GgmlType::Tq2_0, _) => RowDot::Tq2_0(self.tq2_0),
+            (GgmlType::Mxfp4, _) => RowDot::Mxfp4(self.mxfp4),
             (GgmlType::Q8K | GgmlType::Q8_1, _) => panic!("Dots::row: {} is an activation type only, it has no dot product as weights", ty.name()),
         }
     }
@@ -197,55 +290,31 @@ impl RowDot {
     /// two rows must hold the same number of elements)
     #[inline]
     pub fn dot(&self, x: &[u8], y: &[u8]) -> f32 {
-        fn same<A, B>(x: &[A], y: &[B], what: &str) {
-            assert_eq!(x.len(), y.len(), "vec_dot {what}: weight row has {} blocks, activation row {}", x.len(), y.len());
+        /// views both rows as blocks (checked: whole blocks, aligned, the same count) and calls `f`
+        fn call<W: crate::block::Block, A: crate::block::Block>(f: fn(&[W], &[A]) -> f32, x: &[u8], y: &[u8], what: &str) -> f32 {
+            let (a, b) = (as_blocks::<W>(x, what), as_blocks::<A>(y, what));
+            assert_eq!(a.len(), b.len(), "vec_dot {what}: weight row has {} blocks, activation row {}", a.len(), b.len());
+            f(a, b)
         }
         match *self {
-            RowDot::F32(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot f32"), as_blocks(y, "vec_dot f32"));
-                same::<f32, f32>(a, b, "f32");
-                f(a, b)
-            }
-            RowDot::F16(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot f16"), as_blocks(y, "vec_dot f16"));
-                same::<half::f16, half::f16>(a, b, "f16");
-                f(a, b)
-            }
-            RowDot::Bf16(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot bf16"), as_blocks(y, "vec_dot bf16"));
-                same::<half::bf16, half::bf16>(a, b, "bf16");
-                f(a, b)
-            }
-            RowDot::Q8_0(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q8_0"), as_blocks(y, "vec_dot q8_0 activations"));
-                same(a, b, "q8_0");
-                f(a, b)
-            }
-            RowDot::Q4_0(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q4_0"), as_blocks(y, "vec_dot q4_0 activations"));
-                same(a, b, "q4_0");
-                f(a, b)
-            }
-            RowDot::Q5_0(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q5_0"), as_blocks(y, "vec_dot q5_0 activations"));
-                same(a, b, "q5_0");
-                f(a, b)
-            }
-            RowDot::Q5_1(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q5_1"), as_blocks(y, "vec_dot q5_1 activations"));
-                same(a, b, "q5_1");
-                f(a, b)
-            }
-            RowDot::Q4K(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q4_K"), as_blocks(y, "vec_dot q4_K activations"));
-                same(a, b, "q4_K");
-                f(a, b)
-            }
-            RowDot::Q6K(f) => {
-                let (a, b) = (as_blocks(x, "vec_dot q6_K"), as_blocks(y, "vec_dot q6_K activations"));
-                same(a, b, "q6_K");
-                f(a, b)
-            }
+            RowDot::F32(f) => call(f, x, y, "f32"),
+            RowDot::F16(f) => call(f, x, y, "f16"),
+            RowDot::Bf16(f) => call(f, x, y, "bf16"),
+            RowDot::Q8_0(f) => call(f, x, y, "q8_0"),
+            RowDot::Q4_0(f) => call(f, x, y, "q4_0"),
+            RowDot::Q5_0(f) => call(f, x, y, "q5_0"),
+            RowDot::Q5_1(f) => call(f, x, y, "q5_1"),
+            RowDot::Q4K(f) => call(f, x, y, "q4_K"),
+            RowDot::Q6K(f) => call(f, x, y, "q6_K"),
+            RowDot::Q4_1(f) => call(f, x, y, "q4_1"),
+            RowDot::Q2K(f) => call(f, x, y, "q2_K"),
+            RowDot::Q3K(f) => call(f, x, y, "q3_K"),
+            RowDot::Q5K(f) => call(f, x, y, "q5_K"),
+            RowDot::Iq4Nl(f) => call(f, x, y, "iq4_nl"),
+            RowDot::Iq4Xs(f) => call(f, x, y, "iq4_xs"),
+            RowDot::Tq1_0(f) => call(f, x, y, "tq1_0"),
+            RowDot::Tq2_0(f) => call(f, x, y, "tq2_0"),
+            RowDot::Mxfp4(f) => call(f, x, y, "mxfp4"),
         }
     }
 }

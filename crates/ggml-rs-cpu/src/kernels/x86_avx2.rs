@@ -5,7 +5,7 @@
 use super::Kernels;
 use crate::accum::x86 as attn;
 use crate::dot::gemv::Kind;
-use crate::dot::{float, q4_k, q5, q6_k, q8_0};
+use crate::dot::{float, iq4, kquants, q4_1, q4_k, q5, q6_k, q8_0, tq};
 use crate::expf::x86 as expf;
 use crate::vecf::x86 as vecf;
 
@@ -42,12 +42,31 @@ pub(super) fn plug(k: &mut Kernels) {
     d.q4_0 = tf2!(q8_0::x86::q4_0_q8_0_avx2);
     d.q5_0 = tf2!(q5::x86::q5_0_q8_0_avx2);
     d.q5_1 = tf2!(q5::x86::q5_1_q8_1_avx2);
+    d.q4_1 = tf2!(q4_1::x86::q4_1_q8_1_avx2);
     d.q4_k = tf2!(q4_k::x86::q4_k_q8_k_avx2);
     d.q6_k = tf2!(q6_k::x86::q6_k_q8_k_x86_avx2);
+    d.q2_k = tf2!(kquants::x86::q2_k_q8_k_avx2);
+    d.q3_k = tf2!(kquants::x86::q3_k_q8_k_avx2);
+    d.q5_k = tf2!(kquants::x86::q5_k_q8_k_avx2);
+    d.tq1_0 = tf2!(tq::x86::tq1_0_q8_k_avx2);
+    d.tq2_0 = tf2!(tq::x86::tq2_0_q8_k_avx2);
+    d.iq4_nl = tf2!(iq4::x86::iq4_nl_q8_0_avx2);
+    d.iq4_xs = tf2!(iq4::x86::iq4_xs_q8_k_avx2);
+    d.mxfp4 = tf2!(iq4::x86::mxfp4_q8_0_avx2);
     d.q4_0_repack = tf2!(q8_0::x86::q4_0_q8_0_repack_avx2);
+    d.iq4_nl_repack = tf2!(iq4::x86::iq4_nl_q8_0_repack_avx2);
+    d.mxfp4_repack = tf2!(iq4::x86::mxfp4_q8_0_repack_avx2);
     d.q4_k_gemv = tf2!(q4_k::x86::q4_k_q8_k_gemv_avx2);
     d.q4_k_gemm = tf2!(q4_k::x86::q4_k_q8_k_gemm_avx2);
     d.q6_k_tiled = tf2!(q6_k::x86::q6_k_q8_k_tiled_avx2);
+    d.q2_k_tiled = tf2!(kquants::x86::q2_k_q8_k_tiled_avx2);
+    d.q3_k_tiled = tf2!(kquants::x86::q3_k_q8_k_tiled_avx2);
+    d.q5_k_tiled = tf2!(kquants::x86::q5_k_q8_k_tiled_avx2);
+    d.iq4_xs_tiled = tf2!(iq4::x86::iq4_xs_q8_k_tiled_avx2);
+    d.q2_k_gemv = tf2!(kquants::x86::q2_k_q8_k_gemv_avx2);
+    d.q2_k_gemm = tf2!(kquants::x86::q2_k_q8_k_gemm_avx2);
+    // upstream's AVX2 build runs Q2_K / Q3_K / Q5_K prompts through its tiled K-quant path
+    d.kquant_tiled_path = true;
     d.repacks = true;
     let g = &mut k.gemv;
     g.q4_k = Kind::Q4KAvx2;

@@ -10,6 +10,8 @@ use crate::expf::x86 as expf;
 use crate::vecf::x86 as vecf;
 
 pub(super) fn plug(k: &mut Kernels) {
+    // upstream's builds for AVX-512 repack Q2_K weights (q2_K_8x8; its ggml_cpu_has_avx512 is the build's)
+    k.dot.repacks_q2_k = true;
     let v = &mut k.vec;
     v.mad_f32 = vecf::mad_f32_512;
     v.mad_f16 = vecf::mad_f16_512;
@@ -60,6 +62,9 @@ pub(super) fn plug_vnni(k: &mut Kernels) {
     d.q4_0 = tf2!(q8_0::x86::q4_0_q8_0_vnni);
     // upstream's native build runs Q6_K prompts through its tiled K-quant path
     d.q6_k_tiled_path = true;
+    // its native build rounds the odd last block of IQ4_NL / MXFP4 twice (the AVX2 build fuses)
+    d.iq4_nl = tf2!(crate::dot::iq4::x86::iq4_nl_q8_0_native);
+    d.mxfp4 = tf2!(crate::dot::iq4::x86::mxfp4_q8_0_native);
     let g = &mut k.gemv;
     g.q4_0 = Kind::Q4_0Vnni;
     g.q8_0 = Kind::Q8_0Vnni;

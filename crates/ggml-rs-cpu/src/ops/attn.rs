@@ -1,12 +1,13 @@
 //! Family `attn`: FLASH_ATTN_EXT.
 //!
-//! Q is F32; K and V are F32, F16, BF16, Q8_0 or Q4_0 (rows packed); the optional mask is F16 (its
+//! Q is F32; K and V are of any type with a dot product (F32, F16, BF16, the quantized types;
+//! rows packed); the optional mask is F16 (its
 //! row is the query's, dims 2 and 3 broadcast), the optional sinks (src4) F32 per head. Op params:
 //! [0] scale, [1] max_bias (ALiBi), [2] logit soft-cap, [3] precision (default or F32: both
 //! accumulate in f32 here). The output is upstream's permuted layout: [DV, n_head, n_q, n_seq].
 //!
 //! As upstream's CPU: each query row is converted once to K's `vec_dot_type` (F16 for F16 K, Q8_0
-//! for Q8_0 / Q4_0 K, quantized as upstream's CPU quantizes activations) and dotted with the K rows
+//! for Q8_0 / Q4_0 / IQ4_NL K, Q8_1 for Q4_1 / Q5_1 K, quantized as upstream's CPU quantizes activations) and dotted with the K rows
 //! by the same dot kernels MUL_MAT uses (BF16: in upstream native's `ggml_vec_dot_bf16` order,
 //! `kernels::Kernels::dot`'s `bf16_native`); the scores are `s·scale` (through `softcap·tanh` when
 //! soft-capped) plus `slope·mask`; a masked `-inf` position is skipped. The sink joins the
@@ -23,7 +24,7 @@ use super::unary::kit::{f32_row_mut, max_chunks, par_ranges_c, set};
 use super::{Exec, Family, Node, Op, OpError, Scratch, View, raw_type};
 use crate::GgmlType;
 use crate::dot::RowDot;
-use crate::quants::{dequantize_row, quantize_row, quantize_row_q8_0_cpu};
+use crate::quants::dequantize_row;
 
 mod rows;
 mod tiles;
@@ -43,10 +44,10 @@ const TILE: usize = 64;
 const _: () = assert!(TILE <= 256, "tile positions are kept in a u8");
 
 fn kv_type(v: &View) -> Option<GgmlType> {
-    match v.block_type()? {
-        t @ (GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 | GgmlType::Q4_0) => Some(t),
-        _ => None,
-    }
+    // every type with a dot product (upstream's CPU takes any: K through its vec_dot, V
+    // through its to_float), not the activation-only Q8_K / Q8_1
+    let t = v.block_type()?;
+    t.vec_dot_type().map(|_| t)
 }
 
 fn refusal(node: &Node) -> Option<&'static str> {
@@ -404,11 +405,9 @@ fn convert_queries(c: &Ctx, g: &Group, w: &mut Areas, tiled: bool) {
         let words = &mut w.qbuf[a * q_words..(a + 1) * q_words];
         // SAFETY: this chunk's own f32 words seen as bytes (any bit pattern is valid for both)
         let qb = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, qbytes) };
-        if qt == GgmlType::Q8_0 {
-            quantize_row_q8_0_cpu(qf, crate::block::as_blocks_mut(qb, "flash_attn_ext q as q8_0"));
-        } else {
-            quantize_row(qt, qf, qb);
-        }
+        // as upstream's CPU quantizes activations (Q8_0, Q8_1: its x86 forms)
+        // SAFETY: `qb` is this query's own words, `qt.row_size(dk)` bytes, 4-aligned
+        unsafe { super::copy::elem::quantize_from_as(qt, qf, qb.as_mut_ptr(), false) };
     }
 }
 
@@ -679,6 +678,7 @@ fn run_split_kv(ctx: &Ctx, exec: &mut Exec, work: &Work) {
 mod tests {
     use super::super::unary::kit::testkit::*;
     use super::*;
+    use crate::quants::quantize_row;
     use crate::rng::XorShift;
 
     /// attention from its definition, in f64, with K and V as the kernel reads them (after

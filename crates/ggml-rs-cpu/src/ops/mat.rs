@@ -195,10 +195,14 @@ unsafe fn dot(kern: &RowDot, w: *const u8, w_len: usize, x: *const u8, x_len: us
 
 fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, d) = (*node.src(0)?, *node.src(1)?, node.dst);
+    if fwht::applies(&a, &b, &d, &node.params) && !exec.kernels().is_reference() {
+        fwht::compute(&b, &d, exec);
+        return Ok(());
+    }
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
     let vdt = wt.vec_dot_type().expect("weights have a vec_dot type");
     let kern = exec.kernels();
-    let (repacked, q6_k_tiled) = match plan(&a, &b, wt, kern) {
+    let (repacked, tiled) = match plan(&a, &b, wt, kern) {
         MatPlan::Qgemm { kind, repacked } => {
             let tiles = kern.gemm.qgemm.expect("the plan takes the int8 tiles of a set that has them");
             mul_mat_qgemm(&a, &b, &d, wt, node.packed, (kind, tiles), repacked, exec);
@@ -214,7 +218,7 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             mul_mat_fgemm(&a, &b, &d, wt, (tile, kern.gemm.fgemm_repack16), exec);
             return Ok(());
         }
-        MatPlan::Rows { repacked, q6_k_tiled } => (repacked, q6_k_tiled),
+        MatPlan::Rows { repacked, tiled } => (repacked, tiled),
     };
     // F16 / BF16 activations of F32 weights are widened to F32 (upstream does the same)
     let acts = prepare_activations_as(&b, vdt, repacked, exec);
@@ -230,9 +234,9 @@ fn mul_mat(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         let ra = g.row_align();
         g.is_multi_row() && w_len > 0 && [a.data as usize, a.nb[1], a.nb[2], a.nb[3]].iter().all(|v| v.is_multiple_of(ra))
     });
-    if q6_k_tiled {
+    if tiled {
         // 8 or more activation rows: upstream's tiled K-quant path's order, row by row
-        kerns[0] = RowDot::Q6K(kern.dot.q6_k_tiled);
+        kerns[0] = kern.dot.row(wt, Order::Tiled);
         multis[0] = false;
     }
     let align = block_align(wt);
@@ -309,8 +313,8 @@ pub enum MatPlan {
     /// the float tiles ([`crate::fgemm`]: BF16, and F32 / F16 under `GGML_RS_CPU_ORDER=fast`)
     Fgemm,
     /// the row kernels: `ggml_vec_dot_*`'s order, or by row upstream's repacked GEMV / GEMM
-    /// orders (`repacked`), Q6_K in its tiled path's order (`q6_k_tiled`)
-    Rows { repacked: bool, q6_k_tiled: bool },
+    /// orders (`repacked`), Q2_K / Q3_K / Q5_K / Q6_K / IQ4_XS in its tiled path's order (`tiled`)
+    Rows { repacked: bool, tiled: bool },
 }
 
 /// the plan of a MUL_MAT of weights `a` (type `wt`) and activations `b` with the kernels `k`
@@ -330,15 +334,21 @@ pub fn plan(a: &View, b: &View, wt: GgmlType, k: &Kernels) -> MatPlan {
         None if k.gemm.fgemm.is_some() && use_fgemm(a, b, wt) => return MatPlan::Fgemm,
         None => {}
     }
-    MatPlan::Rows { repacked, q6_k_tiled: q6_k_tiled(b, wt, &k.dot) }
+    // repacked weights never take the tiled path (upstream's takes only plain ones)
+    MatPlan::Rows { repacked, tiled: !repacked && tiled(b, wt, &k.dot) }
 }
 
-/// Q6_K weights that upstream's native build hands to its tiled K-quant path (8 or more
-/// activation rows, F32 or Q8_K; [`crate::dot::q6_k::tiled_order_applies`]); the qgemm tiles
-/// of Q6_K sum in that order too (their `tiled` form), whatever `GGML_RS_CPU_ORDER`
-fn q6_k_tiled(b: &View, wt: GgmlType, dots: &crate::dot::Dots) -> bool {
+/// weights that upstream's build hands to its tiled K-quant path ([`Order::Tiled`]): 8 or more
+/// activation rows, F32 or Q8_K; Q6_K where [`crate::dot::q6_k::tiled_order_applies`] (the
+/// qgemm tiles of Q6_K sum in that order too: their `tiled` form, whatever `GGML_RS_CPU_ORDER`),
+/// Q2_K / Q3_K / Q5_K / IQ4_XS where the set's [`crate::dot::Dots::kquant_tiled_path`] says so
+fn tiled(b: &View, wt: GgmlType, dots: &crate::dot::Dots) -> bool {
     let src1_ok = b.ty == raw_type::F32 || b.ty == GgmlType::Q8K as i32;
-    wt == GgmlType::Q6K && crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, dots)
+    match wt {
+        GgmlType::Q6K => crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, dots),
+        GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs => b.ne[1] >= 8 && src1_ok && dots.kquant_tiled_path,
+        _ => false,
+    }
 }
 
 /// activation rows from which the tiled GEMM beats the row kernels (below, repacking the
@@ -863,5 +873,6 @@ fn out_prod(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     Ok(())
 }
 
+mod fwht;
 #[cfg(test)]
 mod tests;

@@ -4,22 +4,42 @@
 //! same order, no fused multiply-add (ggml-base is built without it), the same rounding helpers.
 //! The integration test `tests/upstream.rs` checks the bytes against upstream's library.
 
+mod iq4;
+mod mxfp4;
+mod q2_k;
+mod q3_k;
 mod q4_0;
+mod q4_1;
 mod q4_k;
 mod q5;
+mod q5_k;
 mod q6_k;
 pub(crate) mod q8_0;
 pub(crate) mod q8_k;
 mod search;
+mod tq;
 
+pub(crate) use iq4::{IQ4_NL_LEVELS, iq4_xs_scale};
+pub use iq4::{dequantize_row_iq4_nl, dequantize_row_iq4_xs, quantize_iq4_nl_chunk, quantize_row_iq4_nl, quantize_row_iq4_xs};
+pub(crate) use mxfp4::{E2M1_DOUBLED, e8m0_to_f32_half};
+pub use mxfp4::{dequantize_row_mxfp4, quantize_row_mxfp4};
+pub(crate) use q2_k::q2_get;
+pub use q2_k::{dequantize_row_q2_k, quantize_row_q2_k};
+pub use q3_k::{dequantize_row_q3_k, quantize_row_q3_k};
+pub(crate) use q3_k::{q3_get, q3_scale};
 pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0};
+pub use q4_1::{dequantize_row_q4_1, quantize_row_q4_1};
 pub use q4_k::{dequantize_row_q4_k, get_scale_min_k4, quantize_row_q4_k};
 pub(crate) use q5::unpack5;
 pub use q5::{dequantize_row_q5_0, dequantize_row_q5_1, dequantize_row_q8_1, quantize_row_q5_0, quantize_row_q5_1, quantize_row_q8_1, quantize_row_q8_1_x86};
+pub(crate) use q5_k::q5_get;
+pub use q5_k::{dequantize_row_q5_k, quantize_row_q5_k};
 pub(crate) use q6_k::q6_get;
 pub use q6_k::{dequantize_row_q6_k, quantize_row_q6_k};
 pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0_arm, quantize_row_q8_0_cpu, quantize_row_q8_0_x86};
 pub use q8_k::{dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k_4x8};
+pub use tq::{dequantize_row_tq1_0, dequantize_row_tq2_0, quantize_row_tq1_0, quantize_row_tq2_0};
+pub(crate) use tq::{tq1_0_trits, tq2_0_trits};
 
 use crate::GgmlType;
 use crate::block::{as_blocks, as_blocks_mut};
@@ -40,6 +60,15 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
         GgmlType::Q4K => quantize_row_q4_k(x, as_blocks_mut(y, what)),
         GgmlType::Q6K => quantize_row_q6_k(x, as_blocks_mut(y, what)),
         GgmlType::Q8K => quantize_row_q8_k(x, as_blocks_mut(y, what)),
+        GgmlType::Q4_1 => quantize_row_q4_1(x, as_blocks_mut(y, what)),
+        GgmlType::Q2K => quantize_row_q2_k(x, as_blocks_mut(y, what)),
+        GgmlType::Q3K => quantize_row_q3_k(x, as_blocks_mut(y, what)),
+        GgmlType::Q5K => quantize_row_q5_k(x, as_blocks_mut(y, what)),
+        GgmlType::Iq4Nl => quantize_row_iq4_nl(x, as_blocks_mut(y, what)),
+        GgmlType::Iq4Xs => quantize_row_iq4_xs(x, as_blocks_mut(y, what)),
+        GgmlType::Tq1_0 => quantize_row_tq1_0(x, as_blocks_mut(y, what)),
+        GgmlType::Tq2_0 => quantize_row_tq2_0(x, as_blocks_mut(y, what)),
+        GgmlType::Mxfp4 => quantize_row_mxfp4(x, as_blocks_mut(y, what)),
     }
 }
 
@@ -59,7 +88,31 @@ pub fn dequantize_row(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         GgmlType::Q4K => dequantize_row_q4_k(as_blocks(x, what), y),
         GgmlType::Q6K => dequantize_row_q6_k(as_blocks(x, what), y),
         GgmlType::Q8K => dequantize_row_q8_k(as_blocks(x, what), y),
+        GgmlType::Q4_1 => dequantize_row_q4_1(as_blocks(x, what), y),
+        GgmlType::Q2K => dequantize_row_q2_k(as_blocks(x, what), y),
+        GgmlType::Q3K => dequantize_row_q3_k(as_blocks(x, what), y),
+        GgmlType::Q5K => dequantize_row_q5_k(as_blocks(x, what), y),
+        GgmlType::Iq4Nl => dequantize_row_iq4_nl(as_blocks(x, what), y),
+        GgmlType::Iq4Xs => dequantize_row_iq4_xs(as_blocks(x, what), y),
+        GgmlType::Tq1_0 => dequantize_row_tq1_0(as_blocks(x, what), y),
+        GgmlType::Tq2_0 => dequantize_row_tq2_0(as_blocks(x, what), y),
+        GgmlType::Mxfp4 => dequantize_row_mxfp4(as_blocks(x, what), y),
     }
+}
+
+/// the smallest and largest value of a block, by upstream's comparisons (`v < min`, `v > max`
+/// from `FLT_MAX` / `-FLT_MAX`: a NaN changes neither), for Q4_1 / Q5_1
+fn min_max(xb: &[f32]) -> (f32, f32) {
+    let (mut min, mut max) = (f32::MAX, -f32::MAX);
+    for &v in xb {
+        if v < min {
+            min = v;
+        }
+        if v > max {
+            max = v;
+        }
+    }
+    (min, max)
 }
 
 fn check_blocks(what: &str, n: usize, qk: usize, nb: usize) {

@@ -12,12 +12,10 @@ pub(crate) fn nearest_int(x: f32) -> i32 {
     (v.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
-/// Symmetric scale search for `n` values into `-nmax..nmax-1` (stored as `l + nmax`), weighted
-/// by x² (upstream's `rmse_type == 1`, no importance weights: the only form Q6_K's reference uses).
-pub(crate) fn make_qx_quants_rmse1(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
-    let n = x.len();
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
+/// the largest magnitude of `x` and the value that has it (sign kept; the first of equals)
+#[inline]
+pub(crate) fn signed_max(x: &[f32]) -> (f32, f32) {
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &v in x {
         let ax = v.abs();
         if ax > amax {
@@ -25,6 +23,14 @@ pub(crate) fn make_qx_quants_rmse1(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f3
             max = v;
         }
     }
+    (amax, max)
+}
+
+/// Symmetric scale search for `n` values into `-nmax..nmax-1` (stored as `l + nmax`), weighted
+/// by x² (upstream's `rmse_type == 1`, no importance weights: the only form Q6_K's reference uses).
+pub(crate) fn make_qx_quants_rmse1(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
+    let n = x.len();
+    let (amax, max) = signed_max(x);
     if amax < GROUP_MAX_EPS {
         l_out[..n].fill(0);
         return 0.0;
@@ -67,7 +73,8 @@ pub(crate) fn make_qx_quants_rmse1(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f3
 }
 
 /// Asymmetric (scale and min) search for `n` values into `0..=nmax`, weighted by `weights`;
-/// returns the scale and writes `-min` (upstream's `make_qkx2_quants`, `use_mad == false`).
+/// returns the scale and writes `-min` (upstream's `make_qkx2_quants`). The error of a candidate
+/// is `Σ w · |diff|` with `use_mad` (Q2_K), `Σ w · diff²` without (Q4_K, Q5_K).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn make_qkx2_quants(
     x: &[f32],
@@ -79,6 +86,7 @@ pub(crate) fn make_qkx2_quants(
     rmin: f32,
     rdelta: f32,
     nstep: i32,
+    use_mad: bool,
 ) -> f32 {
     let n = x.len();
     let mut min = x[0];
@@ -105,6 +113,7 @@ pub(crate) fn make_qkx2_quants(
         return 0.0;
     }
     let clamp = |l: i32| l.min(nmax).max(0);
+    let err = |diff: f32| if use_mad { diff.abs() } else { diff * diff };
     let mut iscale = nmax as f32 / (max - min);
     let mut scale = 1.0 / iscale;
     let mut best_error = 0.0f32;
@@ -112,7 +121,7 @@ pub(crate) fn make_qkx2_quants(
         let l = clamp(nearest_int(iscale * (x[i] - min)));
         l_out[i] = l as u8;
         let diff = scale * l_out[i] as f32 + min - x[i];
-        best_error += weights[i] * (diff * diff);
+        best_error += weights[i] * err(diff);
     }
     if nstep < 1 {
         *the_min = -min;
@@ -141,7 +150,7 @@ pub(crate) fn make_qkx2_quants(
             let mut cur_error = 0.0f32;
             for i in 0..n {
                 let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                cur_error += weights[i] * (diff * diff);
+                cur_error += weights[i] * err(diff);
             }
             if cur_error < best_error {
                 l_out[..n].copy_from_slice(&laux[..n]);
@@ -153,4 +162,68 @@ pub(crate) fn make_qkx2_quants(
     }
     *the_min = -min;
     scale
+}
+
+/// Symmetric search for `n` values into `-nmax..nmax-1` (Q3_K's sub-blocks, upstream's
+/// `make_q3_quants`); writes `l + nmax` into `l_out` and returns the scale.
+///
+/// With `do_rmse`: start from `l = round(-nmax · x / max)` (max: the value of largest magnitude),
+/// then up to 5 passes of coordinate descent, each value in turn moved to the level that the
+/// least-squares scale of the others asks for (`round(x · Σ'wl² / Σ'wxl)`, weights `w = x²`),
+/// kept when it raises `(Σwxl)² / Σwl²`; the scale is then `Σwxl / Σwl²`. Without: the first
+/// rounding and the scale `-max / nmax`.
+pub(crate) fn make_q3_quants(x: &[f32], nmax: i32, l_out: &mut [i8], do_rmse: bool) -> f32 {
+    let n = x.len();
+    let (amax, max) = signed_max(x);
+    if amax < GROUP_MAX_EPS {
+        l_out[..n].fill(0);
+        return 0.0;
+    }
+    let clamp = |l: i32| l.min(nmax - 1).max(-nmax);
+    let iscale = -(nmax as f32) / max;
+    if !do_rmse {
+        for i in 0..n {
+            l_out[i] = (clamp(nearest_int(iscale * x[i])) + nmax) as i8;
+        }
+        return 1.0 / iscale;
+    }
+    let mut sumlx = 0.0f32;
+    let mut suml2 = 0.0f32;
+    for i in 0..n {
+        let l = clamp(nearest_int(iscale * x[i]));
+        l_out[i] = l as i8;
+        let w = x[i] * x[i];
+        sumlx += w * x[i] * l as f32;
+        suml2 += w * l as f32 * l as f32;
+    }
+    for _ in 0..5 {
+        let mut changed = false;
+        for i in 0..n {
+            let w = x[i] * x[i];
+            let li = l_out[i] as f32;
+            // the sums without value i
+            let mut slx = sumlx - w * x[i] * li;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * li * li;
+                let new_l = clamp(nearest_int(x[i] * sl2 / slx));
+                if new_l != l_out[i] as i32 {
+                    slx += w * x[i] * new_l as f32;
+                    sl2 += w * new_l as f32 * new_l as f32;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        l_out[i] = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for l in &mut l_out[..n] {
+        *l += nmax as i8;
+    }
+    if suml2 > 0.0 { sumlx / suml2 } else { 0.0 }
 }

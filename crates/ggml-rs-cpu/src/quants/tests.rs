@@ -16,7 +16,8 @@ fn nearest_int_rounds_half_to_even() {
 
 /// dequantize(quantize(x)) stays within each format's step: Q8_0 half a step of amax/127,
 /// Q4_0 one step of amax/8 (asymmetric range), Q8_K half a step, the K-quants a few percent of
-/// the block's range
+/// the block's range (its amax for the symmetric Q6_K and Q3_K; Q2_K's 4 levels and Q3_K's 8 with
+/// 4-bit / 6-bit sub-block scales are coarser: up to about a fifth of it)
 #[test]
 fn round_trips_stay_within_the_format_step() {
     let mut r = XorShift::new(5);
@@ -33,6 +34,14 @@ fn round_trips_stay_within_the_format_step() {
             (GgmlType::Q8K, 0.5 / 127.0 + 1e-6),
             (GgmlType::Q6K, 0.04),
             (GgmlType::Q4K, 0.15),
+            (GgmlType::Q5K, 0.06),
+            (GgmlType::Q3K, 0.3),
+            (GgmlType::Q2K, 0.35),
+            // IQ4_NL: the from_float form (no scale search beyond the first least-squares step)
+            (GgmlType::Iq4Nl, 0.15),
+            (GgmlType::Iq4Xs, 0.13),
+            // the largest magnitude lies in [2^k, 2^(k+1)) while the largest code is 1.5 · 2^k
+            (GgmlType::Mxfp4, 0.25),
         ] {
             let mut q = AlignedBytes::zeroed(ty.row_size(n));
             quantize_row(ty, &x, &mut q);
@@ -40,7 +49,11 @@ fn round_trips_stay_within_the_format_step() {
             dequantize_row(ty, &q, &mut y);
             for (b, (xb, yb)) in x.chunks(ty.block_size().max(32)).zip(y.chunks(ty.block_size().max(32))).enumerate() {
                 let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-                let range = if ty == GgmlType::Q4K { xb.iter().fold(0f32, |m, v| m.max(*v)) - xb.iter().fold(0f32, |m, v| m.min(*v)) } else { amax };
+                let range = if matches!(ty, GgmlType::Q2K | GgmlType::Q4K | GgmlType::Q5K) {
+                    xb.iter().fold(0f32, |m, v| m.max(*v)) - xb.iter().fold(0f32, |m, v| m.min(*v))
+                } else {
+                    amax
+                };
                 for (a, c) in xb.iter().zip(yb) {
                     assert!((a - c).abs() <= rel * range + 1e-6 * amax, "{} block {b}: {a} came back as {c} (range {range})", ty.name());
                 }
@@ -146,4 +159,89 @@ fn q8_1_sum_is_the_scaled_quant_sum() {
             assert!((b.s.to_f64() - want).abs() <= want.abs() * 2f64.powi(-10) + 1e-7, "s {} vs d·Σq {want}", b.s);
         }
     }
+}
+
+/// rows made of IQ4_NL's levels (times a power of two) come back exactly: the first scale fits
+/// every element and no try explains more
+#[test]
+fn iq4_levels_come_back_exactly() {
+    for scale in [1.0f32, 0.25, 1024.0] {
+        let x: Vec<f32> = (0..256).map(|i| IQ4_NL_LEVELS[(i * 7) % 16] as f32 * scale).collect();
+        for ty in [GgmlType::Iq4Nl, GgmlType::Iq4Xs] {
+            let mut q = AlignedBytes::zeroed(ty.row_size(256));
+            quantize_row(ty, &x, &mut q);
+            let mut y = vec![0f32; 256];
+            dequantize_row(ty, &q, &mut y);
+            assert_eq!(x, y, "{} scale {scale}", ty.name());
+        }
+    }
+}
+
+/// IQ4_XS: sub-blocks of zeros next to live ones get the scale 0 (stored 32) and dequantize to
+/// zeros; the others keep their values within the format's step
+#[test]
+fn iq4_xs_zero_sub_blocks() {
+    let mut r = XorShift::new(9);
+    let mut x = r.model_like(256);
+    x[64..96].fill(0.0);
+    let mut q = [crate::block::BlockIq4Xs { d: half::f16::ZERO, scales_h: 0, scales_l: [0; 4], qs: [0; 128] }];
+    quantize_row_iq4_xs(&x, &mut q);
+    assert_eq!(super::iq4::iq4_xs_scale(&q[0], 2), 32);
+    let mut y = vec![1f32; 256];
+    dequantize_row_iq4_xs(&q, &mut y);
+    assert!(y[64..96].iter().all(|&v| v == 0.0));
+}
+
+/// E8M0's half value at the ends of the byte: 2^(e - 128), denormal below e = 2
+#[test]
+fn e8m0_half_values() {
+    for (e, want) in [(0u8, 2f64.powi(-128)), (1, 2f64.powi(-127)), (2, 2f64.powi(-126)), (127, 0.5), (128, 1.0), (254, 2f64.powi(126)), (255, 2f64.powi(127))]
+    {
+        assert_eq!(e8m0_to_f32_half(e) as f64, want, "e = {e}");
+    }
+}
+
+/// MXFP4's scale byte: `floor(log2(amax)) + 125`; 0 for a zero block; below 2^-125 it leaves
+/// the byte and upstream keeps the low byte of the truncated value (those blocks still come back
+/// as zeros: every value is nearer 0 than any other code at such a scale); codes at exact grid
+/// points come back exactly, ties take the first (lower-magnitude, positive-zero) code
+#[test]
+fn mxfp4_scale_byte_and_codes() {
+    let block = |amax: f32| {
+        let mut x = [0f32; 32];
+        x[5] = amax;
+        x[6] = -amax / 3.0;
+        let mut q = [crate::block::BlockMxfp4 { e: 0, qs: [0; 16] }];
+        quantize_row_mxfp4(&x, &mut q);
+        let mut y = [1f32; 32];
+        dequantize_row_mxfp4(&q, &mut y);
+        (q[0].e, y)
+    };
+    assert_eq!(block(0.0).0, 0);
+    assert_eq!(block(1.0).0, 125);
+    assert_eq!(block(7.99).0, 127);
+    assert_eq!(block(6.0).1[5], 6.0);
+    assert_eq!(block(2f32.powi(127)).0, 252);
+    // log2f(f32::MAX) rounds to 128.0: one byte more than the exact floor gives; the doubled
+    // codes 8 and 12 then overflow to infinity and the largest value comes back as 6 · 2^125
+    assert_eq!(block(f32::MAX).0, 253);
+    assert_eq!(block(f32::MAX).1[5], 6.0 * 2f32.powi(125));
+    assert_eq!(block(2f32.powi(-125)).0, 0);
+    let (e, y) = block(2f32.powi(-130));
+    assert_eq!(e, (-5i32) as u8);
+    assert!(y.iter().all(|&v| v == 0.0));
+    // every code's value at scale e = 127 (half = 0.5): the E2M1 grid itself
+    let x: Vec<f32> = (0..32).map(|i| [0.0f32, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][i % 8] * if i % 16 < 8 { 1.0 } else { -1.0 }).collect();
+    let mut q = [crate::block::BlockMxfp4 { e: 0, qs: [0; 16] }];
+    quantize_row_mxfp4(&x, &mut q);
+    assert_eq!(q[0].e, 127);
+    let mut y = [0f32; 32];
+    dequantize_row_mxfp4(&q, &mut y);
+    assert_eq!(&x[..], &y[..]);
+    // 2.5 lies halfway between 2 and 3: the first code (2)
+    let mut x = [0f32; 32];
+    x[0] = 6.0;
+    x[1] = 2.5;
+    quantize_row_mxfp4(&x, &mut q);
+    assert_eq!(q[0].qs[1] & 0xf, 4);
 }

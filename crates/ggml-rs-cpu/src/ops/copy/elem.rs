@@ -216,6 +216,9 @@ pub unsafe fn quantize_from_as(ty: GgmlType, x: &[f32], dst: *mut u8, four_row: 
     let write = |out: &mut [u8]| {
         if ty == GgmlType::Q8_0 {
             crate::quants::quantize_row_q8_0_cpu(x, crate::block::as_blocks_mut(out, "q8_0 row"));
+        } else if ty == GgmlType::Q8_1 && cfg!(target_arch = "x86_64") {
+            // Q4_1 / Q5_1 activations: upstream's CPU quantizes them its x86 way (ties to even)
+            crate::quants::quantize_row_q8_1_x86(x, crate::block::as_blocks_mut(out, "q8_1 row"));
         } else if ty == GgmlType::Q8K && four_row {
             crate::quants::quantize_row_q8_k_4x8(x, crate::block::as_blocks_mut(out, "q8_K row"));
         } else {

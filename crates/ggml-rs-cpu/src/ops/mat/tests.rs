@@ -559,7 +559,7 @@ fn the_plan_follows_types_shapes_and_the_table() {
     let plan_of = |k: &Kernels, (wt, kk, rows, n): (GgmlType, i64, i64, i64)| plan(&w(wt, kk, rows).view(), &b(kk, n).view(), wt, k);
     let reference = kernels::at(Level::Scalar);
     for s in shapes {
-        assert_eq!(plan_of(reference, s), MatPlan::Rows { repacked: false, q6_k_tiled: false }, "{s:?} in the reference set");
+        assert_eq!(plan_of(reference, s), MatPlan::Rows { repacked: false, tiled: false }, "{s:?} in the reference set");
     }
     // a table with the x86 tiles and facts of upstream's AVX-512 VNNI build (the kernels are
     // never called)
@@ -573,16 +573,16 @@ fn the_plan_follows_types_shapes_and_the_table() {
     let want = [
         MatPlan::Qgemm { kind: kind(GgmlType::Q8_0, false), repacked: false },
         MatPlan::Qgemm { kind: kind(GgmlType::Q4_0, true), repacked: true },
-        MatPlan::Rows { repacked: true, q6_k_tiled: false },
+        MatPlan::Rows { repacked: true, tiled: false },
         MatPlan::Qgemm { kind: kind(GgmlType::Q4_0, false), repacked: false },
-        MatPlan::Rows { repacked: true, q6_k_tiled: false },
-        MatPlan::Rows { repacked: false, q6_k_tiled: true },
+        MatPlan::Rows { repacked: true, tiled: false },
+        MatPlan::Rows { repacked: false, tiled: true },
         MatPlan::Qgemm { kind: kind(GgmlType::Q6K, false), repacked: false },
         MatPlan::Sgemm,
-        MatPlan::Rows { repacked: false, q6_k_tiled: false },
-        MatPlan::Rows { repacked: false, q6_k_tiled: false },
+        MatPlan::Rows { repacked: false, tiled: false },
+        MatPlan::Rows { repacked: false, tiled: false },
         MatPlan::Fgemm,
-        MatPlan::Rows { repacked: false, q6_k_tiled: false },
+        MatPlan::Rows { repacked: false, tiled: false },
     ];
     for (s, want) in shapes.into_iter().zip(want) {
         assert_eq!(plan_of(&x86, s), want, "{s:?} with the x86 tiles");
@@ -596,8 +596,8 @@ fn the_plan_follows_types_shapes_and_the_table() {
                 MatPlan::Qgemm { .. } => assert!(k.gemm.qgemm.is_some(), "{s:?} {}", k.set.name()),
                 MatPlan::Sgemm => assert!(k.gemm.sgemm.is_some(), "{s:?} {}", k.set.name()),
                 MatPlan::Fgemm => assert!(k.gemm.fgemm.is_some(), "{s:?} {}", k.set.name()),
-                MatPlan::Rows { repacked, q6_k_tiled } => {
-                    assert!((!repacked || k.dot.repacks) && (!q6_k_tiled || k.dot.q6_k_tiled_path), "{s:?} {}", k.set.name())
+                MatPlan::Rows { repacked, tiled } => {
+                    assert!((!repacked || k.dot.repacks) && (!tiled || k.dot.q6_k_tiled_path || k.dot.kquant_tiled_path), "{s:?} {}", k.set.name())
                 }
             }
         }
