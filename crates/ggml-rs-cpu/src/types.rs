@@ -133,6 +133,15 @@ impl GgmlType {
         n / self.block_size() * self.type_size()
     }
 
+    /// whether rows quantized into this type (SET_ROWS, CPY) get upstream's bytes on this
+    /// architecture: not on aarch64 for the types whose scale search upstream's aarch64 build
+    /// compiles with fused multiply-adds (ours is its x86 build's, unfused: other levels and
+    /// scales now and then, which a low-bit type turns into differences `test-backend-ops`
+    /// fails); Q4_K / Q6_K differ there too, but within its tolerance
+    pub const fn quantizes_as_upstream(self) -> bool {
+        !(cfg!(target_arch = "aarch64") && matches!(self, GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs))
+    }
+
     /// the type the activations are converted to for this weight type's dot product, `None` for
     /// a type that is only ever an activation (Q8_K, Q8_1)
     pub const fn vec_dot_type(self) -> Option<GgmlType> {

@@ -68,7 +68,7 @@ fn dup_supported(s: &View, d: &View) -> bool {
         (Some(a), Some(Scalar::I32)) => a == Scalar::F32,
         (Some(_), Some(_)) => true,
         // float rows quantized into a contiguous destination
-        (Some(a), None) => a != Scalar::I32 && GgmlType::from_raw(d.ty).is_some() && is_contiguous(d) && rows_dense(s),
+        (Some(a), None) => a != Scalar::I32 && GgmlType::from_raw(d.ty).is_some_and(|t| t.quantizes_as_upstream()) && is_contiguous(d) && rows_dense(s),
         // blocks dequantized into F32 rows
         (None, Some(Scalar::F32)) => GgmlType::from_raw(s.ty).is_some() && rows_dense(s) && d.nb[0] == 4 && (d.ne[0] % sb as i64 == 0 || is_contiguous(d)),
         _ => false,

@@ -228,7 +228,8 @@ fn mxfp4_scale_byte_and_codes() {
     assert_eq!(block(f32::MAX).1[5], 6.0 * 2f32.powi(125));
     assert_eq!(block(2f32.powi(-125)).0, 0);
     let (e, y) = block(2f32.powi(-130));
-    assert_eq!(e, (-5i32) as u8);
+    // the C cast as GCC compiles it: x86 keeps the low byte of -5, aarch64 saturates to 0
+    assert_eq!(e, if cfg!(target_arch = "aarch64") { 0 } else { (-5i32) as u8 });
     assert!(y.iter().all(|&v| v == 0.0));
     // every code's value at scale e = 127 (half = 0.5): the E2M1 grid itself
     let x: Vec<f32> = (0..32).map(|i| [0.0f32, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][i % 8] * if i % 16 < 8 { 1.0 } else { -1.0 }).collect();

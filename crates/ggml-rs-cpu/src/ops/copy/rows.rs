@@ -83,7 +83,7 @@ pub(super) fn get_rows(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
 pub(super) fn set_rows_supported(node: &Node) -> bool {
     let (Ok(a), Ok(b), d) = (node.src(0), node.src(1), &node.dst) else { return false };
     let Some((blck, size)) = type_size(d.ty) else { return false };
-    let d_ok = GgmlType::from_raw(d.ty).is_some();
+    let d_ok = GgmlType::from_raw(d.ty).is_some_and(|t| t.quantizes_as_upstream());
     let a_ok = matches!(a.ty, raw_type::F32 | raw_type::F16) && rows_dense(a);
     a_ok && d_ok
         && matches!(b.ty, raw_type::I32 | raw_type::I64)
