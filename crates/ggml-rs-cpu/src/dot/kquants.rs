@@ -270,7 +270,7 @@ pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::q4_k::unpack_scales_mins;
-    use super::super::x86::{arr32, f16_pair, hsum_ps, load_i8x32, load_u8x32};
+    use super::super::x86::{arr32, f16_pair, hsum_epi32, hsum_ps, load_i8x32, load_u8x32};
     use super::unpack_q3_scales;
     use crate::block::{BlockQ2K, BlockQ3K, BlockQ5K, BlockQ8K};
 
@@ -321,8 +321,8 @@ pub(crate) mod x86 {
         for (a, b) in x.iter().zip(y) {
             let (lanes, mins) = q2k_lanes(a, b);
             let (d, dmin) = f16_pair(a.d, a.dmin);
-            acc = (hsum_i32(lanes) as f32).mul_add(d * b.d, acc);
-            accm = (hsum_i32(mins) as f32).mul_add(dmin * b.d, accm);
+            acc = (hsum_epi32(lanes) as f32).mul_add(d * b.d, acc);
+            accm = (hsum_epi32(mins) as f32).mul_add(dmin * b.d, accm);
         }
         acc - accm
     }
@@ -331,20 +331,15 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn q2_k_q8_k_gemm_avx2(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
         let (mut acc, mut accm) = (0.0f32, 0.0f32);
-        let m4 = _mm_set1_epi8(0x0f);
         for (a, b) in x.iter().zip(y) {
-            // SAFETY: reads the 16 scale bytes and the 32 bytes of `bsums` (unaligned loads)
-            let (sc8, bsums) = unsafe { (_mm_loadu_si128(a.scales.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
-            // mins · bsums in 8 lanes: lanes 0..4 the first half's sub-blocks, 4..8 the second's
-            let mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4)), bsums);
-            let sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, m4));
+            let (sc16, mins) = q2k_scales_mins(a, b);
             let (d, dmin) = f16_pair(a.d, a.dmin);
             let (ds, ms) = (d * b.d, dmin * b.d);
             let mh = [_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1)];
             for (h, m) in mh.into_iter().enumerate() {
                 let m = _mm_add_epi32(m, _mm_shuffle_epi32(m, 0b01_00_11_10));
                 let summ = _mm_cvtsi128_si32(_mm_add_epi32(m, _mm_shuffle_epi32(m, 0b10_11_00_01)));
-                acc = (hsum_i32(q2k_half(a, b, sc16, h)) as f32).mul_add(ds, acc);
+                acc = (hsum_epi32(q2k_half(a, b, sc16, h)) as f32).mul_add(ds, acc);
                 accm = (summ as f32).mul_add(ms, accm);
             }
         }
@@ -356,23 +351,20 @@ pub(crate) mod x86 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     fn q2k_lanes(a: &BlockQ2K, b: &BlockQ8K) -> (__m256i, __m256i) {
+        let (sc16, mins) = q2k_scales_mins(a, b);
+        (_mm256_add_epi32(q2k_half(a, b, sc16, 0), q2k_half(a, b, sc16, 1)), mins)
+    }
+
+    /// a Q2_K super-block's 16 scales as i16 and its mins terms `min_j · bsums_j`, pairs summed
+    /// into 8 i32 lanes (lanes 0..4 the first half's sub-blocks, 4..8 the second's)
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q2k_scales_mins(a: &BlockQ2K, b: &BlockQ8K) -> (__m256i, __m256i) {
         // SAFETY: reads the 16 scale bytes and the 32 bytes of `bsums` (unaligned loads)
         let (sc8, bsums) = unsafe { (_mm_loadu_si128(a.scales.as_ptr().cast()), _mm256_loadu_si256(b.bsums.as_ptr().cast())) };
         let m4 = _mm_set1_epi8(0x0f);
         let mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4)), bsums);
-        let sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, m4));
-        let m3 = _mm256_set1_epi8(3);
-        let mut acc = _mm256_setzero_si256();
-        for h in 0..2 {
-            let sch = half_scales(sc16, h);
-            let bits = load_u8x32(arr32(&a.qs, 32 * h));
-            for k in 0..4 {
-                let q = _mm256_and_si256(srl16(bits, 2 * k), m3);
-                let p = _mm256_maddubs_epi16(q, load_i8x32(arr32(&b.qs, 128 * h + 32 * k)));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, pick_pair(sch, k)));
-            }
-        }
-        (acc, mins)
+        (_mm256_cvtepu8_epi16(_mm_and_si128(sc8, m4)), mins)
     }
 
     /// one Q3_K super-block's 8 lanes (module's text): per run the 2 low bits' products less 4
@@ -472,15 +464,6 @@ pub(crate) mod x86 {
         hsum_ps(acc) + summs
     }
 
-    /// the sum of 8 i32 lanes (exact: a block's integers fit in i32)
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum_i32(v: __m256i) -> i32 {
-        let x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-        let x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0b01_00_11_10));
-        _mm_cvtsi128_si32(_mm_add_epi32(x, _mm_shuffle_epi32(x, 0b10_11_00_01)))
-    }
-
     /// [`super::q2_k_q8_k_tiled`] on this set's integer lanes (the same integers, the same floats)
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) fn q2_k_q8_k_tiled_avx2(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
@@ -488,7 +471,7 @@ pub(crate) mod x86 {
         for (a, b) in x.iter().zip(y) {
             let (lanes, mins) = q2k_lanes(a, b);
             let (d, dmin) = f16_pair(a.d, a.dmin);
-            let r = (-dmin).mul_add(hsum_i32(mins) as f32, d * hsum_i32(lanes) as f32);
+            let r = (-dmin).mul_add(hsum_epi32(mins) as f32, d * hsum_epi32(lanes) as f32);
             acc = r.mul_add(b.d, acc);
         }
         acc
@@ -499,7 +482,7 @@ pub(crate) mod x86 {
     pub(crate) fn q3_k_q8_k_tiled_avx2(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
         let mut acc = 0.0f32;
         for (a, b) in x.iter().zip(y) {
-            let r = a.d.to_f32() * hsum_i32(q3k_lanes(a, b)) as f32;
+            let r = a.d.to_f32() * hsum_epi32(q3k_lanes(a, b)) as f32;
             acc = r.mul_add(b.d, acc);
         }
         acc
@@ -512,7 +495,7 @@ pub(crate) mod x86 {
         for (a, b) in x.iter().zip(y) {
             let (lanes, summ) = q5k_lanes(a, b);
             let (d, dmin) = f16_pair(a.d, a.dmin);
-            let r = (-dmin).mul_add(summ as f32, d * hsum_i32(lanes) as f32);
+            let r = (-dmin).mul_add(summ as f32, d * hsum_epi32(lanes) as f32);
             acc = r.mul_add(b.d, acc);
         }
         acc
