@@ -50,6 +50,8 @@ summary() {
     printf '\n=== summary\n'
     printf '%s\n' "${SUMMARY[@]}"
     if [ "$FAILED" -ne 0 ]; then
+        # the failed checks again, last: a view that keeps only the tail of the log still names them
+        printf '%s\n' "${SUMMARY[@]}" | grep '^FAIL' | sed 's/^/failed: /'
         echo "FAILED"
         return 1
     fi

@@ -34,13 +34,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ ${#LIST[@]} -eq 0 ]; then
-    # gated: logits equal to upstream's on this project's machines (the kernels sum in its orders)
+    # all gated: logits equal to upstream's on this project's machines (the kernels sum in its
+    # orders: the mixture of experts' MUL_MAT_ID too, per expert repacked (Q4_K, MXFP4), tiled
+    # (8 or more rows routed to it) or vec_dot's)
     LIST=(medium:Q4_1 medium:Q2_K medium:Q3_K_S medium:Q3_K_M medium:Q3_K_L medium:Q4_K_S medium:Q5_K_S medium:Q5_K_M
-          medium:IQ4_NL medium:IQ4_XS medium:TQ1_0 medium:TQ2_0 moe:Q8_0 moe:Q5_K_M moe:IQ4_XS
-          # printed, not gated (a trailing "?"): upstream sums these in orders ours do not follow
-          # yet (issue 31): a MUL_MAT_ID's experts repacked (MXFP4) or, with 8 or more rows for
-          # an expert, through its tiled path (Q4_K)
-          moe:Q4_K_M? moe:MXFP4_MOE?)
+          medium:IQ4_NL medium:IQ4_XS medium:TQ1_0 medium:TQ2_0
+          moe:Q8_0 moe:Q4_0 moe:Q2_K moe:Q4_K_M moe:Q5_K_M moe:IQ4_NL moe:IQ4_XS moe:MXFP4_MOE)
 fi
 
 # the source models: medium from make_cpu_models, moe generated here

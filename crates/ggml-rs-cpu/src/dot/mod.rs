@@ -98,6 +98,28 @@ impl Order {
             && !vec_dot_only()
     }
 
+    /// Whether upstream would run this MUL_MAT_ID in its repacked kernels: the expert weights
+    /// (`[k, ne01, n_expert]`, 3-D: its repack buffer type takes MUL_MAT_ID for `ggml_n_dims ==
+    /// 3` only) of a type and shape [`Order::repacked`] takes, F32 activations with `ne13 == 1`;
+    /// then every routed activation row goes through the GEMV ([`Order::RepackGemv`]: its
+    /// `forward_mul_mat_id` quantizes them all with `from_float`, and has no GEMM rows)
+    pub fn repacked_experts(wt: GgmlType, ne01: i64, ne02: i64, ne03: i64, src1_f32: bool, ne13: i64, dots: &Dots) -> bool {
+        ne02 > 1 && Self::repacked(wt, ne01, 1, ne03, src1_f32, ne13, dots)
+    }
+
+    /// whether upstream's build takes a product of `n_rows` activation rows (`ne11` of a
+    /// MUL_MAT, the rows routed to one expert of a MUL_MAT_ID) of weights `wt` not repacked
+    /// through its tiled K-quant path ([`Order::Tiled`]): 8 or more rows, F32 or Q8_K
+    /// activations; Q6_K where [`q6_k::tiled_order_applies`], Q2_K / Q3_K / Q5_K / IQ4_XS where
+    /// the set's [`Dots::kquant_tiled_path`] says so
+    pub fn tiled(wt: GgmlType, n_rows: i64, src1_ok: bool, dots: &Dots) -> bool {
+        match wt {
+            GgmlType::Q6K => q6_k::tiled_order_applies(n_rows, src1_ok, dots),
+            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs => n_rows >= 8 && src1_ok && dots.kquant_tiled_path,
+            _ => false,
+        }
+    }
+
     /// the order of activation row `i11` of a plane of `ne11` rows, for a MUL_MAT that
     /// [`Order::repacked`] (else [`Order::VecDot`])
     pub fn for_row(repacked: bool, i11: usize, ne11: usize) -> Order {

@@ -335,20 +335,14 @@ pub fn plan(a: &View, b: &View, wt: GgmlType, k: &Kernels) -> MatPlan {
         None => {}
     }
     // repacked weights never take the tiled path (upstream's takes only plain ones)
-    MatPlan::Rows { repacked, tiled: !repacked && tiled(b, wt, &k.dot) }
+    // (the qgemm tiles of Q6_K sum in the tiled order too: their `tiled` form, whatever
+    // `GGML_RS_CPU_ORDER`)
+    MatPlan::Rows { repacked, tiled: !repacked && Order::tiled(wt, b.ne[1], tiled_src1(b), &k.dot) }
 }
 
-/// weights that upstream's build hands to its tiled K-quant path ([`Order::Tiled`]): 8 or more
-/// activation rows, F32 or Q8_K; Q6_K where [`crate::dot::q6_k::tiled_order_applies`] (the
-/// qgemm tiles of Q6_K sum in that order too: their `tiled` form, whatever `GGML_RS_CPU_ORDER`),
-/// Q2_K / Q3_K / Q5_K / IQ4_XS where the set's [`crate::dot::Dots::kquant_tiled_path`] says so
-fn tiled(b: &View, wt: GgmlType, dots: &crate::dot::Dots) -> bool {
-    let src1_ok = b.ty == raw_type::F32 || b.ty == GgmlType::Q8K as i32;
-    match wt {
-        GgmlType::Q6K => crate::dot::q6_k::tiled_order_applies(b.ne[1], src1_ok, dots),
-        GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs => b.ne[1] >= 8 && src1_ok && dots.kquant_tiled_path,
-        _ => false,
-    }
+/// activations upstream's tiled K-quant path takes: F32 or Q8_K
+fn tiled_src1(b: &View) -> bool {
+    b.ty == raw_type::F32 || b.ty == GgmlType::Q8K as i32
 }
 
 /// activation rows from which the tiled GEMM beats the row kernels (below, repacking the
@@ -787,7 +781,8 @@ fn round_to_vec_dot(vdt: GgmlType, x: &[f32], out: &mut [f32]) {
     }
 }
 
-/// MUL_MAT_ID: for token t and slot s, `dst[:, s, t] = src0[expert ids[s, t]] · src1[:, s % ne11, t]`
+/// MUL_MAT_ID: for token t and slot s, `dst[:, s, t] = src0[expert ids[s, t]] · src1[:, s % ne11, t]`,
+/// each expert's products in the order upstream's CPU sums them ([`id_orders`])
 fn mul_mat_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
     let (a, b, ids, d) = (*node.src(0)?, *node.src(1)?, *node.src(2)?, node.dst);
     let wt = weight_type(a.ty).ok_or_else(|| OpError::new(node, "weights of a type without a row kernel"))?;
@@ -804,10 +799,12 @@ fn mul_mat_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             experts.push(e as usize);
         }
     }
+    let orders = id_orders(&a, &b, wt, &experts, &exec.kernels().dot);
+    // every routed row quantized by from_float (upstream's repacked MUL_MAT_ID too: no GEMM rows)
     let acts = prepare_activations(&b, vdt, exec);
     let k = a.ne[0] as usize;
     let (w_len, x_len) = (wt.row_size(k), vdt.row_size(k));
-    let kern = exec.kernels().row_dot(wt);
+    let kerns = [Order::VecDot, Order::RepackGemv, Order::Tiled].map(|o| exec.kernels().dot.row(wt, o));
     let align = block_align(wt);
     let (ne11, ne12) = (b.ne[1] as usize, b.ne[2] as usize);
     let nr0 = a.ne[1] as usize;
@@ -822,6 +819,11 @@ fn mul_mat_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
         let (p, c0) = (c / nc0, c % nc0);
         let (s, t) = (p % n_ids, p / n_ids);
         let e = experts[p];
+        let kern = &kerns[match orders[e] {
+            Order::RepackGemv => 1,
+            Order::Tiled => 2,
+            _ => 0,
+        }];
         let x = acts.row(s % ne11, t, 0, ne11, ne12);
         let out = d.data.wrapping_add(offset(&d, 0, s, t, 0)).cast::<f32>();
         let mut tmp = Vec::new();
@@ -829,12 +831,28 @@ fn mul_mat_id(node: &Node, exec: &mut Exec) -> Result<(), OpError> {
             // SAFETY: weight row i of expert e (checked in range), activation row (s % ne11, t);
             // dst element (i, s, t) written by this chunk only
             unsafe {
-                let v = dot(&kern, a.data.add(offset(&a, 0, i, e, 0)), w_len, x, x_len, align, &mut tmp);
+                let v = dot(kern, a.data.add(offset(&a, 0, i, e, 0)), w_len, x, x_len, align, &mut tmp);
                 out.add(i).write_unaligned(v);
             }
         }
     });
     Ok(())
+}
+
+/// per expert of a MUL_MAT_ID, the order upstream's CPU sums its products in: the repacked GEMV's
+/// for every row where its repack buffer takes the experts ([`Order::repacked_experts`]), else
+/// its tiled K-quant path's for an expert with 8 or more routed rows ([`Order::tiled`], decided
+/// per expert as upstream does), else `ggml_vec_dot_*`'s
+pub fn id_orders(a: &View, b: &View, wt: GgmlType, experts: &[usize], dots: &crate::dot::Dots) -> Vec<Order> {
+    let n_as = a.ne[2].max(0) as usize;
+    if Order::repacked_experts(wt, a.ne[1], a.ne[2], a.ne[3], b.ty == raw_type::F32, b.ne[3], dots) {
+        return vec![Order::RepackGemv; n_as];
+    }
+    let mut routed = vec![0i64; n_as];
+    for &e in experts {
+        routed[e] += 1;
+    }
+    routed.iter().map(|&n| if Order::tiled(wt, n, tiled_src1(b), dots) { Order::Tiled } else { Order::VecDot }).collect()
 }
 
 /// OUT_PROD: `dst[i0, i1, i2, i3] = Σ_j src0[i0, j, i2 / r2, i3 / r3] · src1[i1, j, i2, i3]`,

@@ -64,6 +64,7 @@ struct GraphFns {
     flash_attn_ext_add_sinks: unsafe extern "C" fn(*mut ggml_tensor, *mut ggml_tensor),
     silu: unsafe extern "C" fn(*mut c_void, *mut ggml_tensor) -> *mut ggml_tensor,
     mul_mat: unsafe extern "C" fn(*mut c_void, *mut ggml_tensor, *mut ggml_tensor) -> *mut ggml_tensor,
+    mul_mat_id: unsafe extern "C" fn(*mut c_void, *mut ggml_tensor, *mut ggml_tensor, *mut ggml_tensor) -> *mut ggml_tensor,
     swiglu_split: unsafe extern "C" fn(*mut c_void, *mut ggml_tensor, *mut ggml_tensor) -> *mut ggml_tensor,
     new_graph: unsafe extern "C" fn(*mut c_void) -> *mut ggml_cgraph,
     build_forward_expand: unsafe extern "C" fn(*mut ggml_cgraph, *mut ggml_tensor),
@@ -144,6 +145,7 @@ impl Upstream {
                 flash_attn_ext_add_sinks: *base.get(b"ggml_flash_attn_ext_add_sinks\0").map_err(|e| e.to_string())?,
                 silu: *base.get(b"ggml_silu\0").map_err(|e| e.to_string())?,
                 mul_mat: *base.get(b"ggml_mul_mat\0").map_err(|e| e.to_string())?,
+                mul_mat_id: *base.get(b"ggml_mul_mat_id\0").map_err(|e| e.to_string())?,
                 swiglu_split: *base.get(b"ggml_swiglu_split\0").map_err(|e| e.to_string())?,
                 new_graph: *base.get(b"ggml_new_graph\0").map_err(|e| e.to_string())?,
                 build_forward_expand: *base.get(b"ggml_build_forward_expand\0").map_err(|e| e.to_string())?,
@@ -304,6 +306,12 @@ impl Context<'_> {
     pub fn mul_mat(&self, a: *mut ggml_tensor, b: *mut ggml_tensor) -> *mut ggml_tensor {
         // SAFETY: tensors of this context (ggml asserts the shapes and types)
         unsafe { (self.u.graph.mul_mat)(self.ctx, a, b) }
+    }
+
+    /// `ggml_mul_mat_id(ctx, experts, b, ids)`
+    pub fn mul_mat_id(&self, experts: *mut ggml_tensor, b: *mut ggml_tensor, ids: *mut ggml_tensor) -> *mut ggml_tensor {
+        // SAFETY: tensors of this context (ggml asserts the shapes and types)
+        unsafe { (self.u.graph.mul_mat_id)(self.ctx, experts, b, ids) }
     }
 
     /// `ggml_new_graph` + `ggml_build_forward_expand(out)`

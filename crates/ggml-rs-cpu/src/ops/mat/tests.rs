@@ -603,3 +603,55 @@ fn the_plan_follows_types_shapes_and_the_table() {
         }
     }
 }
+
+/// MUL_MAT_ID's order per expert ([`id_orders`]), with a table carrying the facts of upstream's
+/// AVX-512 VNNI build: 3-D experts its repack buffer takes go through the repacked GEMV for
+/// every row; otherwise an expert with 8 or more routed rows of a tiled type takes the tiled
+/// order, one with fewer (or none) vec_dot's: decided per expert, not by the op's row count
+#[test]
+fn mul_mat_id_order_is_chosen_per_expert_as_upstream() {
+    if crate::config::get().fast() {
+        eprintln!("GGML_RS_CPU_ORDER=fast: the upstream-order plans are not the ones taken");
+        return;
+    }
+    let reference = crate::kernels::at(Level::Scalar);
+    let mut x86 = reference.dot;
+    x86.repacks = true;
+    x86.q6_k_tiled_path = true;
+    x86.kquant_tiled_path = true;
+    let w = |wt: GgmlType, rows: i64, n_exp: i64| T::new(wt as i32, [256, rows, n_exp, 1]);
+    let b = T::new(F32, [256, 2, 12, 1]);
+    // 12 tokens × 2 slots: expert 0 gets 9 rows, expert 1 gets 8, expert 2 gets 7, expert 3 none
+    let experts: Vec<usize> = [[0; 9].as_slice(), &[1; 8], &[2; 7]].concat();
+    let by_rows = |o: Order| [o, o, Order::VecDot, Order::VecDot];
+    let (vd, tiled, gemv) = ([Order::VecDot; 4], by_rows(Order::Tiled), [Order::RepackGemv; 4]);
+    for (wt, rows, want) in [
+        (GgmlType::Q6K, 16, tiled),
+        (GgmlType::Q2K, 16, tiled),
+        (GgmlType::Q3K, 16, tiled),
+        (GgmlType::Q5K, 16, tiled),
+        (GgmlType::Iq4Xs, 16, tiled),
+        // repacked types: every row of every expert through the GEMV, whatever its row count
+        (GgmlType::Q4_0, 16, gemv),
+        (GgmlType::Q4K, 16, gemv),
+        (GgmlType::Iq4Nl, 16, gemv),
+        (GgmlType::Mxfp4, 16, gemv),
+        // rows not a multiple of 8: not repacked, and Q4_K has no tiled order here
+        (GgmlType::Q4K, 12, vd),
+        (GgmlType::Q8_0, 16, vd),
+        (GgmlType::F16, 16, vd),
+    ] {
+        assert_eq!(id_orders(&w(wt, rows, 4).view(), &b.view(), wt, &experts, &x86), want, "{} rows {rows}", wt.name());
+        assert_eq!(id_orders(&w(wt, rows, 4).view(), &b.view(), wt, &experts, &reference.dot), vd, "{} in the reference set", wt.name());
+    }
+    // Q2_K experts are repacked in AVX-512 builds only
+    let mut q2 = x86;
+    q2.repacks_q2_k = true;
+    assert_eq!(id_orders(&w(GgmlType::Q2K, 16, 4).view(), &b.view(), GgmlType::Q2K, &experts, &q2), gemv);
+    // one expert (2-D weights): upstream's repack buffer takes MUL_MAT_ID of 3-D weights only
+    assert_eq!(id_orders(&w(GgmlType::Q4_0, 16, 1).view(), &b.view(), GgmlType::Q4_0, &[0; 9], &x86), [Order::VecDot]);
+    // F16 activations: not the repacked kernels (F32 only), nor the tiled path (F32 or Q8_K)
+    let b16 = T::new(F16, [256, 2, 12, 1]);
+    assert_eq!(id_orders(&w(GgmlType::Q4_0, 16, 4).view(), &b16.view(), GgmlType::Q4_0, &experts, &x86), vd);
+    assert_eq!(id_orders(&w(GgmlType::Q5K, 16, 4).view(), &b16.view(), GgmlType::Q5K, &experts, &x86), vd);
+}
