@@ -16,10 +16,36 @@ export CARGO_TERM_COLOR=never
 SUMMARY=()
 FAILED=0
 
-step() { printf '\n=== %s\n' "$*"; }
+# the steps a run was asked for (scripts/test.sh STEP...): numbers ("13") or words of their titles
+# ("aarch64"); none: every step
+STEPS_WANTED=()
+STEP_TITLE=""
+# selected: whether the current step is one of those asked for
+selected() {
+    [ ${#STEPS_WANTED[@]} -eq 0 ] && return 0
+    local w
+    for w in "${STEPS_WANTED[@]}"; do
+        if [[ "$w" =~ ^[0-9]+$ ]]; then
+            [[ "$STEP_TITLE" == "$w. "* ]] && return 0
+        elif [[ "${STEP_TITLE,,}" == *"${w,,}"* ]]; then
+            return 0
+        fi
+    done
+    return 1
+}
 
-# check NAME COMMAND...: runs the command, records PASS/FAIL with its duration
+step() {
+    STEP_TITLE=$*
+    selected && printf '\n=== %s\n' "$*"
+    return 0
+}
+
+# check [--always] NAME COMMAND...: runs the command, records PASS/FAIL with its duration; in a
+# step that was not asked for it does nothing, unless --always (the builds other steps need)
 check() {
+    local always=0
+    [ "$1" = --always ] && { always=1; shift; }
+    [ $always = 1 ] || selected || return 0
     local name=$1
     shift
     local t0=$SECONDS
@@ -42,6 +68,7 @@ progress() {
 # skip NAME WHY: records a check that could not run yet, with the reason, in the summary (it does
 # not fail the suite, and it is not a pass)
 skip() {
+    selected || return 0
     SUMMARY+=("SKIP     -  $1 ($2)")
     echo "SKIP: $1: $2"
 }

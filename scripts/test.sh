@@ -55,10 +55,27 @@
 #      aarch64 build bit for bit, test-backend-ops -b RSCPU, and a tiny model's text stock vs ours
 #  19. an AVX2-only x86 CPU (qemu-x86_64 -cpu max: AVX2 + FMA + F16C, no AVX-512): the crate's
 #      tests and test-backend-ops -b RSCPU on the avx2 set with no AVX-512 in the machine
+#
+# Usage: scripts/test.sh [--list] [STEP...]: no STEP runs them all; a STEP is a number ("13") or a
+# word of a step's title ("aarch64"), and runs that step alone after the set-up and the two builds
+# of step 2 every step needs (cached: seconds once built). --list lists the steps.
 # Environment: GGML_RS_FUZZ_ITERS (scheduler fuzz graphs, default 300), GGML_RS_PLAN_FUZZ
 # (planner fuzz graphs, default 3000), GGML_RS_QUICK=1 (fewer settings).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+for arg in "$@"; do
+    case "$arg" in
+        --list) grep -E '^step "' "${BASH_SOURCE[0]}" | sed -E 's/^step "(.*)"$/\1/'; exit 0 ;;
+        -*) sed -n '/^# Usage/,/^# Environment/p' "${BASH_SOURCE[0]}"; exit 2 ;;
+        *)
+            grep -E '^step "' "${BASH_SOURCE[0]}" | sed -E 's/^step "(.*)"$/\1/' | awk -v w="$arg" \
+                'BEGIN {n = 0} (w ~ /^[0-9]+$/ && index($0, w ". ") == 1) || (w !~ /^[0-9]+$/ && index(tolower($0), tolower(w))) {n++} END {exit n == 0}' \
+                || { echo "no step matches '$arg'; the steps (scripts/test.sh --list):"; grep -E '^step "' "${BASH_SOURCE[0]}" | sed -E 's/^step "(.*)"$/  \1/'; exit 2; }
+            STEPS_WANTED+=("$arg")
+            ;;
+    esac
+done
 
 FUZZ_ITERS=${GGML_RS_FUZZ_ITERS:-300}
 PLAN_FUZZ=${GGML_RS_PLAN_FUZZ:-3000}
@@ -82,8 +99,9 @@ check "planner fuzz ($PLAN_FUZZ random graphs)" bash -o pipefail -c \
     "cd '$ROOT' && GGML_RS_PLAN_FUZZ=$PLAN_FUZZ cargo test --release -p ggml-plan --lib plan_tests::fuzz_from_env 2>&1 | tail -n 3"
 
 step "2. build"
-check "cargo build --release" build_library
-check "upstream build (reference, and with our library)" build_upstream
+# every step needs these two (--always: they run, and are cached, whichever steps were asked for)
+check --always "cargo build --release" build_library
+check --always "upstream build (reference, and with our library)" build_upstream
 [ -x "$BUILD_OURS/bin/llama-compare" ] || { summary; exit 1; }
 # the Rust CPU backend's numeric core (crates/ggml-rs-cpu): its own tests, and its block formats,
 # activation quantization and dot products against the reference build's libggml-base/-cpu
@@ -231,7 +249,9 @@ imatrix() {
 check "llama-imatrix (eval callback): the same file as upstream" imatrix
 
 step "7. processes: rpc-servers + local CPU"
-if start_rpc_server "$BUILD_OURS"; then
+if ! selected; then
+    :
+elif start_rpc_server "$BUILD_OURS"; then
     check "scheduler: rpc-server + CPU = CPU alone" env GGML_RS_RPC_ENDPOINT="$RPC_ENDPOINT" "$BUILD_OURS/c_tests/test_rpc_sched"
     RPC_OPS="ADD,MUL,SCALE,SQR,CPY,CONT,GET_ROWS,SET_ROWS,MUL_MAT,RMS_NORM,SOFT_MAX,ROPE,GLU,ADD_ID"
     check "test-backend-ops test -b RPC0 ($RPC_OPS)" bash -c \
@@ -881,6 +901,8 @@ qx86_ops_run() { # label, then test-backend-ops arguments
 }
 qx86_ops() {
     local rc=0
+    # built by step 13 (run alone, this step builds it: seconds when it is there)
+    (cd "$ROOT" && cargo build --release -q -p ggml-rs-cpu) || return 1
     printf 'flash attention: '; qx86_ops_run fa -o FLASH_ATTN_EXT -p 'hsk=64,hsv=64,nh=4,nr23=\[1,1\],kv=512,nb=(1|35|64),' || rc=1
     printf 'products: '; qx86_ops_run mm -o MUL_MAT -p 'k=256,bs=\[1,1\]|type_b=f32,m=16,n=(8|16|32|64),' || rc=1
     printf 'others: '; qx86_ops_run rest -o SOFT_MAX,SWIGLU,SILU,RMS_NORM,ROPE,CPY -p '^(?!.*(ne_a=\[16,16,8192|ne_a=\[36,16,2457|be1=700))' || rc=1
