@@ -612,7 +612,10 @@ check "test-backend-ops test -b RSCPU at the avx2 and scalar kernel sets (GGML_R
 # whole models: every architecture on RSCPU against upstream's native CPU (the module is loaded by
 # a preload shim: test-llama-archs picks its device before any ggml_backend_load_all)
 check "test-llama-archs -b RSCPU (every architecture, against upstream's native CPU)" bash -o pipefail -c \
-    "GGML_RS_BACKEND_MODULE='$CPU_LIB' LD_PRELOAD='$BUILD_OURS/c_tests/libmodule_preload.so' timeout 3600 '$BUILD_NATIVE/bin/test-llama-archs' -b RSCPU 2>&1 | grep -a -E 'FAIL|Summary'"
+    "GGML_RS_BACKEND_MODULE='$CPU_LIB' LD_PRELOAD='$BUILD_OURS/c_tests/libmodule_preload.so' timeout 3600 '$BUILD_NATIVE/bin/test-llama-archs' -b RSCPU > '$T/archs-rscpu.log' 2>&1; rc=\$?
+     grep -a -E 'FAIL|Summary' '$T/archs-rscpu.log'
+     # a run that stops without its summary (a signal) shows how it ended
+     grep -a -q '^Summary' '$T/archs-rscpu.log' && [ \$rc = 0 ] || { echo \"exit status \$rc; the log's last lines:\"; tail -n 12 '$T/archs-rscpu.log'; exit 1; }"
 # "ours only": nothing of upstream's backends in the process (ldd and the loader's own list)
 rscpu_alone() {
     local libs
