@@ -1,0 +1,191 @@
+//! The grid types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) · Q8_K: scalar references
+//! in the order of upstream's `ggml_vec_dot_*_q8_K_generic`. Per super-block the integer sum
+//! `Σ_groups (2s + 1) · Σ grid · sign · a` is exact (any order); the floats:
+//!
+//! - IQ2_*: `sum += (f32(d) · dy) · f32(isum)` per block, then `0.125 · sum`;
+//! - IQ3_XXS: the same with `0.25 · sum`; IQ3_S: the same with no final factor;
+//! - IQ1_S / IQ1_M: with `I = Σ ls · Σ grid · a` and `J = Σ ls · delta · Σ a` (the ±1 deltas,
+//!   from the activations' 16-element sums for IQ1_S), `sum += (f32(d) · dy) · (f32(I) + 0.125 · f32(J))`.
+
+use crate::block::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K};
+use crate::quants::iq_grid::{
+    IQ1_DELTA, IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, iq1_m_d, iq1_m_index, iq1_m_scales, iq1_m_words, iq1_s_index, iq2_nibble,
+    iq2_s_index, iq2_xxs_group, iq3_s_index, le32, sign_bits,
+};
+
+/// `Σ grid[j] · a[j]` with element j negated where bit j of `signs` is set
+#[inline(always)]
+fn signed_dot(grid: &[u8], signs: u8, a: &[i8]) -> i32 {
+    let mut s = 0i32;
+    for (j, (&g, &q)) in grid.iter().zip(a).enumerate() {
+        let p = g as i32 * q as i32;
+        s += if signs >> j & 1 != 0 { -p } else { p };
+    }
+    s
+}
+
+/// the scale `2s + 1` of 8-vector `k` of an IQ2_XS / IQ2_S block
+#[inline(always)]
+fn iq2_scale(scales: &[u8; 8], k: usize) -> i32 {
+    2 * iq2_nibble(scales, k) as i32 + 1
+}
+
+/// the per-super-block float step of the IQ2 / IQ3 references
+#[inline(always)]
+fn sum_blocks<W>(x: &[W], y: &[BlockQ8K], d: impl Fn(&W) -> f32, isum: impl Fn(&W, &[i8]) -> i32) -> f32 {
+    let mut sum = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let dd = d(a) * b.d;
+        sum += dd * isum(a, &b.qs) as f32;
+    }
+    sum
+}
+
+/// scalar reference of IQ2_XXS · Q8_K (upstream's `ggml_vec_dot_iq2_xxs_q8_K_generic`)
+pub fn iq2_xxs_q8_k_reference(x: &[BlockIq2Xxs], y: &[BlockQ8K]) -> f32 {
+    let sum = sum_blocks(
+        x,
+        y,
+        |a| a.d.to_f32(),
+        |a, q| {
+            (0..8)
+                .map(|g| {
+                    let (idx, aux) = iq2_xxs_group(a, g);
+                    let ls = 2 * (aux >> 28) as i32 + 1;
+                    let s: i32 = (0..4).map(|l| signed_dot(&IQ2XXS_GRID[idx[l] as usize], sign_bits(aux >> (7 * l)), &q[32 * g + 8 * l..])).sum();
+                    s * ls
+                })
+                .sum()
+        },
+    );
+    0.125 * sum
+}
+
+/// scalar reference of IQ2_XS · Q8_K (upstream's `ggml_vec_dot_iq2_xs_q8_K_generic`)
+pub fn iq2_xs_q8_k_reference(x: &[BlockIq2Xs], y: &[BlockQ8K]) -> f32 {
+    let sum = sum_blocks(
+        x,
+        y,
+        |a| a.d.to_f32(),
+        |a, q| {
+            (0..32)
+                .map(|k| {
+                    let v = a.qs[k];
+                    iq2_scale(&a.scales, k) * signed_dot(&IQ2XS_GRID[(v & 511) as usize], sign_bits((v >> 9) as u32), &q[8 * k..])
+                })
+                .sum()
+        },
+    );
+    0.125 * sum
+}
+
+/// scalar reference of IQ2_S · Q8_K (upstream's `ggml_vec_dot_iq2_s_q8_K_generic`)
+pub fn iq2_s_q8_k_reference(x: &[BlockIq2S], y: &[BlockQ8K]) -> f32 {
+    let sum = sum_blocks(
+        x,
+        y,
+        |a| a.d.to_f32(),
+        |a, q| (0..32).map(|k| iq2_scale(&a.scales, k) * signed_dot(&IQ2S_GRID[iq2_s_index(a, k)], a.signs[k], &q[8 * k..])).sum(),
+    );
+    0.125 * sum
+}
+
+/// `Σ` over 8 weights of two IQ3 grid entries (4 each) with their sign byte
+#[inline(always)]
+fn iq3_pair(g1: &[u8; 4], g2: &[u8; 4], signs: u8, a: &[i8]) -> i32 {
+    signed_dot(g1, signs, &a[..4]) + signed_dot(g2, signs >> 4, &a[4..8])
+}
+
+/// scalar reference of IQ3_XXS · Q8_K (upstream's `ggml_vec_dot_iq3_xxs_q8_K_generic`)
+pub fn iq3_xxs_q8_k_reference(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
+    let sum = sum_blocks(
+        x,
+        y,
+        |a| a.d.to_f32(),
+        |a, q| {
+            (0..8)
+                .map(|g| {
+                    let aux = le32(&a.scales_signs, g);
+                    let ls = 2 * (aux >> 28) as i32 + 1;
+                    let s: i32 = (0..4)
+                        .map(|l| {
+                            let k = 8 * g + 2 * l;
+                            iq3_pair(&IQ3XXS_GRID[a.qs[k] as usize], &IQ3XXS_GRID[a.qs[k + 1] as usize], sign_bits(aux >> (7 * l)), &q[32 * g + 8 * l..])
+                        })
+                        .sum();
+                    s * ls
+                })
+                .sum()
+        },
+    );
+    0.25 * sum
+}
+
+/// scalar reference of IQ3_S · Q8_K (upstream's `ggml_vec_dot_iq3_s_q8_K_generic`)
+pub fn iq3_s_q8_k_reference(x: &[BlockIq3S], y: &[BlockQ8K]) -> f32 {
+    sum_blocks(
+        x,
+        y,
+        |a| a.d.to_f32(),
+        |a, q| {
+            (0..32)
+                .map(|m| {
+                    let ls = 2 * ((a.scales[m / 8] >> (4 * (m % 8 / 4))) & 15) as i32 + 1;
+                    ls * iq3_pair(&IQ3S_GRID[iq3_s_index(a, 2 * m)], &IQ3S_GRID[iq3_s_index(a, 2 * m + 1)], a.signs[m], &q[8 * m..])
+                })
+                .sum()
+        },
+    )
+}
+
+/// `Σ grid[j] · a[j]` for an IQ1 grid entry
+#[inline(always)]
+fn iq1_dot(grid: &[i8; 8], a: &[i8]) -> i32 {
+    grid.iter().zip(a).map(|(&g, &q)| g as i32 * q as i32).sum()
+}
+
+/// the IQ1 per-super-block float step
+#[inline(always)]
+fn iq1_step(sum: f32, d: f32, dy: f32, i: i32, j: i32) -> f32 {
+    sum + d * dy * (i as f32 + IQ1_DELTA * j as f32)
+}
+
+/// scalar reference of IQ1_S · Q8_K (upstream's `ggml_vec_dot_iq1_s_q8_K_generic`)
+pub fn iq1_s_q8_k_reference(x: &[BlockIq1S], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let (mut i, mut j) = (0i32, 0i32);
+        for g in 0..8 {
+            let qh = a.qh[g];
+            let ls = 2 * ((qh >> 12) & 7) as i32 + 1;
+            let delta = if qh & 0x8000 != 0 { -1 } else { 1 };
+            let l: i32 = (0..4).map(|l| iq1_dot(&IQ1S_GRID[iq1_s_index(a, 4 * g + l)], &b.qs[32 * g + 8 * l..])).sum();
+            i += ls * l;
+            j += ls * delta * (b.bsums[2 * g] as i32 + b.bsums[2 * g + 1] as i32);
+        }
+        sum = iq1_step(sum, a.d.to_f32(), b.d, i, j);
+    }
+    sum
+}
+
+/// scalar reference of IQ1_M · Q8_K (upstream's `ggml_vec_dot_iq1_m_q8_K_generic`)
+pub fn iq1_m_q8_k_reference(x: &[BlockIq1M], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (a, b) in x.iter().zip(y) {
+        let sc = iq1_m_words(a);
+        let (mut i, mut j) = (0i32, 0i32);
+        for g in 0..8 {
+            let ls = iq1_m_scales(&sc, g);
+            for l in 0..4 {
+                let k = 4 * g + l;
+                let (idx, neg) = iq1_m_index(a, k);
+                let q = &b.qs[8 * k..8 * k + 8];
+                let qsum: i32 = q.iter().map(|&v| v as i32).sum();
+                i += ls[l / 2] * iq1_dot(&IQ1S_GRID[idx], q);
+                j += ls[l / 2] * if neg { -qsum } else { qsum };
+            }
+        }
+        sum = iq1_step(sum, iq1_m_d(&sc), b.d, i, j);
+    }
+    sum
+}
