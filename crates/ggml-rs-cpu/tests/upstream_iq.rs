@@ -225,3 +225,38 @@ fn grid_vec_dots_match_upstream() {
         println!("{}: scalar reference equal to upstream's generic vec_dot bit for bit in {exact} of {total} rows", ty.name());
     }
 }
+
+/// the sets from AVX2 give upstream's x86 vec_dot (its AVX2 branches, which both its builds
+/// take for these types) bit for bit, on random valid blocks and model-like activations (whose
+/// largest element is −128: where the x86 kernels' byte negation keeps it −128)
+#[test]
+fn grid_vec_dots_are_ggml_cpus_x86_order_bit_for_bit() {
+    if !cfg!(target_arch = "x86_64") {
+        println!("SKIP: upstream's x86 order is checked on x86");
+        return;
+    }
+    let Some(u) = upstream() else { return };
+    let levels: Vec<Level> = Level::available().into_iter().filter(|l| *l >= Level::Avx2).collect();
+    if levels.is_empty() {
+        println!("SKIP: no AVX2 on this CPU");
+        return;
+    }
+    let mut r = XorShift::new(63);
+    for ty in GgmlType::GRID {
+        let (mut compared, mut reference_differs) = (0usize, 0usize);
+        for n in [256usize, 512, 4096, 11008 / 256 * 256] {
+            for _ in 0..12 {
+                let x = random_blocks(ty, n / 256, &mut r);
+                let y = activations(&u, n, &mut r);
+                let theirs = u.vec_dot(ty as u32, n, &x, &y);
+                reference_differs += (kernels::at(Level::Scalar).row_dot(ty).dot(&x, &y).to_bits() != theirs.to_bits()) as usize;
+                for &level in &levels {
+                    let ours = kernels::at(level).row_dot(ty).dot(&x, &y);
+                    assert_eq!(ours.to_bits(), theirs.to_bits(), "{} {} n={n}: upstream {theirs}, ours {ours}", ty.name(), level.name());
+                    compared += 1;
+                }
+            }
+        }
+        println!("{}: {compared} dot products bit for bit ({} sets); the scalar reference differs in {reference_differs} rows", ty.name(), levels.len());
+    }
+}

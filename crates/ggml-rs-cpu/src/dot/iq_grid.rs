@@ -189,3 +189,161 @@ pub fn iq1_m_q8_k_reference(x: &[BlockIq1M], y: &[BlockQ8K]) -> f32 {
     }
     sum
 }
+
+// ---------------------------------------------------------------------------------------------
+// upstream's x86 order (its AVX2 branches, which its AVX2 and native AVX-512 builds both take)
+// ---------------------------------------------------------------------------------------------
+//
+// Per super-block, 8 i32 lanes: lane `2v + h` sums, over the 8 groups of 32, the scaled products
+// of half `h` (elements 4h..4h + 4) of vector `v` (of 4) of the group; the sign goes on the
+// activation as a byte (`sign_epi8`: −(−128) stays −128). Then per lane `acc = fma(d · dy, f32(lane),
+// acc)` and upstream's horizontal sum ([`super::q8_0::hsum8`]) times the type's factor.
+
+/// one 8-vector of a grid super-block as the x86 kernels see it: the magnitudes of its weights,
+/// which of them are negative, its scale
+type Vector = ([u8; 8], u8, i32);
+
+/// the 8 lanes of a super-block (module's text above); `vector(k)` describes 8-vector `k` (of 32)
+#[inline(always)]
+fn x86_lanes(q8: &[i8], vector: impl Fn(usize) -> Vector) -> [i32; 8] {
+    let mut lanes = [0i32; 8];
+    for k in 0..32 {
+        let (w, neg, ls) = vector(k);
+        let q = &q8[8 * k..8 * k + 8];
+        for h in 0..2 {
+            let s: i32 = (4 * h..4 * h + 4)
+                .map(|j| {
+                    let a = if neg >> j & 1 != 0 { q[j].wrapping_neg() } else { q[j] };
+                    w[j] as i32 * a as i32
+                })
+                .sum();
+            lanes[2 * (k % 4) + h] += ls * s;
+        }
+    }
+    lanes
+}
+
+/// `acc = fma(d, f32(lane), acc)` per lane
+#[inline(always)]
+fn fma_lanes(acc: &mut [f32; 8], d: f32, lanes: &[i32; 8]) {
+    for (a, &l) in acc.iter_mut().zip(lanes) {
+        *a = d.mul_add(l as f32, *a);
+    }
+}
+
+/// the IQ2 / IQ3 x86 order: `factor · hsum8(acc)` over the super-blocks
+#[inline(always)]
+fn x86_sum<W>(x: &[W], y: &[BlockQ8K], factor: f32, d: impl Fn(&W) -> f32, vector: impl Fn(&W, usize) -> Vector) -> f32 {
+    let mut acc = [0f32; 8];
+    for (a, b) in x.iter().zip(y) {
+        fma_lanes(&mut acc, d(a) * b.d, &x86_lanes(&b.qs, |k| vector(a, k)));
+    }
+    factor * super::q8_0::hsum8(acc)
+}
+
+/// an 8-byte grid entry from two 4-byte ones
+#[inline(always)]
+fn pair(g1: &[u8; 4], g2: &[u8; 4]) -> [u8; 8] {
+    [g1[0], g1[1], g1[2], g1[3], g2[0], g2[1], g2[2], g2[3]]
+}
+
+/// IQ2_XXS · Q8_K in upstream's x86 order (`ggml_vec_dot_iq2_xxs_q8_K`'s AVX2 branch)
+pub fn iq2_xxs_q8_k_x86(x: &[BlockIq2Xxs], y: &[BlockQ8K]) -> f32 {
+    x86_sum(
+        x,
+        y,
+        0.125,
+        |a| a.d.to_f32(),
+        |a, k| {
+            let (idx, aux) = iq2_xxs_group(a, k / 4);
+            (IQ2XXS_GRID[idx[k % 4] as usize], sign_bits(aux >> (7 * (k % 4))), 2 * (aux >> 28) as i32 + 1)
+        },
+    )
+}
+
+/// IQ2_XS · Q8_K in upstream's x86 order
+pub fn iq2_xs_q8_k_x86(x: &[BlockIq2Xs], y: &[BlockQ8K]) -> f32 {
+    x86_sum(x, y, 0.125, |a| a.d.to_f32(), |a, k| (IQ2XS_GRID[(a.qs[k] & 511) as usize], sign_bits((a.qs[k] >> 9) as u32), iq2_scale(&a.scales, k)))
+}
+
+/// IQ2_S · Q8_K in upstream's x86 order
+pub fn iq2_s_q8_k_x86(x: &[BlockIq2S], y: &[BlockQ8K]) -> f32 {
+    x86_sum(x, y, 0.125, |a| a.d.to_f32(), |a, k| (IQ2S_GRID[iq2_s_index(a, k)], a.signs[k], iq2_scale(&a.scales, k)))
+}
+
+/// IQ3_XXS · Q8_K in upstream's x86 order
+pub fn iq3_xxs_q8_k_x86(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
+    x86_sum(
+        x,
+        y,
+        0.25,
+        |a| a.d.to_f32(),
+        |a, k| {
+            let aux = le32(&a.scales_signs, k / 4);
+            let (g1, g2) = (&IQ3XXS_GRID[a.qs[2 * k] as usize], &IQ3XXS_GRID[a.qs[2 * k + 1] as usize]);
+            (pair(g1, g2), sign_bits(aux >> (7 * (k % 4))), 2 * (aux >> 28) as i32 + 1)
+        },
+    )
+}
+
+/// IQ3_S · Q8_K in upstream's x86 order
+pub fn iq3_s_q8_k_x86(x: &[BlockIq3S], y: &[BlockQ8K]) -> f32 {
+    x86_sum(
+        x,
+        y,
+        1.0,
+        |a| a.d.to_f32(),
+        |a, k| {
+            let ls = 2 * ((a.scales[k / 8] >> (4 * (k % 8 / 4))) & 15) as i32 + 1;
+            (pair(&IQ3S_GRID[iq3_s_index(a, 2 * k)], &IQ3S_GRID[iq3_s_index(a, 2 * k + 1)]), a.signs[k], ls)
+        },
+    )
+}
+
+/// an IQ1 grid entry as magnitudes and negative flags
+#[inline(always)]
+fn iq1_vector(grid: &[i8; 8], ls: i32) -> Vector {
+    let mut neg = 0u8;
+    for (j, &g) in grid.iter().enumerate() {
+        neg |= ((g < 0) as u8) << j;
+    }
+    (grid.map(|g| g.unsigned_abs()), neg, ls)
+}
+
+/// IQ1_S · Q8_K in upstream's x86 order (`ggml_vec_dot_iq1_s_q8_K`'s AVX2 branch): the grid part
+/// in the 8 lanes (`fma(d, f32(lane), acc)`, d = dy · f32(d)), the delta part
+/// `J = Σ ls · ±Σ a` (the activations' 16-element sums) as `accj = fma(d, f32(J), accj)` (a
+/// scalar its builds fuse), at the end `hsum8(acc) + accj / 8`
+pub fn iq1_s_q8_k_x86(x: &[BlockIq1S], y: &[BlockQ8K]) -> f32 {
+    let (mut acc, mut accj) = ([0f32; 8], 0f32);
+    for (a, b) in x.iter().zip(y) {
+        let ls = |g: usize| 2 * ((a.qh[g] >> 12) & 7) as i32 + 1;
+        let lanes = x86_lanes(&b.qs, |k| iq1_vector(&IQ1S_GRID[iq1_s_index(a, k)], ls(k / 4)));
+        let j: i32 = (0..8)
+            .map(|g| {
+                let delta = if a.qh[g] & 0x8000 != 0 { -1 } else { 1 };
+                (b.bsums[2 * g] as i32 + b.bsums[2 * g + 1] as i32) * delta * ls(g)
+            })
+            .sum();
+        let d = b.d * a.d.to_f32();
+        fma_lanes(&mut acc, d, &lanes);
+        accj = d.mul_add(j as f32, accj);
+    }
+    super::q8_0::hsum8(acc) + IQ1_DELTA * accj
+}
+
+/// IQ1_M · Q8_K in upstream's x86 order: the grid part and the delta part (`±a` per element,
+/// signed as bytes) each in 8 lanes with their fmas, `hsum8(grid) + hsum8(delta) / 8`
+pub fn iq1_m_q8_k_x86(x: &[BlockIq1M], y: &[BlockQ8K]) -> f32 {
+    let (mut acc1, mut acc2) = ([0f32; 8], [0f32; 8]);
+    for (a, b) in x.iter().zip(y) {
+        let sc = iq1_m_words(a);
+        let ls = |k: usize| iq1_m_scales(&sc, k / 4)[k % 4 / 2];
+        let lanes1 = x86_lanes(&b.qs, |k| iq1_vector(&IQ1S_GRID[iq1_m_index(a, k).0], ls(k)));
+        let lanes2 = x86_lanes(&b.qs, |k| ([1; 8], if iq1_m_index(a, k).1 { 255 } else { 0 }, ls(k)));
+        let d = b.d * iq1_m_d(&sc);
+        fma_lanes(&mut acc1, d, &lanes1);
+        fma_lanes(&mut acc2, d, &lanes2);
+    }
+    super::q8_0::hsum8(acc1) + IQ1_DELTA * super::q8_0::hsum8(acc2)
+}

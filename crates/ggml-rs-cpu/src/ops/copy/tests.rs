@@ -122,6 +122,8 @@ fn grid_types_are_read_never_written() {
         assert!(supports(&node(Op::Cpy, &f32t, &[&q], &[])), "{} -> f32", ty.name());
         assert!(supports(&node(Op::GetRows, &f32t, &[&q, &idx], &[])), "get_rows {}", ty.name());
         assert!(!supports(&node(Op::Cpy, &q, &[&f32t], &[])), "f32 -> {}", ty.name());
+        assert!(!supports(&node(Op::Cpy, &q, &[&T::new(ty as i32, [256, 2, 1, 1])], &[])), "{} -> {}", ty.name(), ty.name());
+        assert!(supports(&node(Op::Cont, &q, &[&T::new(ty as i32, [256, 2, 1, 1])], &[])), "cont {}", ty.name());
         assert!(!supports(&node(Op::SetRows, &q, &[&f32t, &idx], &[])), "set_rows into {}", ty.name());
     }
     // and a type with a quantizer is written
