@@ -260,3 +260,69 @@ fn grid_vec_dots_are_ggml_cpus_x86_order_bit_for_bit() {
         println!("{}: {compared} dot products bit for bit ({} sets); the scalar reference differs in {reference_differs} rows", ty.name(), levels.len());
     }
 }
+
+/// MUL_MAT of grid weights with 8 activation rows: upstream's x86 builds take their tiled
+/// K-quant path, whose order is `Dots::row(ty, Order::Tiled)`'s (`iq_grid::*_q8_k_tiled`);
+/// checked bit for bit against upstream's graph compute, as our backend's MUL_MAT of the same
+/// graph (from the avx2 set), and how often vec_dot's order differs
+#[test]
+fn grid_prompt_mul_mat_is_the_tiled_order() {
+    use ggml_rs_cpu::dot::Order;
+    if !cfg!(target_arch = "x86_64") {
+        println!("SKIP: upstream's tiled path is in its x86 builds only");
+        return;
+    }
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(64);
+    let (rows, k, cols) = (16usize, 4096usize, 8usize);
+    let dots = &kernels::active().dot;
+    for ty in GgmlType::GRID {
+        if ggml_rs_cpu::simd::active() >= Level::Avx2 {
+            assert!(Order::tiled(ty, cols as i64, true, dots), "{}: 8 F32 rows take the tiled order", ty.name());
+        }
+        let rs = ty.row_size(k);
+        let w = random_blocks(ty, rows * k / 256, &mut r);
+        let x = r.model_like(k * cols);
+        let ctx = u.context(rows * rs + 4 * k * cols + 4 * rows * cols + (1 << 20), 4).expect("context");
+        let (a, b) = (ctx.new_tensor(ty as u32, [k as i64, rows as i64, 1, 1]), ctx.new_tensor(GgmlType::F32 as u32, [k as i64, cols as i64, 1, 1]));
+        // SAFETY: contiguous tensors of these sizes, not otherwise borrowed
+        unsafe {
+            upstream_lib::tensor_bytes(a).copy_from_slice(&w);
+            upstream_lib::tensor_bytes(b).copy_from_slice(ggml_rs_cpu::block::as_bytes(&x));
+        }
+        let out = ctx.mul_mat(a, b);
+        let graph = ctx.graph(out);
+        let floats = || -> Vec<f32> {
+            // SAFETY: the result, rows · cols floats
+            unsafe { upstream_lib::tensor_bytes(out) }.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
+        };
+        assert_eq!(ctx.compute(graph, 1), 0, "upstream's compute");
+        let theirs = floats();
+        // our backend on the same graph: bit for bit from the avx2 set (NaN first, so an output
+        // not written cannot pass)
+        // SAFETY: as above
+        unsafe { upstream_lib::tensor_bytes(out) }.fill(0xff);
+        assert_eq!(ggml_rs_cpu::backend::exports::ggml_graph_compute_with_ctx(ctx.as_ptr().cast(), graph, 2), 0, "our compute");
+        let ours_op = floats();
+        if ggml_rs_cpu::simd::active() >= Level::Avx2 {
+            for (i, (t, o)) in theirs.iter().zip(&ours_op).enumerate() {
+                assert_eq!(o.to_bits(), t.to_bits(), "{} output {i}: our MUL_MAT {o}, upstream's {t}", ty.name());
+            }
+        }
+        let tiled = kernels::at(Level::Scalar).dot.row(ty, Order::Tiled);
+        let (mut vec_dot_differs, mut n) = (0usize, 0usize);
+        for j in 0..cols {
+            let mut aq = AlignedBytes::zeroed(GgmlType::Q8K.row_size(k));
+            quantize_row(GgmlType::Q8K, &x[j * k..(j + 1) * k], &mut aq);
+            for i in 0..rows {
+                let wr = &w[i * rs..(i + 1) * rs];
+                let ours = tiled.dot(wr, &aq);
+                let t = theirs[j * rows + i];
+                assert_eq!(ours.to_bits(), t.to_bits(), "{} row {i} col {j}: upstream's MUL_MAT {t}, the tiled order {ours}", ty.name());
+                vec_dot_differs += (u.vec_dot(ty as u32, k, wr, &aq).to_bits() != t.to_bits()) as usize;
+                n += 1;
+            }
+        }
+        println!("{}: {n} outputs of the tiled order bit for bit; vec_dot's order differs in {vec_dot_differs}", ty.name());
+    }
+}

@@ -41,53 +41,31 @@ fn sum_blocks<W>(x: &[W], y: &[BlockQ8K], d: impl Fn(&W) -> f32, isum: impl Fn(&
     sum
 }
 
-/// scalar reference of IQ2_XXS · Q8_K (upstream's `ggml_vec_dot_iq2_xxs_q8_K_generic`)
-pub fn iq2_xxs_q8_k_reference(x: &[BlockIq2Xxs], y: &[BlockQ8K]) -> f32 {
-    let sum = sum_blocks(
-        x,
-        y,
-        |a| a.d.to_f32(),
-        |a, q| {
-            (0..8)
-                .map(|g| {
-                    let (idx, aux) = iq2_xxs_group(a, g);
-                    let ls = 2 * (aux >> 28) as i32 + 1;
-                    let s: i32 = (0..4).map(|l| signed_dot(&IQ2XXS_GRID[idx[l] as usize], sign_bits(aux >> (7 * l)), &q[32 * g + 8 * l..])).sum();
-                    s * ls
-                })
-                .sum()
-        },
-    );
-    0.125 * sum
+/// `Σ_groups (2s + 1) · Σ grid · sign · a` of an IQ2_XXS super-block
+fn iq2_xxs_isum(a: &BlockIq2Xxs, q: &[i8]) -> i32 {
+    (0..8)
+        .map(|g| {
+            let (idx, aux) = iq2_xxs_group(a, g);
+            let ls = 2 * (aux >> 28) as i32 + 1;
+            let s: i32 = (0..4).map(|l| signed_dot(&IQ2XXS_GRID[idx[l] as usize], sign_bits(aux >> (7 * l)), &q[32 * g + 8 * l..])).sum();
+            s * ls
+        })
+        .sum()
 }
 
-/// scalar reference of IQ2_XS · Q8_K (upstream's `ggml_vec_dot_iq2_xs_q8_K_generic`)
-pub fn iq2_xs_q8_k_reference(x: &[BlockIq2Xs], y: &[BlockQ8K]) -> f32 {
-    let sum = sum_blocks(
-        x,
-        y,
-        |a| a.d.to_f32(),
-        |a, q| {
-            (0..32)
-                .map(|k| {
-                    let v = a.qs[k];
-                    iq2_scale(&a.scales, k) * signed_dot(&IQ2XS_GRID[(v & 511) as usize], sign_bits((v >> 9) as u32), &q[8 * k..])
-                })
-                .sum()
-        },
-    );
-    0.125 * sum
+/// the same of an IQ2_XS super-block
+fn iq2_xs_isum(a: &BlockIq2Xs, q: &[i8]) -> i32 {
+    (0..32)
+        .map(|k| {
+            let v = a.qs[k];
+            iq2_scale(&a.scales, k) * signed_dot(&IQ2XS_GRID[(v & 511) as usize], sign_bits((v >> 9) as u32), &q[8 * k..])
+        })
+        .sum()
 }
 
-/// scalar reference of IQ2_S · Q8_K (upstream's `ggml_vec_dot_iq2_s_q8_K_generic`)
-pub fn iq2_s_q8_k_reference(x: &[BlockIq2S], y: &[BlockQ8K]) -> f32 {
-    let sum = sum_blocks(
-        x,
-        y,
-        |a| a.d.to_f32(),
-        |a, q| (0..32).map(|k| iq2_scale(&a.scales, k) * signed_dot(&IQ2S_GRID[iq2_s_index(a, k)], a.signs[k], &q[8 * k..])).sum(),
-    );
-    0.125 * sum
+/// the same of an IQ2_S super-block
+fn iq2_s_isum(a: &BlockIq2S, q: &[i8]) -> i32 {
+    (0..32).map(|k| iq2_scale(&a.scales, k) * signed_dot(&IQ2S_GRID[iq2_s_index(a, k)], a.signs[k], &q[8 * k..])).sum()
 }
 
 /// `Σ` over 8 weights of two IQ3 grid entries (4 each) with their sign byte
@@ -96,46 +74,56 @@ fn iq3_pair(g1: &[u8; 4], g2: &[u8; 4], signs: u8, a: &[i8]) -> i32 {
     signed_dot(g1, signs, &a[..4]) + signed_dot(g2, signs >> 4, &a[4..8])
 }
 
+/// the same of an IQ3_XXS super-block
+fn iq3_xxs_isum(a: &BlockIq3Xxs, q: &[i8]) -> i32 {
+    (0..8)
+        .map(|g| {
+            let aux = le32(&a.scales_signs, g);
+            let ls = 2 * (aux >> 28) as i32 + 1;
+            let s: i32 = (0..4)
+                .map(|l| {
+                    let k = 8 * g + 2 * l;
+                    iq3_pair(&IQ3XXS_GRID[a.qs[k] as usize], &IQ3XXS_GRID[a.qs[k + 1] as usize], sign_bits(aux >> (7 * l)), &q[32 * g + 8 * l..])
+                })
+                .sum();
+            s * ls
+        })
+        .sum()
+}
+
+/// the same of an IQ3_S super-block
+fn iq3_s_isum(a: &BlockIq3S, q: &[i8]) -> i32 {
+    (0..32)
+        .map(|m| {
+            let ls = 2 * ((a.scales[m / 8] >> (4 * (m % 8 / 4))) & 15) as i32 + 1;
+            ls * iq3_pair(&IQ3S_GRID[iq3_s_index(a, 2 * m)], &IQ3S_GRID[iq3_s_index(a, 2 * m + 1)], a.signs[m], &q[8 * m..])
+        })
+        .sum()
+}
+
+/// scalar reference of IQ2_XXS · Q8_K (upstream's `ggml_vec_dot_iq2_xxs_q8_K_generic`)
+pub fn iq2_xxs_q8_k_reference(x: &[BlockIq2Xxs], y: &[BlockQ8K]) -> f32 {
+    0.125 * sum_blocks(x, y, |a| a.d.to_f32(), iq2_xxs_isum)
+}
+
+/// scalar reference of IQ2_XS · Q8_K (upstream's `ggml_vec_dot_iq2_xs_q8_K_generic`)
+pub fn iq2_xs_q8_k_reference(x: &[BlockIq2Xs], y: &[BlockQ8K]) -> f32 {
+    0.125 * sum_blocks(x, y, |a| a.d.to_f32(), iq2_xs_isum)
+}
+
+/// scalar reference of IQ2_S · Q8_K (upstream's `ggml_vec_dot_iq2_s_q8_K_generic`)
+pub fn iq2_s_q8_k_reference(x: &[BlockIq2S], y: &[BlockQ8K]) -> f32 {
+    0.125 * sum_blocks(x, y, |a| a.d.to_f32(), iq2_s_isum)
+}
+
 /// scalar reference of IQ3_XXS · Q8_K (upstream's `ggml_vec_dot_iq3_xxs_q8_K_generic`)
 pub fn iq3_xxs_q8_k_reference(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
-    let sum = sum_blocks(
-        x,
-        y,
-        |a| a.d.to_f32(),
-        |a, q| {
-            (0..8)
-                .map(|g| {
-                    let aux = le32(&a.scales_signs, g);
-                    let ls = 2 * (aux >> 28) as i32 + 1;
-                    let s: i32 = (0..4)
-                        .map(|l| {
-                            let k = 8 * g + 2 * l;
-                            iq3_pair(&IQ3XXS_GRID[a.qs[k] as usize], &IQ3XXS_GRID[a.qs[k + 1] as usize], sign_bits(aux >> (7 * l)), &q[32 * g + 8 * l..])
-                        })
-                        .sum();
-                    s * ls
-                })
-                .sum()
-        },
-    );
-    0.25 * sum
+    0.25 * sum_blocks(x, y, |a| a.d.to_f32(), iq3_xxs_isum)
 }
 
 /// scalar reference of IQ3_S · Q8_K (upstream's `ggml_vec_dot_iq3_s_q8_K_generic`)
 pub fn iq3_s_q8_k_reference(x: &[BlockIq3S], y: &[BlockQ8K]) -> f32 {
-    sum_blocks(
-        x,
-        y,
-        |a| a.d.to_f32(),
-        |a, q| {
-            (0..32)
-                .map(|m| {
-                    let ls = 2 * ((a.scales[m / 8] >> (4 * (m % 8 / 4))) & 15) as i32 + 1;
-                    ls * iq3_pair(&IQ3S_GRID[iq3_s_index(a, 2 * m)], &IQ3S_GRID[iq3_s_index(a, 2 * m + 1)], a.signs[m], &q[8 * m..])
-                })
-                .sum()
-        },
-    )
+    sum_blocks(x, y, |a| a.d.to_f32(), iq3_s_isum)
 }
 
 /// `Σ grid[j] · a[j]` for an IQ1 grid entry
@@ -150,44 +138,119 @@ fn iq1_step(sum: f32, d: f32, dy: f32, i: i32, j: i32) -> f32 {
     sum + d * dy * (i as f32 + IQ1_DELTA * j as f32)
 }
 
+/// `(I, J)` of an IQ1_S super-block: `I = Σ ls · Σ grid · a`, `J = Σ ls · delta · Σ a` (the
+/// activations' 16-element sums)
+fn iq1_s_isums(a: &BlockIq1S, b: &BlockQ8K) -> (i32, i32) {
+    let (mut i, mut j) = (0i32, 0i32);
+    for g in 0..8 {
+        let qh = a.qh[g];
+        let ls = 2 * ((qh >> 12) & 7) as i32 + 1;
+        let delta = if qh & 0x8000 != 0 { -1 } else { 1 };
+        let l: i32 = (0..4).map(|l| iq1_dot(&IQ1S_GRID[iq1_s_index(a, 4 * g + l)], &b.qs[32 * g + 8 * l..])).sum();
+        i += ls * l;
+        j += ls * delta * (b.bsums[2 * g] as i32 + b.bsums[2 * g + 1] as i32);
+    }
+    (i, j)
+}
+
+/// `(I, J)` of an IQ1_M super-block (the deltas per 8 weights)
+fn iq1_m_isums(a: &BlockIq1M, b: &BlockQ8K) -> (i32, i32) {
+    let sc = iq1_m_words(a);
+    let (mut i, mut j) = (0i32, 0i32);
+    for g in 0..8 {
+        let ls = iq1_m_scales(&sc, g);
+        for l in 0..4 {
+            let k = 4 * g + l;
+            let (idx, neg) = iq1_m_index(a, k);
+            let q = &b.qs[8 * k..8 * k + 8];
+            let qsum: i32 = q.iter().map(|&v| v as i32).sum();
+            i += ls[l / 2] * iq1_dot(&IQ1S_GRID[idx], q);
+            j += ls[l / 2] * if neg { -qsum } else { qsum };
+        }
+    }
+    (i, j)
+}
+
 /// scalar reference of IQ1_S · Q8_K (upstream's `ggml_vec_dot_iq1_s_q8_K_generic`)
 pub fn iq1_s_q8_k_reference(x: &[BlockIq1S], y: &[BlockQ8K]) -> f32 {
-    let mut sum = 0.0f32;
-    for (a, b) in x.iter().zip(y) {
-        let (mut i, mut j) = (0i32, 0i32);
-        for g in 0..8 {
-            let qh = a.qh[g];
-            let ls = 2 * ((qh >> 12) & 7) as i32 + 1;
-            let delta = if qh & 0x8000 != 0 { -1 } else { 1 };
-            let l: i32 = (0..4).map(|l| iq1_dot(&IQ1S_GRID[iq1_s_index(a, 4 * g + l)], &b.qs[32 * g + 8 * l..])).sum();
-            i += ls * l;
-            j += ls * delta * (b.bsums[2 * g] as i32 + b.bsums[2 * g + 1] as i32);
-        }
-        sum = iq1_step(sum, a.d.to_f32(), b.d, i, j);
-    }
-    sum
+    x.iter().zip(y).fold(0.0, |sum, (a, b)| {
+        let (i, j) = iq1_s_isums(a, b);
+        iq1_step(sum, a.d.to_f32(), b.d, i, j)
+    })
 }
 
 /// scalar reference of IQ1_M · Q8_K (upstream's `ggml_vec_dot_iq1_m_q8_K_generic`)
 pub fn iq1_m_q8_k_reference(x: &[BlockIq1M], y: &[BlockQ8K]) -> f32 {
-    let mut sum = 0.0f32;
-    for (a, b) in x.iter().zip(y) {
-        let sc = iq1_m_words(a);
-        let (mut i, mut j) = (0i32, 0i32);
-        for g in 0..8 {
-            let ls = iq1_m_scales(&sc, g);
-            for l in 0..4 {
-                let k = 4 * g + l;
-                let (idx, neg) = iq1_m_index(a, k);
-                let q = &b.qs[8 * k..8 * k + 8];
-                let qsum: i32 = q.iter().map(|&v| v as i32).sum();
-                i += ls[l / 2] * iq1_dot(&IQ1S_GRID[idx], q);
-                j += ls[l / 2] * if neg { -qsum } else { qsum };
-            }
-        }
-        sum = iq1_step(sum, iq1_m_d(&sc), b.d, i, j);
-    }
-    sum
+    x.iter().zip(y).fold(0.0, |sum, (a, b)| {
+        let (i, j) = iq1_m_isums(a, b);
+        iq1_step(sum, iq1_m_d(&iq1_m_words(a)), b.d, i, j)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// upstream's tiled K-quant path (x86 builds from AVX2, 8 or more activation rows: `Order::Tiled`)
+// ---------------------------------------------------------------------------------------------
+//
+// Per super-block the exact integer `I` of the signed weights (IQ1: `8 · grid + delta`, so
+// `8 I + J`), `r = (f32(d) · c) · f32(I)` with the type's factor c folded into the weight's scale
+// (1/8 for IQ2 and IQ1, 1/4 for IQ3_XXS, 1 for IQ3_S), `acc = fma(r, dy, acc)`.
+
+#[inline(always)]
+fn tiled_sum<W>(x: &[W], y: &[BlockQ8K], c: f32, d: impl Fn(&W) -> f32, isum: impl Fn(&W, &BlockQ8K) -> i32) -> f32 {
+    x.iter().zip(y).fold(0.0, |acc, (a, b)| ((d(a) * c) * isum(a, b) as f32).mul_add(b.d, acc))
+}
+
+/// IQ2_XXS · Q8_K in the tiled path's order
+pub fn iq2_xxs_q8_k_tiled(x: &[BlockIq2Xxs], y: &[BlockQ8K]) -> f32 {
+    tiled_sum(x, y, 0.125, |a| a.d.to_f32(), |a, b| iq2_xxs_isum(a, &b.qs))
+}
+
+/// IQ2_XS · Q8_K in the tiled path's order
+pub fn iq2_xs_q8_k_tiled(x: &[BlockIq2Xs], y: &[BlockQ8K]) -> f32 {
+    tiled_sum(x, y, 0.125, |a| a.d.to_f32(), |a, b| iq2_xs_isum(a, &b.qs))
+}
+
+/// IQ2_S · Q8_K in the tiled path's order
+pub fn iq2_s_q8_k_tiled(x: &[BlockIq2S], y: &[BlockQ8K]) -> f32 {
+    tiled_sum(x, y, 0.125, |a| a.d.to_f32(), |a, b| iq2_s_isum(a, &b.qs))
+}
+
+/// IQ3_XXS · Q8_K in the tiled path's order
+pub fn iq3_xxs_q8_k_tiled(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
+    tiled_sum(x, y, 0.25, |a| a.d.to_f32(), |a, b| iq3_xxs_isum(a, &b.qs))
+}
+
+/// IQ3_S · Q8_K in the tiled path's order
+pub fn iq3_s_q8_k_tiled(x: &[BlockIq3S], y: &[BlockQ8K]) -> f32 {
+    tiled_sum(x, y, 1.0, |a| a.d.to_f32(), |a, b| iq3_s_isum(a, &b.qs))
+}
+
+/// IQ1_S · Q8_K in the tiled path's order
+pub fn iq1_s_q8_k_tiled(x: &[BlockIq1S], y: &[BlockQ8K]) -> f32 {
+    tiled_sum(
+        x,
+        y,
+        0.125,
+        |a| a.d.to_f32(),
+        |a, b| {
+            let (i, j) = iq1_s_isums(a, b);
+            8 * i + j
+        },
+    )
+}
+
+/// IQ1_M · Q8_K in the tiled path's order
+pub fn iq1_m_q8_k_tiled(x: &[BlockIq1M], y: &[BlockQ8K]) -> f32 {
+    tiled_sum(
+        x,
+        y,
+        0.125,
+        |a| iq1_m_d(&iq1_m_words(a)),
+        |a, b| {
+            let (i, j) = iq1_m_isums(a, b);
+            8 * i + j
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

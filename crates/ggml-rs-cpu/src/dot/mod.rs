@@ -118,6 +118,10 @@ impl Order {
         match wt {
             GgmlType::Q6K => q6_k::tiled_order_applies(n_rows, src1_ok, dots),
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs => n_rows >= 8 && src1_ok && dots.kquant_tiled_path,
+            // and the grid types
+            GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => {
+                n_rows >= 8 && src1_ok && dots.kquant_tiled_path
+            }
             _ => false,
         }
     }
@@ -308,6 +312,14 @@ impl Dots {
             (GgmlType::Q5K, Order::Tiled) => RowDot::Q5K(self.q5_k_tiled),
             (GgmlType::Q6K, Order::Tiled) => RowDot::Q6K(self.q6_k_tiled),
             (GgmlType::Iq4Xs, Order::Tiled) => RowDot::Iq4Xs(self.iq4_xs_tiled),
+            // the grid types' tiled orders are portable definitions, the same in every set
+            (GgmlType::Iq2Xxs, Order::Tiled) => RowDot::Iq2Xxs(iq_grid::iq2_xxs_q8_k_tiled),
+            (GgmlType::Iq2Xs, Order::Tiled) => RowDot::Iq2Xs(iq_grid::iq2_xs_q8_k_tiled),
+            (GgmlType::Iq2S, Order::Tiled) => RowDot::Iq2S(iq_grid::iq2_s_q8_k_tiled),
+            (GgmlType::Iq3Xxs, Order::Tiled) => RowDot::Iq3Xxs(iq_grid::iq3_xxs_q8_k_tiled),
+            (GgmlType::Iq3S, Order::Tiled) => RowDot::Iq3S(iq_grid::iq3_s_q8_k_tiled),
+            (GgmlType::Iq1S, Order::Tiled) => RowDot::Iq1S(iq_grid::iq1_s_q8_k_tiled),
+            (GgmlType::Iq1M, Order::Tiled) => RowDot::Iq1M(iq_grid::iq1_m_q8_k_tiled),
             (GgmlType::F32, _) => RowDot::F32(self.f32),
             (GgmlType::F16, _) => RowDot::F16(self.f16),
             (GgmlType::BF16, _) => RowDot::Bf16(self.bf16),

@@ -987,7 +987,7 @@ fn the_added_repacked_and_tiled_orders_equal_their_definitions() {
     }
 }
 
-/// the grid types' dot products (every level's) against the f64 product of the dequantized
+/// the grid types' dot products (every level's, vec_dot's and the tiled path's order) against the f64 product of the dequantized
 /// rows: within 2⁻¹⁸ · Σ|w·a| on random blocks (random bytes, a small f16 scale)
 #[test]
 fn grid_dots_match_the_dequantized_product() {
@@ -1011,9 +1011,11 @@ fn grid_dots_match_the_dequantized_product() {
                 crate::quants::dequantize_row(GgmlType::Q8K, &y, &mut ad);
                 let (wd, ad): (Vec<f64>, Vec<f64>) = (wd.iter().map(|&v| v as f64).collect(), ad.iter().map(|&v| v as f64).collect());
                 let want: f64 = wd.iter().zip(&ad).map(|(a, b)| a * b).sum();
-                let got = dots.row_dot(ty).dot(&x, &y) as f64;
                 let tol = abs_sum(&wd, &ad) * 2f64.powi(-18) + 1e-30;
-                assert!((got - want).abs() <= tol, "{} {} n={n}: {got} vs {want}", ty.name(), level.name());
+                for order in [Order::VecDot, Order::Tiled] {
+                    let got = dots.dot.row(ty, order).dot(&x, &y) as f64;
+                    assert!((got - want).abs() <= tol, "{} {} {order:?} n={n}: {got} vs {want}", ty.name(), level.name());
+                }
             }
         }
     }
