@@ -291,19 +291,8 @@ fn grid_prompt_mul_mat_is_the_tiled_order() {
             upstream_lib::tensor_bytes(b).copy_from_slice(ggml_rs_cpu::block::as_bytes(&x));
         }
         let out = ctx.mul_mat(a, b);
-        let graph = ctx.graph(out);
-        let floats = || -> Vec<f32> {
-            // SAFETY: the result, rows · cols floats
-            unsafe { upstream_lib::tensor_bytes(out) }.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
-        };
-        assert_eq!(ctx.compute(graph, 1), 0, "upstream's compute");
-        let theirs = floats();
-        // our backend on the same graph: bit for bit from the avx2 set (NaN first, so an output
-        // not written cannot pass)
-        // SAFETY: as above
-        unsafe { upstream_lib::tensor_bytes(out) }.fill(0xff);
-        assert_eq!(ggml_rs_cpu::backend::exports::ggml_graph_compute_with_ctx(ctx.as_ptr().cast(), graph, 2), 0, "our compute");
-        let ours_op = floats();
+        // our backend on the same graph: bit for bit from the avx2 set
+        let (theirs, ours_op) = upstream_lib::theirs_and_ours(&ctx, ctx.graph(out), out, 1);
         if ggml_rs_cpu::simd::active() >= Level::Avx2 {
             for (i, (t, o)) in theirs.iter().zip(&ours_op).enumerate() {
                 assert_eq!(o.to_bits(), t.to_bits(), "{} output {i}: our MUL_MAT {o}, upstream's {t}", ty.name());
@@ -325,4 +314,45 @@ fn grid_prompt_mul_mat_is_the_tiled_order() {
         }
         println!("{}: {n} outputs of the tiled order bit for bit; vec_dot's order differs in {vec_dot_differs}", ty.name());
     }
+}
+
+/// MUL_MAT_ID of grid experts: an expert with 8 or more routed rows in the tiled path's order, one
+/// with fewer in vec_dot's (12 / 8 / 4 / 0 and 12 / 7 / 5 / 0 rows), our backend on upstream's graph
+/// bit for bit from the avx2 set
+#[test]
+fn grid_mul_mat_id_sums_each_expert_in_upstreams_order() {
+    if !cfg!(target_arch = "x86_64") || ggml_rs_cpu::simd::active() < Level::Avx2 {
+        println!("SKIP: upstream's x86 orders are checked from the avx2 set on x86");
+        return;
+    }
+    let Some(u) = upstream() else { return };
+    let mut r = XorShift::new(65);
+    let (k, rows, n_exp, n_used, n_tok) = (512usize, 16usize, 4usize, 2usize, 12usize);
+    let mut n = 0usize;
+    for ty in GgmlType::GRID {
+        for second in [8usize, 7] {
+            let rs = ty.row_size(k);
+            let ctx = u.context(n_exp * rows * rs + 4 * k * n_used * n_tok + 4 * rows * n_used * n_tok + (8 << 20), 4).expect("context");
+            let a = ctx.new_tensor(ty as u32, [k as i64, rows as i64, n_exp as i64, 1]);
+            let b = ctx.new_tensor(GgmlType::F32 as u32, [k as i64, n_used as i64, n_tok as i64, 1]);
+            let ids = ctx.new_tensor(26 /* GGML_TYPE_I32 */, [n_used as i64, n_tok as i64, 1, 1]);
+            let w = random_blocks(ty, n_exp * rows * k / 256, &mut r);
+            let x = r.model_like(k * n_used * n_tok);
+            let routes: Vec<i32> = (0..n_tok).flat_map(|t| [0, if t < second { 1 } else { 2 }]).collect();
+            // SAFETY: contiguous tensors of these sizes, not otherwise borrowed
+            unsafe {
+                upstream_lib::tensor_bytes(a).copy_from_slice(&w);
+                upstream_lib::tensor_bytes(b).copy_from_slice(ggml_rs_cpu::block::as_bytes(&x));
+                let id_bytes: Vec<u8> = routes.iter().flat_map(|e| e.to_ne_bytes()).collect();
+                upstream_lib::tensor_bytes(ids).copy_from_slice(&id_bytes);
+            }
+            let out = ctx.mul_mat_id(a, b, ids);
+            let (theirs, ours) = upstream_lib::theirs_and_ours(&ctx, ctx.graph(out), out, 2);
+            for (i, (t, o)) in theirs.iter().zip(&ours).enumerate() {
+                assert_eq!(o.to_bits(), t.to_bits(), "{} (second expert {second} rows) output {i}: upstream {t}, ours {o}", ty.name());
+                n += 1;
+            }
+        }
+    }
+    println!("MUL_MAT_ID: {n} outputs of grid experts bit for bit upstream's");
 }
