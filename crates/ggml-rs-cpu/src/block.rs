@@ -183,6 +183,91 @@ pub struct BlockQ8K {
     pub bsums: [i16; QK_K / 16],
 }
 
+/// 256 weights in 8 groups of 32, each of four 8-element vectors from `IQ2XXS_GRID` (256
+/// entries): per group two little-endian u32s (`qs[4g..4g + 4]`), the first holding the four
+/// grid indices (a byte each), the second four 7-bit sign codes (bits 7l..7l + 7; the eighth
+/// sign makes the count of minus signs even) and a 4-bit scale `s` (top 4 bits);
+/// `x = d · (0.5 + s) · 0.25 · grid[j] · sign[j]`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq2Xxs {
+    pub d: f16,
+    pub qs: [u16; QK_K / 8],
+}
+
+/// 256 weights, 32 vectors of 8: `qs[k]` a 9-bit index into `IQ2XS_GRID` (512 entries) and a
+/// 7-bit sign code above it; a 4-bit scale per 16 weights (nibbles of `scales`, low first),
+/// `x = d · (0.5 + s) · 0.25 · grid[j] · sign[j]`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq2Xs {
+    pub d: f16,
+    pub qs: [u16; QK_K / 8],
+    pub scales: [u8; QK_K / 32],
+}
+
+/// 256 weights, 32 vectors of 8: a 10-bit index into `IQ2S_GRID` (1024 entries; the low 8 bits
+/// in `qs[k]`, the top 2 the bit pair 2(k % 4) of `qh[k / 4]`), 8 explicit signs per vector
+/// (`signs[k]`, bit j for element j), scales as IQ2_XS's
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq2S {
+    pub d: f16,
+    pub qs: [u8; QK_K / 8],
+    pub signs: [u8; QK_K / 8],
+    pub qh: [u8; QK_K / 32],
+    pub scales: [u8; QK_K / 32],
+}
+
+/// 256 weights in 8 groups of 32: 64 byte indices into `IQ3XXS_GRID` (256 entries of 4), 8 per
+/// group, then per group a little-endian u32 of four 7-bit sign codes (as IQ2_XXS's, one per 8
+/// weights) and a 4-bit scale `s` on top; `x = d · (0.5 + s) · 0.5 · grid[j] · sign[j]`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq3Xxs {
+    pub d: f16,
+    pub qs: [u8; QK_K / 4],
+    pub scales_signs: [u8; QK_K / 8],
+}
+
+/// 256 weights, 64 vectors of 4: a 9-bit index into `IQ3S_GRID` (512 entries; low 8 bits in
+/// `qs[k]`, the ninth bit k % 8 of `qh[k / 8]`), explicit signs (`signs[m]`, bit j for element j of
+/// the 8 weights m), a 4-bit scale `s` per 32 weights (nibbles of `scales`, low first),
+/// `x = d · (1 + 2s) · grid[j] · sign[j]`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq3S {
+    pub d: f16,
+    pub qs: [u8; QK_K / 4],
+    pub qh: [u8; QK_K / 32],
+    pub signs: [u8; QK_K / 8],
+    pub scales: [u8; QK_K / 64],
+}
+
+/// 256 weights in 8 groups of 32, 4 vectors of 8 from `IQ1S_GRID` (2048 entries of −1, 0, 1)
+/// each: low 8 index bits in `qs`, per group `qh[g]` holds the top 3 bits of each of its four
+/// indices (bits 3l..3l + 3), a 3-bit scale `s` (bits 12..15) and the delta's sign (bit 15);
+/// `x = d · (2s + 1) · (grid[j] ± 1/8)`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq1S {
+    pub d: f16,
+    pub qs: [u8; QK_K / 8],
+    pub qh: [u16; QK_K / 32],
+}
+
+/// 256 weights, IQ1_S's grid without a stored f16: per 8 weights an 11-bit index (low 8 bits in
+/// `qs`, the top 3 a nibble of `qh`, low nibble first) whose fourth nibble bit gives the delta's
+/// sign; a 3-bit scale per 16 weights in the four little-endian u16s of `scales` (bits 0..12 of
+/// each), whose top nibbles together are the f16 super-scale
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockIq1M {
+    pub qs: [u8; QK_K / 8],
+    pub qh: [u8; QK_K / 16],
+    pub scales: [u8; QK_K / 32],
+}
+
 // upstream's static_asserts (ggml-common.h)
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
@@ -201,6 +286,13 @@ const _: () = assert!(size_of::<BlockTq2_0>() == 66);
 const _: () = assert!(size_of::<BlockQ2K>() == 84);
 const _: () = assert!(size_of::<BlockQ3K>() == 110);
 const _: () = assert!(size_of::<BlockQ5K>() == 176);
+const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
+const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
+const _: () = assert!(size_of::<BlockIq2S>() == 82);
+const _: () = assert!(size_of::<BlockIq3Xxs>() == 98);
+const _: () = assert!(size_of::<BlockIq3S>() == 110);
+const _: () = assert!(size_of::<BlockIq1S>() == 50);
+const _: () = assert!(size_of::<BlockIq1M>() == 56);
 
 /// A block type whose every bit pattern is a valid value and that has no padding, so a byte
 /// slice of the right length and alignment can be viewed as blocks and back.
@@ -243,6 +335,20 @@ unsafe impl Block for BlockQ2K {}
 unsafe impl Block for BlockQ3K {}
 // SAFETY: as above
 unsafe impl Block for BlockQ5K {}
+// SAFETY: as above (u16 is an integer)
+unsafe impl Block for BlockIq2Xxs {}
+// SAFETY: as above
+unsafe impl Block for BlockIq2Xs {}
+// SAFETY: as above
+unsafe impl Block for BlockIq2S {}
+// SAFETY: as above
+unsafe impl Block for BlockIq3Xxs {}
+// SAFETY: as above
+unsafe impl Block for BlockIq3S {}
+// SAFETY: as above
+unsafe impl Block for BlockIq1S {}
+// SAFETY: as above
+unsafe impl Block for BlockIq1M {}
 // SAFETY: plain numbers
 unsafe impl Block for f32 {}
 // SAFETY: repr(transparent) over u16

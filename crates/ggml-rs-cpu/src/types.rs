@@ -22,8 +22,15 @@ pub enum GgmlType {
     Q5K = 13,
     Q6K = 14,
     Q8K = 15,
+    Iq2Xxs = 16,
+    Iq2Xs = 17,
+    Iq3Xxs = 18,
+    Iq1S = 19,
     Iq4Nl = 20,
+    Iq3S = 21,
+    Iq2S = 22,
     Iq4Xs = 23,
+    Iq1M = 29,
     BF16 = 30,
     Tq1_0 = 34,
     Tq2_0 = 35,
@@ -31,7 +38,7 @@ pub enum GgmlType {
 }
 
 impl GgmlType {
-    pub const ALL: [GgmlType; 20] = [
+    pub const ALL: [GgmlType; 27] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::BF16,
@@ -52,7 +59,24 @@ impl GgmlType {
         GgmlType::Tq1_0,
         GgmlType::Tq2_0,
         GgmlType::Mxfp4,
+        GgmlType::Iq2Xxs,
+        GgmlType::Iq2Xs,
+        GgmlType::Iq2S,
+        GgmlType::Iq3Xxs,
+        GgmlType::Iq3S,
+        GgmlType::Iq1S,
+        GgmlType::Iq1M,
     ];
+
+    /// the grid types (IQ1 / IQ2 / IQ3), which upstream's CPU reads but cannot write: no
+    /// `from_float` (SET_ROWS, CPY into them), quantizing them needs an importance matrix
+    pub const GRID: [GgmlType; 7] = [GgmlType::Iq2Xxs, GgmlType::Iq2Xs, GgmlType::Iq2S, GgmlType::Iq3Xxs, GgmlType::Iq3S, GgmlType::Iq1S, GgmlType::Iq1M];
+
+    /// whether upstream's CPU can quantize rows into this type (its `from_float`): all but
+    /// [`GgmlType::GRID`]
+    pub const fn has_from_float(self) -> bool {
+        !matches!(self, GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M)
+    }
 
     /// the type upstream numbers `v`, if this crate has its block format
     pub fn from_raw(v: i32) -> Option<GgmlType> {
@@ -82,6 +106,13 @@ impl GgmlType {
             GgmlType::Tq1_0 => "tq1_0",
             GgmlType::Tq2_0 => "tq2_0",
             GgmlType::Mxfp4 => "mxfp4",
+            GgmlType::Iq2Xxs => "iq2_xxs",
+            GgmlType::Iq2Xs => "iq2_xs",
+            GgmlType::Iq2S => "iq2_s",
+            GgmlType::Iq3Xxs => "iq3_xxs",
+            GgmlType::Iq3S => "iq3_s",
+            GgmlType::Iq1S => "iq1_s",
+            GgmlType::Iq1M => "iq1_m",
         }
     }
 
@@ -99,6 +130,7 @@ impl GgmlType {
             GgmlType::Mxfp4 => QK_MXFP4,
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
             GgmlType::Iq4Xs | GgmlType::Tq1_0 | GgmlType::Tq2_0 => QK_K,
+            GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => QK_K,
         }
     }
 
@@ -124,6 +156,13 @@ impl GgmlType {
             GgmlType::Tq1_0 => size_of::<BlockTq1_0>(),
             GgmlType::Tq2_0 => size_of::<BlockTq2_0>(),
             GgmlType::Mxfp4 => size_of::<BlockMxfp4>(),
+            GgmlType::Iq2Xxs => size_of::<BlockIq2Xxs>(),
+            GgmlType::Iq2Xs => size_of::<BlockIq2Xs>(),
+            GgmlType::Iq2S => size_of::<BlockIq2S>(),
+            GgmlType::Iq3Xxs => size_of::<BlockIq3Xxs>(),
+            GgmlType::Iq3S => size_of::<BlockIq3S>(),
+            GgmlType::Iq1S => size_of::<BlockIq1S>(),
+            GgmlType::Iq1M => size_of::<BlockIq1M>(),
         }
     }
 
@@ -137,9 +176,10 @@ impl GgmlType {
     /// architecture: not on aarch64 for the types whose scale search upstream's aarch64 build
     /// compiles with fused multiply-adds (ours is its x86 build's, unfused: other levels and
     /// scales now and then, which a low-bit type turns into differences `test-backend-ops`
-    /// fails); Q4_K / Q6_K differ there too, but within its tolerance
+    /// fails); Q4_K / Q6_K differ there too, but within its tolerance; never for the types
+    /// without a `from_float` ([`GgmlType::has_from_float`])
     pub const fn quantizes_as_upstream(self) -> bool {
-        !(cfg!(target_arch = "aarch64") && matches!(self, GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs))
+        self.has_from_float() && !(cfg!(target_arch = "aarch64") && matches!(self, GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs))
     }
 
     /// the type the activations are converted to for this weight type's dot product, `None` for
@@ -153,6 +193,7 @@ impl GgmlType {
             GgmlType::Q4_1 | GgmlType::Q5_1 => Some(GgmlType::Q8_1),
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => Some(GgmlType::Q8K),
             GgmlType::Iq4Xs | GgmlType::Tq1_0 | GgmlType::Tq2_0 => Some(GgmlType::Q8K),
+            GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => Some(GgmlType::Q8K),
             GgmlType::Q8K | GgmlType::Q8_1 => None,
         }
     }

@@ -497,6 +497,9 @@ macro_rules! traits {
             nrows: 1,
         }
     };
+    ($t:expr, dot_only) => {
+        ggml_type_traits_cpu { from_float: None, vec_dot: Some(vec_dot::<{ $t as u32 }>), vec_dot_type: GgmlType::Q8K as c_int, nrows: 1 }
+    };
     ($t:expr) => {
         ggml_type_traits_cpu { from_float: Some(from_float::<{ $t as u32 }>), vec_dot: None, vec_dot_type: GgmlType::F32 as c_int, nrows: 1 }
     };
@@ -526,6 +529,14 @@ pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits
         (GgmlType::Tq1_0, traits!(GgmlType::Tq1_0, dot)),
         (GgmlType::Tq2_0, traits!(GgmlType::Tq2_0, dot)),
         (GgmlType::Mxfp4, traits!(GgmlType::Mxfp4, dot)),
+        // the grid types: no from_float, as upstream's
+        (GgmlType::Iq2Xxs, traits!(GgmlType::Iq2Xxs, dot_only)),
+        (GgmlType::Iq2Xs, traits!(GgmlType::Iq2Xs, dot_only)),
+        (GgmlType::Iq2S, traits!(GgmlType::Iq2S, dot_only)),
+        (GgmlType::Iq3Xxs, traits!(GgmlType::Iq3Xxs, dot_only)),
+        (GgmlType::Iq3S, traits!(GgmlType::Iq3S, dot_only)),
+        (GgmlType::Iq1S, traits!(GgmlType::Iq1S, dot_only)),
+        (GgmlType::Iq1M, traits!(GgmlType::Iq1M, dot_only)),
         (GgmlType::Q8K, traits!(GgmlType::Q8K)),
         (GgmlType::Q8_1, traits!(GgmlType::Q8_1)),
     ]);

@@ -27,6 +27,7 @@
 pub mod float;
 pub mod gemv;
 pub mod iq4;
+pub mod iq_grid;
 pub mod kquants;
 pub mod neon;
 pub mod q4_1;
@@ -43,7 +44,8 @@ pub(crate) mod tests;
 
 use crate::GgmlType;
 use crate::block::{
-    BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ8_0, BlockQ8_1, BlockQ8K, BlockTq1_0, BlockTq2_0, as_blocks,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_1,
+    BlockQ5K, BlockQ8_0, BlockQ8_1, BlockQ8K, BlockTq1_0, BlockTq2_0, as_blocks,
 };
 
 /// a dot product of weight blocks `W` with activation blocks `A` (the types added after the
@@ -116,6 +118,10 @@ impl Order {
         match wt {
             GgmlType::Q6K => q6_k::tiled_order_applies(n_rows, src1_ok, dots),
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs => n_rows >= 8 && src1_ok && dots.kquant_tiled_path,
+            // and the grid types
+            GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => {
+                n_rows >= 8 && src1_ok && dots.kquant_tiled_path
+            }
             _ => false,
         }
     }
@@ -161,6 +167,13 @@ pub enum RowDot {
     Tq1_0(BlockDot<BlockTq1_0, BlockQ8K>),
     Tq2_0(BlockDot<BlockTq2_0, BlockQ8K>),
     Mxfp4(BlockDot<BlockMxfp4, BlockQ8_0>),
+    Iq2Xxs(BlockDot<BlockIq2Xxs, BlockQ8K>),
+    Iq2Xs(BlockDot<BlockIq2Xs, BlockQ8K>),
+    Iq2S(BlockDot<BlockIq2S, BlockQ8K>),
+    Iq3Xxs(BlockDot<BlockIq3Xxs, BlockQ8K>),
+    Iq3S(BlockDot<BlockIq3S, BlockQ8K>),
+    Iq1S(BlockDot<BlockIq1S, BlockQ8K>),
+    Iq1M(BlockDot<BlockIq1M, BlockQ8K>),
 }
 
 /// The row kernels of one kernel set ([`crate::kernels::Kernels::dot`]): a dot product per weight
@@ -189,6 +202,14 @@ pub struct Dots {
     pub tq1_0: BlockDot<BlockTq1_0, BlockQ8K>,
     pub tq2_0: BlockDot<BlockTq2_0, BlockQ8K>,
     pub mxfp4: BlockDot<BlockMxfp4, BlockQ8_0>,
+    /// the grid types ([`iq_grid`])
+    pub iq2_xxs: BlockDot<BlockIq2Xxs, BlockQ8K>,
+    pub iq2_xs: BlockDot<BlockIq2Xs, BlockQ8K>,
+    pub iq2_s: BlockDot<BlockIq2S, BlockQ8K>,
+    pub iq3_xxs: BlockDot<BlockIq3Xxs, BlockQ8K>,
+    pub iq3_s: BlockDot<BlockIq3S, BlockQ8K>,
+    pub iq1_s: BlockDot<BlockIq1S, BlockQ8K>,
+    pub iq1_m: BlockDot<BlockIq1M, BlockQ8K>,
     /// Q4_0 in upstream's repacked order, GEMV and GEMM rows alike ([`q8_0::q4_0_q8_0_repack`])
     pub q4_0_repack: q8_0::Q4_0Dot,
     /// IQ4_NL and MXFP4 in upstream's repacked order, GEMV and GEMM rows alike
@@ -249,6 +270,13 @@ impl Dots {
         tq1_0: tq::tq1_0_q8_k_reference,
         tq2_0: tq::tq2_0_q8_k_reference,
         mxfp4: iq4::mxfp4_q8_0_reference,
+        iq2_xxs: iq_grid::iq2_xxs_q8_k_reference,
+        iq2_xs: iq_grid::iq2_xs_q8_k_reference,
+        iq2_s: iq_grid::iq2_s_q8_k_reference,
+        iq3_xxs: iq_grid::iq3_xxs_q8_k_reference,
+        iq3_s: iq_grid::iq3_s_q8_k_reference,
+        iq1_s: iq_grid::iq1_s_q8_k_reference,
+        iq1_m: iq_grid::iq1_m_q8_k_reference,
         q4_0_repack: q8_0::q4_0_q8_0_repack,
         iq4_nl_repack: iq4::iq4_nl_q8_0_repack,
         q2_k_gemv: kquants::q2_k_q8_k_gemv,
@@ -284,6 +312,14 @@ impl Dots {
             (GgmlType::Q5K, Order::Tiled) => RowDot::Q5K(self.q5_k_tiled),
             (GgmlType::Q6K, Order::Tiled) => RowDot::Q6K(self.q6_k_tiled),
             (GgmlType::Iq4Xs, Order::Tiled) => RowDot::Iq4Xs(self.iq4_xs_tiled),
+            // the grid types' tiled orders are portable definitions, the same in every set
+            (GgmlType::Iq2Xxs, Order::Tiled) => RowDot::Iq2Xxs(iq_grid::iq2_xxs_q8_k_tiled),
+            (GgmlType::Iq2Xs, Order::Tiled) => RowDot::Iq2Xs(iq_grid::iq2_xs_q8_k_tiled),
+            (GgmlType::Iq2S, Order::Tiled) => RowDot::Iq2S(iq_grid::iq2_s_q8_k_tiled),
+            (GgmlType::Iq3Xxs, Order::Tiled) => RowDot::Iq3Xxs(iq_grid::iq3_xxs_q8_k_tiled),
+            (GgmlType::Iq3S, Order::Tiled) => RowDot::Iq3S(iq_grid::iq3_s_q8_k_tiled),
+            (GgmlType::Iq1S, Order::Tiled) => RowDot::Iq1S(iq_grid::iq1_s_q8_k_tiled),
+            (GgmlType::Iq1M, Order::Tiled) => RowDot::Iq1M(iq_grid::iq1_m_q8_k_tiled),
             (GgmlType::F32, _) => RowDot::F32(self.f32),
             (GgmlType::F16, _) => RowDot::F16(self.f16),
             (GgmlType::BF16, _) => RowDot::Bf16(self.bf16),
@@ -302,6 +338,13 @@ impl Dots {
             (GgmlType::Tq1_0, _) => RowDot::Tq1_0(self.tq1_0),
             (GgmlType::Tq2_0, _) => RowDot::Tq2_0(self.tq2_0),
             (GgmlType::Mxfp4, _) => RowDot::Mxfp4(self.mxfp4),
+            (GgmlType::Iq2Xxs, _) => RowDot::Iq2Xxs(self.iq2_xxs),
+            (GgmlType::Iq2Xs, _) => RowDot::Iq2Xs(self.iq2_xs),
+            (GgmlType::Iq2S, _) => RowDot::Iq2S(self.iq2_s),
+            (GgmlType::Iq3Xxs, _) => RowDot::Iq3Xxs(self.iq3_xxs),
+            (GgmlType::Iq3S, _) => RowDot::Iq3S(self.iq3_s),
+            (GgmlType::Iq1S, _) => RowDot::Iq1S(self.iq1_s),
+            (GgmlType::Iq1M, _) => RowDot::Iq1M(self.iq1_m),
             (GgmlType::Q8K | GgmlType::Q8_1, _) => panic!("Dots::row: {} is an activation type only, it has no dot product as weights", ty.name()),
         }
     }
@@ -337,6 +380,13 @@ impl RowDot {
             RowDot::Tq1_0(f) => call(f, x, y, "tq1_0"),
             RowDot::Tq2_0(f) => call(f, x, y, "tq2_0"),
             RowDot::Mxfp4(f) => call(f, x, y, "mxfp4"),
+            RowDot::Iq2Xxs(f) => call(f, x, y, "iq2_xxs"),
+            RowDot::Iq2Xs(f) => call(f, x, y, "iq2_xs"),
+            RowDot::Iq2S(f) => call(f, x, y, "iq2_s"),
+            RowDot::Iq3Xxs(f) => call(f, x, y, "iq3_xxs"),
+            RowDot::Iq3S(f) => call(f, x, y, "iq3_s"),
+            RowDot::Iq1S(f) => call(f, x, y, "iq1_s"),
+            RowDot::Iq1M(f) => call(f, x, y, "iq1_m"),
         }
     }
 }

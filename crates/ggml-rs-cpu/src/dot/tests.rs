@@ -986,3 +986,37 @@ fn the_added_repacked_and_tiled_orders_equal_their_definitions() {
         }
     }
 }
+
+/// the grid types' dot products (every level's, vec_dot's and the tiled path's order) against the f64 product of the dequantized
+/// rows: within 2⁻¹⁸ · Σ|w·a| on random blocks (random bytes, a small f16 scale)
+#[test]
+fn grid_dots_match_the_dequantized_product() {
+    let mut r = XorShift::new(71);
+    for level in Level::available() {
+        let dots = crate::kernels::at(level);
+        for ty in GgmlType::GRID {
+            for n in [256usize, 512, 2048] {
+                let mut x = AlignedBytes::zeroed(ty.row_size(n));
+                r.fill_bytes(&mut x);
+                // the f16 scale (IQ1_M: the top nibble of its last scale word) kept small
+                let at = if ty == GgmlType::Iq1M { ty.type_size() - 1 } else { 1 };
+                for blk in x.chunks_exact_mut(ty.type_size()) {
+                    blk[at] &= 0x2f;
+                }
+                let a = r.model_like(n);
+                let mut y = AlignedBytes::zeroed(GgmlType::Q8K.row_size(n));
+                crate::quants::quantize_row(GgmlType::Q8K, &a, &mut y);
+                let (mut wd, mut ad) = (vec![0f32; n], vec![0f32; n]);
+                crate::quants::dequantize_row(ty, &x, &mut wd);
+                crate::quants::dequantize_row(GgmlType::Q8K, &y, &mut ad);
+                let (wd, ad): (Vec<f64>, Vec<f64>) = (wd.iter().map(|&v| v as f64).collect(), ad.iter().map(|&v| v as f64).collect());
+                let want: f64 = wd.iter().zip(&ad).map(|(a, b)| a * b).sum();
+                let tol = abs_sum(&wd, &ad) * 2f64.powi(-18) + 1e-30;
+                for order in [Order::VecDot, Order::Tiled] {
+                    let got = dots.dot.row(ty, order).dot(&x, &y) as f64;
+                    assert!((got - want).abs() <= tol, "{} {} {order:?} n={n}: {got} vs {want}", ty.name(), level.name());
+                }
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@
 use super::Kernels;
 use crate::accum::x86 as attn;
 use crate::dot::gemv::Kind;
-use crate::dot::{float, iq4, kquants, q4_1, q4_k, q5, q6_k, q8_0, tq};
+use crate::dot::{float, iq_grid, iq4, kquants, q4_1, q4_k, q5, q6_k, q8_0, tq};
 use crate::expf::x86 as expf;
 use crate::vecf::x86 as vecf;
 
@@ -53,6 +53,14 @@ pub(super) fn plug(k: &mut Kernels) {
     d.iq4_nl = tf2!(iq4::x86::iq4_nl_q8_0_avx2);
     d.iq4_xs = tf2!(iq4::x86::iq4_xs_q8_k_avx2);
     d.mxfp4 = tf2!(iq4::x86::mxfp4_q8_0_avx2);
+    // the grid types in upstream's x86 order (portable definitions of its AVX2 branches' lanes)
+    d.iq2_xxs = iq_grid::iq2_xxs_q8_k_x86;
+    d.iq2_xs = iq_grid::iq2_xs_q8_k_x86;
+    d.iq2_s = iq_grid::iq2_s_q8_k_x86;
+    d.iq3_xxs = iq_grid::iq3_xxs_q8_k_x86;
+    d.iq3_s = iq_grid::iq3_s_q8_k_x86;
+    d.iq1_s = iq_grid::iq1_s_q8_k_x86;
+    d.iq1_m = iq_grid::iq1_m_q8_k_x86;
     d.q4_0_repack = tf2!(q8_0::x86::q4_0_q8_0_repack_avx2);
     d.iq4_nl_repack = tf2!(iq4::x86::iq4_nl_q8_0_repack_avx2);
     d.mxfp4_repack = tf2!(iq4::x86::mxfp4_q8_0_repack_avx2);

@@ -45,9 +45,10 @@ const _: () = assert!(TILE <= 256, "tile positions are kept in a u8");
 
 fn kv_type(v: &View) -> Option<GgmlType> {
     // every type with a dot product (upstream's CPU takes any: K through its vec_dot, V
-    // through its to_float), not the activation-only Q8_K / Q8_1
+    // through its to_float), not the activation-only Q8_K / Q8_1; not yet the grid types
+    // (IQ1 / IQ2 / IQ3: no KV cache is written in them, and this op is not checked with them)
     let t = v.block_type()?;
-    t.vec_dot_type().map(|_| t)
+    t.vec_dot_type().filter(|_| t.has_from_float()).map(|_| t)
 }
 
 fn refusal(node: &Node) -> Option<&'static str> {

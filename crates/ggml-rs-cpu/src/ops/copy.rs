@@ -28,6 +28,9 @@ fn supports(node: &Node) -> bool {
         return false;
     }
     match node.op {
+        // upstream's CPU refuses a CPY into a type without from_float (the grid types), even
+        // from its own type; DUP and CONT of them it computes
+        Op::Cpy if GgmlType::from_raw(node.dst.ty).is_some_and(|t| !t.has_from_float()) => false,
         Op::Dup | Op::Cpy | Op::Cont => dup_supported(s, &node.dst),
         Op::Set => set_supported(node).is_some(),
         Op::GetRows => rows::get_rows_supported(node),

@@ -5,6 +5,9 @@
 //! The integration test `tests/upstream.rs` checks the bytes against upstream's library.
 
 mod iq4;
+pub mod iq_grid;
+#[rustfmt::skip]
+mod iq_grids;
 mod mxfp4;
 mod q2_k;
 mod q3_k;
@@ -19,6 +22,10 @@ pub(crate) mod q8_k;
 mod search;
 mod tq;
 
+pub use iq_grid::{
+    dequantize_row_iq1_m, dequantize_row_iq1_s, dequantize_row_iq2_s, dequantize_row_iq2_xs, dequantize_row_iq2_xxs, dequantize_row_iq3_s,
+    dequantize_row_iq3_xxs,
+};
 pub(crate) use iq4::{IQ4_NL_LEVELS, iq4_xs_scale};
 pub use iq4::{dequantize_row_iq4_nl, dequantize_row_iq4_xs, quantize_iq4_nl_chunk, quantize_row_iq4_nl, quantize_row_iq4_xs};
 pub(crate) use mxfp4::{E2M1_DOUBLED, e8m0_to_f32_half};
@@ -44,7 +51,9 @@ pub(crate) use tq::{tq1_0_trits, tq2_0_trits};
 use crate::GgmlType;
 use crate::block::{as_blocks, as_blocks_mut};
 
-/// Quantizes (or converts) the row `x` into `y`, upstream's `from_float_ref` of `ty`.
+/// Quantizes (or converts) the row `x` into `y`, upstream's `from_float_ref` of `ty`; panics for
+/// a type without one ([`GgmlType::has_from_float`]: the grid types, whose quantizer needs an
+/// importance matrix and which upstream's CPU never writes).
 pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
     let what = ty.name();
     assert_eq!(y.len(), ty.row_size(x.len()), "quantize_row {what}: destination is not one row of {} elements", x.len());
@@ -69,6 +78,9 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
         GgmlType::Tq1_0 => quantize_row_tq1_0(x, as_blocks_mut(y, what)),
         GgmlType::Tq2_0 => quantize_row_tq2_0(x, as_blocks_mut(y, what)),
         GgmlType::Mxfp4 => quantize_row_mxfp4(x, as_blocks_mut(y, what)),
+        GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => {
+            panic!("quantize_row: {what} has no from_float (upstream's CPU does not quantize into it)")
+        }
     }
 }
 
@@ -97,6 +109,13 @@ pub fn dequantize_row(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         GgmlType::Tq1_0 => dequantize_row_tq1_0(as_blocks(x, what), y),
         GgmlType::Tq2_0 => dequantize_row_tq2_0(as_blocks(x, what), y),
         GgmlType::Mxfp4 => dequantize_row_mxfp4(as_blocks(x, what), y),
+        GgmlType::Iq2Xxs => dequantize_row_iq2_xxs(as_blocks(x, what), y),
+        GgmlType::Iq2Xs => dequantize_row_iq2_xs(as_blocks(x, what), y),
+        GgmlType::Iq2S => dequantize_row_iq2_s(as_blocks(x, what), y),
+        GgmlType::Iq3Xxs => dequantize_row_iq3_xxs(as_blocks(x, what), y),
+        GgmlType::Iq3S => dequantize_row_iq3_s(as_blocks(x, what), y),
+        GgmlType::Iq1S => dequantize_row_iq1_s(as_blocks(x, what), y),
+        GgmlType::Iq1M => dequantize_row_iq1_m(as_blocks(x, what), y),
     }
 }
 

@@ -65,7 +65,13 @@ fn round_trips_stay_within_the_format_step() {
 /// a zero row quantizes to zero scales and dequantizes to zeros
 #[test]
 fn zero_rows_stay_zero() {
-    for ty in GgmlType::ALL {
+    for ty in GgmlType::GRID {
+        let q = AlignedBytes::zeroed(ty.row_size(512));
+        let mut y = vec![1f32; 512];
+        dequantize_row(ty, &q, &mut y);
+        assert!(y.iter().all(|&v| v == 0.0), "{}", ty.name());
+    }
+    for ty in GgmlType::ALL.into_iter().filter(|t| t.has_from_float()) {
         let x = vec![0f32; 512];
         let mut q = AlignedBytes::zeroed(ty.row_size(512));
         quantize_row(ty, &x, &mut q);
@@ -245,4 +251,61 @@ fn mxfp4_scale_byte_and_codes() {
     x[1] = 2.5;
     quantize_row_mxfp4(&x, &mut q);
     assert_eq!(q[0].qs[1] & 0xf, 4);
+}
+
+/// the grid types' sign codes: 128 distinct sign bytes, each with an even count of minus signs
+/// (the eighth sign the parity of the seven stored)
+#[test]
+fn grid_sign_codes_are_the_even_sign_patterns() {
+    let mut seen = std::collections::HashSet::new();
+    for c in 0..128u32 {
+        let s = super::iq_grid::sign_bits(c);
+        assert_eq!(s.count_ones() % 2, 0, "code {c}: {s:08b}");
+        assert_eq!(u32::from(s & 127), c);
+        assert!(seen.insert(s));
+    }
+}
+
+/// the grid types against a naive model of their layouts: a block whose every grid index,
+/// sign and scale is written by hand dequantizes to `scale · grid[index] · sign` per element
+#[test]
+fn grid_layouts_match_a_naive_model() {
+    use super::iq_grid::{IQ2XS_GRID, IQ3XXS_GRID};
+    use crate::block::{BlockIq2Xs, BlockIq3Xxs};
+    use half::f16;
+    // IQ2_XS: vector k has index 7k + 3 (mod 512), sign code k, scale nibble k % 16
+    let mut b = BlockIq2Xs { d: f16::from_f32(0.5), qs: [0; 32], scales: [0; 8] };
+    for k in 0..32 {
+        b.qs[k] = (((7 * k + 3) % 512) | (k << 9)) as u16;
+    }
+    for (i, s) in b.scales.iter_mut().enumerate() {
+        *s = (((2 * i) % 16) | (((2 * i + 1) % 16) << 4)) as u8;
+    }
+    let mut y = vec![0f32; 256];
+    dequantize_row(GgmlType::Iq2Xs, crate::block::as_bytes(&[b]), &mut y);
+    for e in 0..256 {
+        let (k, j) = (e / 8, e % 8);
+        let s = (k / 2) % 16;
+        let signs = super::iq_grid::sign_bits(k as u32);
+        let v = 0.5 * (0.5 + s as f32) * 0.25 * IQ2XS_GRID[(7 * k + 3) % 512][j] as f32;
+        assert_eq!(y[e], if signs >> j & 1 == 1 { -v } else { v }, "iq2_xs element {e}");
+    }
+    // IQ3_XXS: vector m (of 4) has index 255 - m, group g sign codes 0, 1, 2, 3 shifted by g and
+    // scale g
+    let mut b = BlockIq3Xxs { d: f16::from_f32(2.0), qs: [0; 64], scales_signs: [0; 32] };
+    for m in 0..64 {
+        b.qs[m] = (255 - m) as u8;
+    }
+    for g in 0..8 {
+        let w: u32 = (0..4).map(|l| ((l + g) as u32 & 127) << (7 * l)).sum::<u32>() | (g as u32) << 28;
+        b.scales_signs[4 * g..4 * g + 4].copy_from_slice(&w.to_le_bytes());
+    }
+    dequantize_row(GgmlType::Iq3Xxs, crate::block::as_bytes(&[b]), &mut y);
+    for e in 0..256 {
+        let (g, l, j) = (e / 32, e % 32 / 8, e % 8);
+        let m = e / 4;
+        let signs = super::iq_grid::sign_bits((l + g) as u32);
+        let v = 2.0 * (0.5 + g as f32) * 0.5 * IQ3XXS_GRID[255 - m][e % 4] as f32;
+        assert_eq!(y[e], if signs >> j & 1 == 1 { -v } else { v }, "iq3_xxs element {e}");
+    }
 }

@@ -338,6 +338,22 @@ impl Drop for Context<'_> {
     }
 }
 
+/// the F32 output `out` of `graph` computed by upstream's libggml-cpu, then by our backend
+/// (`ggml_graph_compute_with_ctx` on the same graph, the output filled with NaN first so an
+/// element ours does not write cannot pass), with `n_threads` each
+pub fn theirs_and_ours(ctx: &Context, graph: *mut ggml_cgraph, out: *mut ggml_tensor, n_threads: usize) -> (Vec<f32>, Vec<f32>) {
+    let floats = || -> Vec<f32> {
+        // SAFETY: the graph's contiguous F32 result
+        unsafe { tensor_bytes(out) }.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
+    };
+    assert_eq!(ctx.compute(graph, n_threads), 0, "upstream's compute");
+    let theirs = floats();
+    // SAFETY: as above
+    unsafe { tensor_bytes(out) }.fill(0xff);
+    assert_eq!(ggml_rs_cpu::backend::exports::ggml_graph_compute_with_ctx(ctx.as_ptr().cast(), graph, n_threads as _), 0, "our compute");
+    (theirs, floats())
+}
+
 /// the bytes of a contiguous tensor (`nb[3] · ne[3]`)
 ///
 /// # Safety

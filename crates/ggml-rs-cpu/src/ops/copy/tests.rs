@@ -111,6 +111,26 @@ fn dup_quantizes_float_rows_as_upstreams_cpu_and_dequantizes_blocks() {
     }
 }
 
+/// the grid types (no `from_float` upstream) are read (GET_ROWS, CPY to F32) and never written
+/// (SET_ROWS, CPY into them)
+#[test]
+fn grid_types_are_read_never_written() {
+    for ty in GgmlType::GRID {
+        let q = T::new(ty as i32, [256, 2, 1, 1]);
+        let f32t = T::new(F32, [256, 2, 1, 1]);
+        let idx = T::new(I32, [2, 1, 1, 1]);
+        assert!(supports(&node(Op::Cpy, &f32t, &[&q], &[])), "{} -> f32", ty.name());
+        assert!(supports(&node(Op::GetRows, &f32t, &[&q, &idx], &[])), "get_rows {}", ty.name());
+        assert!(!supports(&node(Op::Cpy, &q, &[&f32t], &[])), "f32 -> {}", ty.name());
+        assert!(!supports(&node(Op::Cpy, &q, &[&T::new(ty as i32, [256, 2, 1, 1])], &[])), "{} -> {}", ty.name(), ty.name());
+        assert!(supports(&node(Op::Cont, &q, &[&T::new(ty as i32, [256, 2, 1, 1])], &[])), "cont {}", ty.name());
+        assert!(!supports(&node(Op::SetRows, &q, &[&f32t, &idx], &[])), "set_rows into {}", ty.name());
+    }
+    // and a type with a quantizer is written
+    let q = T::new(GgmlType::Iq4Xs as i32, [256, 2, 1, 1]);
+    assert!(supports(&node(Op::Cpy, &q, &[&T::new(F32, [256, 2, 1, 1])], &[])));
+}
+
 #[test]
 fn dup_claims_only_what_it_computes() {
     let q = T::new(GgmlType::Q4_0 as i32, [32, 2, 1, 1]);
@@ -127,12 +147,32 @@ fn dup_claims_only_what_it_computes() {
 #[test]
 fn get_rows_picks_rows_of_every_type_by_a_3d_index() {
     let mut r = XorShift::new(4);
-    let types = [F32, I32, F16, BF16, GgmlType::Q8_0 as i32, GgmlType::Q4_0 as i32, GgmlType::Q4K as i32, GgmlType::Q6K as i32];
+    let types = [
+        F32,
+        I32,
+        F16,
+        BF16,
+        GgmlType::Q8_0 as i32,
+        GgmlType::Q4_0 as i32,
+        GgmlType::Q4K as i32,
+        GgmlType::Q6K as i32,
+        GgmlType::Iq2Xxs as i32,
+        GgmlType::Iq3S as i32,
+    ];
     for ty in types {
         let n = 256usize;
         let ne = [n as i64, 5, 3, 2];
         let x = r.model_like(n * 30);
         let a = match GgmlType::from_raw(ty).filter(|_| ty != F32 && ty != F16 && ty != BF16) {
+            // the grid types have no quantizer: random blocks with a small f16 scale
+            Some(q) if !q.has_from_float() => {
+                let mut t = T::new(ty, ne);
+                r.fill_bytes(&mut t.buf);
+                for blk in t.buf.chunks_exact_mut(q.type_size()) {
+                    blk[1] &= 0x3f;
+                }
+                t
+            }
             Some(q) => T::quantized(q, ne, &x, 0),
             None => {
                 let mut t = T::padded(ty, ne, 8);
