@@ -16,8 +16,8 @@
 #                  native build runs other float code than ours)
 #   --fa, --ctk    flash attention and the K / V cache type (both -ctk and -ctv) of the comparison
 #
-# Not in the list: the presets that need an importance matrix and the grid types (IQ1_*, IQ2_*,
-# IQ3_*), which the Rust CPU backend does not compute yet (issue 31).
+# IQ1_*, IQ2_*, IQ3_* presets are quantized with an importance matrix of the source model (imatrix_of). Not in
+# the list: Q1_0, Q2_0 and NVFP4, which the Rust CPU backend does not compute yet (issue 31).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -39,7 +39,9 @@ if [ ${#LIST[@]} -eq 0 ]; then
     # (8 or more rows routed to it) or vec_dot's)
     LIST=(medium:Q4_1 medium:Q2_K medium:Q3_K_S medium:Q3_K_M medium:Q3_K_L medium:Q4_K_S medium:Q5_K_S medium:Q5_K_M
           medium:IQ4_NL medium:IQ4_XS medium:TQ1_0 medium:TQ2_0
-          moe:Q8_0 moe:Q4_0 moe:Q2_K moe:Q4_K_M moe:Q5_K_M moe:IQ4_NL moe:IQ4_XS moe:MXFP4_MOE)
+          moe:Q8_0 moe:Q4_0 moe:Q2_K moe:Q4_K_M moe:Q5_K_M moe:IQ4_NL moe:IQ4_XS moe:MXFP4_MOE
+          # the grid types, each at least once (with an importance matrix: imatrix_of)
+          medium:IQ2_XXS medium:IQ2_XS medium:IQ2_M medium:IQ3_XXS medium:IQ1_S medium:IQ1_M moe:IQ2_XXS)
 fi
 
 # the source models: medium from make_cpu_models, moe generated here
@@ -48,6 +50,20 @@ mkdir -p "$MODELS/presets"
 [ -f "$MODELS/medium-f32.gguf" ] || "$py" "$ROOT/scripts/gen_model.py" --size medium --type f32 --seed 1 --out "$MODELS/medium-f32.gguf" || exit 1
 [ -f "$MODELS/moe-f32.gguf" ] || "$py" "$ROOT/scripts/gen_model.py" --size moe --type f32 --seed 1 --out "$MODELS/moe-f32.gguf" || exit 1
 
+# an importance matrix of a source model (the stock build's llama-imatrix over a fixed random
+# text, kept beside the presets) for the grid presets (IQ1_*, IQ2_*, IQ3_*: some refuse to
+# quantize without one)
+imatrix_of() {
+    local src=$1 im="$MODELS/presets/$1-imatrix.gguf"
+    if [ ! -f "$im" ]; then
+        "$py" -c "import random; random.seed(1); w='the quick brown fox jumps over the lazy dog once upon a time there was a little model that generated random text'.split(); print(' '.join(random.choice(w) for _ in range(2000)))" > "$im.txt"
+        "$BUILD_STOCK/bin/llama-imatrix" -m "$MODELS/$src-f32.gguf" -f "$im.txt" -o "$im.tmp" -c 128 -t 2 > "$im.log" 2>&1 \
+            || { echo "$src: llama-imatrix failed:" >&2; tail -n 3 "$im.log" >&2; return 1; }
+        mv -f "$im.tmp" "$im"
+    fi
+    echo "$im"
+}
+
 rc=0 i=0 t0=$SECONDS
 for entry in "${LIST[@]}"; do
     gate=("${GATE[@]}")
@@ -55,7 +71,11 @@ for entry in "${LIST[@]}"; do
     src=${entry%%:*} preset=${entry#*:}
     out="$MODELS/presets/$src-$preset.gguf"
     if [ ! -f "$out" ]; then
-        if ! "$BUILD_STOCK/bin/llama-quantize" "$MODELS/$src-f32.gguf" "$out.tmp" "$preset" 2 > "$out.log" 2>&1; then
+        im=()
+        if [[ "$preset" == IQ[123]* ]]; then
+            im=(--imatrix "$(imatrix_of "$src")") || { rc=1; continue; }
+        fi
+        if ! "$BUILD_STOCK/bin/llama-quantize" "${im[@]}" "$MODELS/$src-f32.gguf" "$out.tmp" "$preset" 2 > "$out.log" 2>&1; then
             echo "$src-$preset: llama-quantize failed:"; tail -n 5 "$out.log"; rc=1; continue
         fi
         mv -f "$out.tmp" "$out"

@@ -564,8 +564,8 @@ check "the native build runs a quantized model with its extra buffer types (llam
 # the crate's comparisons with upstream's own kernels again, now against the native build (step 1
 # ran them against the AVX2 stock build): the ones that hold only for an AVX-512 build's order
 # (ggml_vec_dot_f32 / _f16, Q6_K, ...) run here and skip there
-check "ggml-rs-cpu tests/upstream.rs, upstream_fa.rs, upstream_ops.rs against the native build's ggml-cpu (its AVX-512 orders bit for bit)" bash -o pipefail -c \
-    "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_NATIVE/bin' GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --test upstream --test upstream_fa --test upstream_ops 2>&1 | grep -E '^test result|FAILED|panicked'"
+check "ggml-rs-cpu tests/upstream.rs, upstream_fa.rs, upstream_ops.rs, upstream_iq.rs against the native build's ggml-cpu (its AVX-512 orders bit for bit)" bash -o pipefail -c \
+    "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_NATIVE/bin' GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --test upstream --test upstream_fa --test upstream_ops --test upstream_iq 2>&1 | grep -E '^test result|FAILED|panicked'"
 check "ggml-rs-cpu ABI: the 65 functions of ggml-cpu.h, module entries, layouts" "$ROOT/scripts/check_cpu_abi.sh"
 check "test_rscpu_backend: the module beside upstream's CPU, its C API against upstream's" bash -o pipefail -c \
     "'$BUILD_OURS/c_tests/test_rscpu_backend' '$CPU_LIB' 2>&1 | tail -n 2"
@@ -858,7 +858,7 @@ a64_crate() {
         grep -E 'FAILED|panicked' <<< "$out" | head -n 5
     done
     out=$(GGML_RS_UPSTREAM_LIB_DIR="$A64_STOCK/bin" LD_LIBRARY_PATH="$A64_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 \
-        a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --test upstream --test upstream_ops --test enums -- --nocapture 2>&1) || rc=1
+        a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --test upstream --test upstream_ops --test upstream_iq --test enums -- --nocapture 2>&1) || rc=1
     echo "against upstream's aarch64 build: $(cargo_totals <<< "$out")"
     grep -E 'FAILED|panicked|SKIP' <<< "$out" | head -n 8
     return $rc
@@ -882,7 +882,7 @@ qx86_crate() {
     local out rc=0
     command -v qemu-x86_64 > /dev/null || { echo "qemu-x86_64 missing (qemu-user: step 18's deps)"; return 1; }
     out=$(cd "$ROOT" && CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="${QX86[*]}" GGML_RS_UPSTREAM_LIB_DIR="$BUILD_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" \
-        GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --lib --test upstream --test upstream_ops --test enums 2>&1) || rc=1
+        GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --lib --test upstream --test upstream_ops --test upstream_iq --test enums 2>&1) || rc=1
     echo "the crate under qemu-x86_64 -cpu max (the avx2 set): $(cargo_totals <<< "$out")"
     grep -E 'FAILED|panicked|signal' <<< "$out" | head -n 5
     return $rc
