@@ -61,17 +61,7 @@ fn mul_mat_id_sums_each_expert_in_upstreams_order() {
                 upstream_lib::tensor_bytes(ids).copy_from_slice(&id_bytes);
             }
             let out = ctx.mul_mat_id(a, b, ids);
-            let graph = ctx.graph(out);
-            let floats = || -> Vec<f32> {
-                // SAFETY: the result, rows · n_used · n_tok floats
-                unsafe { upstream_lib::tensor_bytes(out) }.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect()
-            };
-            assert_eq!(ctx.compute(graph, 2), 0, "upstream's compute");
-            let theirs = floats();
-            // SAFETY: as above; NaN everywhere, so an element ours does not write cannot pass
-            unsafe { upstream_lib::tensor_bytes(out) }.fill(0xff);
-            assert_eq!(ggml_rs_cpu::backend::exports::ggml_graph_compute_with_ctx(ctx.as_ptr().cast(), graph, 2), 0, "our compute");
-            let ours = floats();
+            let (theirs, ours) = upstream_lib::theirs_and_ours(&ctx, ctx.graph(out), out, 2);
             let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs()));
             for (i, (t, o)) in theirs.iter().zip(&ours).enumerate() {
                 let (slot, tok) = ((i / rows) % n_used, i / (rows * n_used));
