@@ -112,16 +112,22 @@ impl Order {
     /// whether upstream's build takes a product of `n_rows` activation rows (`ne11` of a
     /// MUL_MAT, the rows routed to one expert of a MUL_MAT_ID) of weights `wt` not repacked
     /// through its tiled K-quant path ([`Order::Tiled`]): 8 or more rows, F32 or Q8_K
-    /// activations; Q6_K where [`q6_k::tiled_order_applies`], Q2_K / Q3_K / Q5_K / IQ4_XS where
-    /// the set's [`Dots::kquant_tiled_path`] says so
+    /// activations; Q6_K where [`q6_k::tiled_order_applies`], Q2_K / Q3_K / Q5_K / IQ4_XS and the
+    /// grid types where the set's [`Dots::kquant_tiled_path`] says so
     pub fn tiled(wt: GgmlType, n_rows: i64, src1_ok: bool, dots: &Dots) -> bool {
         match wt {
             GgmlType::Q6K => q6_k::tiled_order_applies(n_rows, src1_ok, dots),
-            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q5K | GgmlType::Iq4Xs => n_rows >= 8 && src1_ok && dots.kquant_tiled_path,
-            // and the grid types
-            GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => {
-                n_rows >= 8 && src1_ok && dots.kquant_tiled_path
-            }
+            GgmlType::Q2K
+            | GgmlType::Q3K
+            | GgmlType::Q5K
+            | GgmlType::Iq4Xs
+            | GgmlType::Iq2Xxs
+            | GgmlType::Iq2Xs
+            | GgmlType::Iq2S
+            | GgmlType::Iq3Xxs
+            | GgmlType::Iq3S
+            | GgmlType::Iq1S
+            | GgmlType::Iq1M => n_rows >= 8 && src1_ok && dots.kquant_tiled_path,
             _ => false,
         }
     }
