@@ -28,9 +28,10 @@
         CHECK(fabs(g_ - w_) <= 1e-5 * (1.0 + fabs(w_)), "%s = %.9g, expected %.9g", #got, g_, w_);  \
     } while (0)
 
-static int g_tests_run = 0;
+// (unused in a program's second file: the runner is in its main file)
+static int g_tests_run __attribute__((unused)) = 0;
 // `program NAME` runs only the test called NAME (scripts/test.sh runs tests one by one on upstream)
-static const char * g_only = NULL;
+static const char * g_only __attribute__((unused)) = NULL;
 
 #define RUN(test)                                             \
     do {                                                      \
