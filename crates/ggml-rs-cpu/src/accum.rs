@@ -220,23 +220,29 @@ pub unsafe fn prep_row_def(s: *mut f32, live: u64, mask: *const u16, slope: f32,
     for j in 0..KB {
         // SAFETY: j < KB floats of s; the mask read at live positions only (caller)
         unsafe {
-            let x = if live >> j & 1 == 1 {
-                let x = s.add(j).read() * scale;
-                if mask.is_null() {
-                    x
-                } else {
-                    let mv = half::f16::from_bits(mask.add(j).read_unaligned()).to_f32();
-                    if rounded { x + mv * slope } else { mv.mul_add(slope, x) }
-                }
-            } else {
-                f32::NEG_INFINITY
-            };
+            let x = if live >> j & 1 == 1 { prep_live(s.add(j).read(), mask, j, slope, scale, rounded) } else { f32::NEG_INFINITY };
             s.add(j).write(x);
             // vmaxps: the first operand when it is greater, else the second
             mx = if mx > x { mx } else { x };
         }
     }
     mx
+}
+
+/// one live position of [`prep_row_def`]: `x·scale`, plus `slope·mask[j]` where there is a mask
+/// (rounded first, or fused); the AVX2 form's mixed groups take this step too
+///
+/// # Safety
+/// `mask` is null or readable at `j`
+#[inline(always)]
+pub(crate) unsafe fn prep_live(x: f32, mask: *const u16, j: usize, slope: f32, scale: f32, rounded: bool) -> f32 {
+    let x = x * scale;
+    if mask.is_null() {
+        return x;
+    }
+    // SAFETY: readable at j (caller)
+    let mv = half::f16::from_bits(unsafe { mask.add(j).read_unaligned() }).to_f32();
+    if rounded { x + mv * slope } else { mv.mul_add(slope, x) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -565,13 +571,7 @@ pub(crate) mod blocks256 {
                         let mut v = [f32::NEG_INFINITY; 8];
                         for (l, o) in v.iter_mut().enumerate() {
                             if byte >> l & 1 == 1 {
-                                let x = p.add(l).read() * scale;
-                                *o = if mask.is_null() {
-                                    x
-                                } else {
-                                    let mv = half::f16::from_bits(mask.add(8 * t + l).read_unaligned()).to_f32();
-                                    if rounded { x + mv * slope } else { mv.mul_add(slope, x) }
-                                };
+                                *o = super::prep_live(p.add(l).read(), mask, 8 * t + l, slope, scale, rounded);
                             }
                         }
                         _mm256_loadu_ps(v.as_ptr())
