@@ -32,7 +32,11 @@ cmd_build() {
     # llama-cpp-sys-2 compiles llama.cpp with cmake, finding ggml through CMAKE_PREFIX_PATH
     # the first build compiles llama.cpp's own part (libllama, llama-common: about 100 objects)
     # and takes minutes: every 30 s a line with the objects compiled so far
+    # libllama (the C++ half of llama-cpp-sys-2; ggml is the installed one) unoptimized: it is not
+    # what this checks (the stock and ours runs share it), and -O0 compiles its ~100 files in a
+    # fraction of Release's time (llama-cpp-sys-2 passes CMAKE_* variables on to CMake)
     CMAKE_PREFIX_PATH=$GGML_RS_SYS2_INSTALL_STOCK CMAKE_BUILD_PARALLEL_LEVEL=${GGML_RS_JOBS:-$(nproc)} \
+        LLAMA_LIB_PROFILE=Debug CMAKE_C_FLAGS_DEBUG=-O0 CMAKE_CXX_FLAGS_DEBUG=-O0 \
         cargo build --release --locked -j "${GGML_RS_JOBS:-$(nproc)}" --manifest-path "$EXAMPLE/Cargo.toml" > "$T/cargo.log" 2>&1 &
     local pid=$! t0=$SECONDS shown=$SECONDS
     while kill -0 "$pid" 2> /dev/null; do
