@@ -206,13 +206,43 @@ _OPTIONAL = {
 }
 
 
+# the op constructors of ggml.h beyond the few above (ggml_rs/ops.py); all in ggml 0.25.3, looked
+# up like _OPTIONAL so that a missing one is an error of the op that needs it, not of the load
+UNARY_OPS = ("abs", "sgn", "neg", "step", "tanh", "elu", "relu", "sigmoid", "gelu", "gelu_quick", "gelu_erf", "silu",
+             "hardswish", "hardsigmoid", "exp", "expm1", "softplus", "floor", "ceil", "round", "trunc",
+             "sqrt", "log", "sin", "cos")
+GLU_OPS = ("reglu", "geglu", "swiglu", "geglu_erf", "geglu_quick")
+_OPS = {f"ggml_{n}": (P, [P, P]) for n in UNARY_OPS}
+_OPS.update({f"ggml_{n}{tail}": (P, [P, P]) for n in GLU_OPS for tail in ("", "_swapped")})
+_OPS.update({f"ggml_{n}_split": (P, [P, P, P]) for n in GLU_OPS})
+_OPS.update({
+    "ggml_leaky_relu": (P, [P, P, c_float, c_bool]),
+    "ggml_clamp": (P, [P, P, c_float, c_float]),
+    "ggml_swiglu_oai": (P, [P, P, P, c_float, c_float]),
+    "ggml_soft_max": (P, [P, P]),
+    "ggml_soft_max_ext": (P, [P, P, P, c_float, c_float]),
+    "ggml_norm": (P, [P, P, c_float]),
+    "ggml_rms_norm": (P, [P, P, c_float]),
+    "ggml_get_rows": (P, [P, P, P]),
+    "ggml_set_rows": (P, [P, P, P, P]),
+    "ggml_rope_ext": (P, [P, P, P, P, c_int, c_int, c_int, c_float, c_float, c_float, c_float, c_float, c_float]),
+    "ggml_concat": (P, [P, P, P, c_int]),
+    "ggml_permute": (P, [P, P, c_int, c_int, c_int, c_int]),
+    "ggml_is_contiguous_1": (c_bool, [P]),
+    "ggml_is_contiguous_rows": (c_bool, [P]),
+    "ggml_are_same_shape": (c_bool, [P, P]),
+    "ggml_is_vector": (c_bool, [P]),
+})
+
+
 class Library:
     """The loaded libraries; each C function is an attribute (`lib().ggml_add`)."""
 
     def __init__(self, handles, paths):
         self.paths = paths
         self.missing = set()
-        for table, required in ((_CORE, True), (_OPTIONAL, False)):
+        self._handles = handles
+        for table, required in ((_CORE, True), (_OPTIONAL, False), (_OPS, False)):
             for name, (restype, argtypes) in table.items():
                 fn = _lookup(handles, name)
                 if fn is None:
@@ -225,6 +255,16 @@ class Library:
         self.is_ggml_rs = "ggml_rs_version" not in self.missing
         self.tensor_overhead = self.ggml_tensor_overhead()
         _check_layouts(self)
+
+    def function(self, name):
+        """A new, untyped ctypes function for the exported symbol `name` (the first library that
+        has it), or None: for `Context.op`, which sets its own types."""
+        for h in self._handles:
+            try:
+                return h[name]
+            except AttributeError:
+                pass
+        return None
 
     def require(self, name, what):
         """The function `name`, or a GgmlError saying which library lacks it."""
