@@ -4,12 +4,12 @@ support is skipped with its name; a wrong argument is a Python exception, never 
 
 import ctypes
 import math
-import os
 
 import numpy as np
 import pytest
 
 import ggml_rs as g
+from helpers import rust_cpu_path
 
 rng = np.random.default_rng(5)
 SQRT_2_PI = math.sqrt(2 / math.pi)
@@ -64,12 +64,7 @@ def backend(request):
         with g.Backend.cpu(n_threads=1) as b:
             yield b
         return
-    path = os.environ.get("GGML_RS_CPU_LIBRARY")
-    if path is None:
-        if os.environ.get("GGML_RS_CPU_REQUIRED") == "1":
-            pytest.fail("GGML_RS_CPU_LIBRARY is not set (GGML_RS_CPU_REQUIRED=1)")
-        pytest.skip("GGML_RS_CPU_LIBRARY (the Rust CPU backend's library) is not set")
-    with g.Backend.rust_cpu(path, n_threads=2) as b:
+    with g.Backend.rust_cpu(rust_cpu_path(), n_threads=2) as b:
         yield b
 
 
