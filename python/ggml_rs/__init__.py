@@ -11,10 +11,11 @@
             sched.compute(graph)
             print(y.get())            # 3.0 everywhere
 
-The libraries are found through $GGML_RS_LIB_DIR (or `load(lib_dir=...)`) on first use.
+The libraries are found through $GGML_RS_LIB_DIR (or `load(lib_dir=...)`) on first use;
+`library_info()` says which were loaded (a LoadWarning says when it is stock ggml, not ggml-rs).
 """
 
-from ._lib import ClosedError, GgmlError, NotAllocatedError, load
+from ._lib import ClosedError, GgmlError, LoadWarning, NotAllocatedError, library_info, load
 from .alloc import AllocatorCounters, GraphAllocator, PlanStats, Scheduler, SchedulerCounters
 from .backend import Backend, Buffer, BufferType
 from .graph import Context, Graph, Tensor
@@ -22,8 +23,8 @@ from . import report
 
 __all__ = [
     "AllocatorCounters", "Backend", "Buffer", "BufferType", "ClosedError", "Context", "GgmlError", "Graph",
-    "GraphAllocator", "NotAllocatedError", "PlanStats", "Scheduler", "SchedulerCounters", "Tensor", "load",
-    "report", "version",
+    "GraphAllocator", "LoadWarning", "NotAllocatedError", "PlanStats", "Scheduler", "SchedulerCounters", "Tensor",
+    "library_info", "load", "report", "version",
 ]
 __version__ = "0.1.0"
 

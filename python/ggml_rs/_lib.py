@@ -9,11 +9,13 @@ import ctypes
 import logging
 import os
 import threading
+import warnings
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_float, c_int,
                     c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p)
 
 ENV_LIB_DIR = "GGML_RS_LIB_DIR"
 ENV_LIBRARY = "GGML_RS_LIBRARY"
+ENV_CPU_LIBRARY = "GGML_RS_CPU_LIBRARY"
 
 GGML_MAX_DIMS = 4
 GGML_MAX_SRC = 10
@@ -206,13 +208,43 @@ _OPTIONAL = {
 }
 
 
+# the op constructors of ggml.h beyond the few above (ggml_rs/ops.py); all in ggml 0.25.3, looked
+# up like _OPTIONAL so that a missing one is an error of the op that needs it, not of the load
+UNARY_OPS = ("abs", "sgn", "neg", "step", "tanh", "elu", "relu", "sigmoid", "gelu", "gelu_quick", "gelu_erf", "silu",
+             "hardswish", "hardsigmoid", "exp", "expm1", "softplus", "floor", "ceil", "round", "trunc",
+             "sqrt", "log", "sin", "cos")
+GLU_OPS = ("reglu", "geglu", "swiglu", "geglu_erf", "geglu_quick")
+_OPS = {f"ggml_{n}": (P, [P, P]) for n in UNARY_OPS}
+_OPS.update({f"ggml_{n}{tail}": (P, [P, P]) for n in GLU_OPS for tail in ("", "_swapped")})
+_OPS.update({f"ggml_{n}_split": (P, [P, P, P]) for n in GLU_OPS})
+_OPS.update({
+    "ggml_leaky_relu": (P, [P, P, c_float, c_bool]),
+    "ggml_clamp": (P, [P, P, c_float, c_float]),
+    "ggml_swiglu_oai": (P, [P, P, P, c_float, c_float]),
+    "ggml_soft_max": (P, [P, P]),
+    "ggml_soft_max_ext": (P, [P, P, P, c_float, c_float]),
+    "ggml_norm": (P, [P, P, c_float]),
+    "ggml_rms_norm": (P, [P, P, c_float]),
+    "ggml_get_rows": (P, [P, P, P]),
+    "ggml_set_rows": (P, [P, P, P, P]),
+    "ggml_rope_ext": (P, [P, P, P, P, c_int, c_int, c_int, c_float, c_float, c_float, c_float, c_float, c_float]),
+    "ggml_concat": (P, [P, P, P, c_int]),
+    "ggml_permute": (P, [P, P, c_int, c_int, c_int, c_int]),
+    "ggml_is_contiguous_1": (c_bool, [P]),
+    "ggml_is_contiguous_rows": (c_bool, [P]),
+    "ggml_are_same_shape": (c_bool, [P, P]),
+    "ggml_is_vector": (c_bool, [P]),
+})
+
+
 class Library:
     """The loaded libraries; each C function is an attribute (`lib().ggml_add`)."""
 
     def __init__(self, handles, paths):
         self.paths = paths
         self.missing = set()
-        for table, required in ((_CORE, True), (_OPTIONAL, False)):
+        self._handles = handles
+        for table, required in ((_CORE, True), (_OPTIONAL, False), (_OPS, False)):
             for name, (restype, argtypes) in table.items():
                 fn = _lookup(handles, name)
                 if fn is None:
@@ -225,6 +257,16 @@ class Library:
         self.is_ggml_rs = "ggml_rs_version" not in self.missing
         self.tensor_overhead = self.ggml_tensor_overhead()
         _check_layouts(self)
+
+    def function(self, name):
+        """A new, untyped ctypes function for the exported symbol `name` (the first library that
+        has it), or None: for `Context.op`, which sets its own types."""
+        for h in self._handles:
+            try:
+                return h[name]
+            except AttributeError:
+                pass
+        return None
 
     def require(self, name, what):
         """The function `name`, or a GgmlError saying which library lacks it."""
@@ -276,15 +318,47 @@ _lock = threading.Lock()
 _lib = None
 
 
+class LoadWarning(UserWarning):
+    """The libraries loaded, but not as this package is meant to run: stock ggml without ggml-rs."""
+
+
+def _absolute(value, what):
+    """A path setting made absolute once, against the current directory of this call; None stays."""
+    if value is None:
+        return None
+    value = os.fspath(value)
+    if not value:
+        return None
+    path = os.path.abspath(os.path.expanduser(value))
+    if path != value:
+        log.debug("%s=%s is %s", what, value, path)
+    return path
+
+
+def _candidates(lib_dir, stem):
+    return [os.path.join(lib_dir, f"{stem}{ext}") for ext in (".so", ".so.0")]
+
+
 def _find(lib_dir, stem):
-    """`<lib_dir>/<stem>.so` (or .so.0), or the bare name for the dynamic linker's search."""
-    if lib_dir is None:
-        return f"{stem}.so"
-    for name in (f"{stem}.so", f"{stem}.so.0"):
-        path = os.path.join(lib_dir, name)
-        if os.path.exists(path):
-            return path
-    return None
+    """`<lib_dir>/<stem>.so` (or .so.0), or None."""
+    return next((p for p in _candidates(lib_dir, stem) if os.path.exists(p)), None)
+
+
+class _DlInfo(Structure):
+    _fields_ = [("fname", c_char_p), ("fbase", c_void_p), ("sname", c_char_p), ("saddr", c_void_p)]
+
+
+def _origin(fn):
+    """The file the dynamic linker took the function `fn` from (dladdr), or None."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+    except (OSError, AttributeError):
+        return None
+    dladdr.argtypes, dladdr.restype = [c_void_p, POINTER(_DlInfo)], c_int
+    info = _DlInfo()
+    if not dladdr(ctypes.cast(fn, c_void_p), ctypes.byref(info)) or not info.fname:
+        return None
+    return os.path.abspath(info.fname.decode())
 
 
 def load(lib_dir=None, library=None):
@@ -295,6 +369,12 @@ def load(lib_dir=None, library=None):
     library: libggml_rs.so to use (default: $GGML_RS_LIBRARY, else one already in the process,
         e.g. through LD_PRELOAD, else <lib_dir>/libggml_rs.so, else the one libggml-base needs).
 
+    A relative lib_dir or library (argument or variable) is taken from the current directory of
+    this first call, once; `library_info()` reports the absolute paths. A folder or file that is
+    not there raises OSError naming every path tried. When the libraries turn out to be stock
+    ggml without ggml-rs, a `LoadWarning` says so (the package still works; its ggml-rs
+    extensions raise).
+
     Every library is opened with RTLD_GLOBAL, libggml_rs first: libggml-base of a build on
     ggml-rs needs it by its soname, and the one loaded first is the one every library binds to.
     """
@@ -302,12 +382,17 @@ def load(lib_dir=None, library=None):
     with _lock:
         if _lib is not None:
             if lib_dir is not None or library is not None:
-                wanted = (lib_dir, library)
+                wanted = (_absolute(lib_dir, "lib_dir") or _lib._wanted[0], _absolute(library, "library") or _lib._wanted[1])
                 if wanted != _lib._wanted:
                     raise GgmlError(f"ggml_rs is already loaded from {_lib.paths}; a process loads it once")
             return _lib
-        lib_dir = lib_dir if lib_dir is not None else os.environ.get(ENV_LIB_DIR) or None
-        library = library if library is not None else os.environ.get(ENV_LIBRARY) or None
+        lib_dir = _absolute(lib_dir if lib_dir is not None else os.environ.get(ENV_LIB_DIR), ENV_LIB_DIR)
+        library = _absolute(library if library is not None else os.environ.get(ENV_LIBRARY), ENV_LIBRARY)
+        cpu_library = _absolute(os.environ.get(ENV_CPU_LIBRARY), ENV_CPU_LIBRARY)
+        if lib_dir is not None and not os.path.isdir(lib_dir):
+            raise OSError(f"ggml_rs: {ENV_LIB_DIR} (or lib_dir) is {lib_dir}, which is not a folder")
+        if library is not None and not os.path.isfile(library):
+            raise OSError(f"ggml_rs: {ENV_LIBRARY} (or library) is {library}, which is not a file")
         mode = os.RTLD_GLOBAL | os.RTLD_NOW
         handles, paths = [], []
 
@@ -328,19 +413,48 @@ def load(lib_dir=None, library=None):
                 if own is not None:
                     open_(own)
         for stem, required in (("libggml-base", True), ("libggml-cpu", True), ("libggml-rpc", False), ("libggml", False)):
-            path = _find(lib_dir, stem)
+            path = _find(lib_dir, stem) if lib_dir is not None else f"{stem}.so"
             try:
                 if path is None:
-                    raise OSError(f"{stem}.so is not in {lib_dir}")
+                    raise OSError(f"none of {', '.join(_candidates(lib_dir, stem))} exists")
                 open_(path)
             except OSError as e:
                 if required:
-                    raise OSError(f"ggml_rs: cannot load {stem}: {e}. Set {ENV_LIB_DIR} to the folder of the ggml libraries "
-                                  f"(e.g. <llama.cpp build>/bin) or pass it to ggml_rs.load()") from e
+                    where = lib_dir if lib_dir is not None else (f"the dynamic linker's search path ({ENV_LIB_DIR} is unset; "
+                                                                 f"LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH', '')!r})")
+                    raise OSError(f"ggml_rs: cannot load {stem}: {e}. Looked in {where}. Set {ENV_LIB_DIR} to the folder of "
+                                  f"the ggml libraries (e.g. <llama.cpp build>/bin) or pass it to ggml_rs.load()") from e
         _lib = Library(handles, paths)
         _lib._wanted = (lib_dir, library)
+        _lib.lib_dir, _lib.cpu_library = lib_dir, cpu_library
         _install_log(_lib)
+        if not _lib.is_ggml_rs:
+            warnings.warn(f"ggml_rs: the loaded ggml ({', '.join(paths)}) is stock ggml, not ggml-rs: the allocator and the "
+                          f"scheduler are upstream's and the ggml-rs extensions raise. Set {ENV_LIBRARY} to libggml_rs.so "
+                          f"(and {ENV_LIB_DIR} to a ggml build on it) to use ggml-rs", LoadWarning, stacklevel=3)
         return _lib
+
+
+def library_info():
+    """Which libraries this process uses (loading them first if needed), as a dict:
+
+    is_ggml_rs: whether ggml-rs is loaded (False: stock ggml); version: ggml_rs_version() or None;
+    ggml_rs: the file libggml_rs was taken from, or None; allocator: the file that defines
+    ggml_gallocr_new_n (libggml_rs, or stock libggml-base); opened: the paths this package opened
+    (a library can also come in as a dependency, as libggml_rs does for a ggml build on it);
+    lib_dir, library, cpu_library: the absolute paths of the settings ($GGML_RS_LIB_DIR,
+    $GGML_RS_LIBRARY, $GGML_RS_CPU_LIBRARY or load()'s arguments), None where unset."""
+    L = lib()
+    return {
+        "is_ggml_rs": L.is_ggml_rs,
+        "version": L.ggml_rs_version().decode() if L.is_ggml_rs else None,
+        "ggml_rs": _origin(L.ggml_rs_version) if L.is_ggml_rs else None,
+        "allocator": _origin(L.ggml_gallocr_new_n),
+        "opened": list(L.paths),
+        "lib_dir": L.lib_dir,
+        "library": L._wanted[1],
+        "cpu_library": L.cpu_library,
+    }
 
 
 def lib():

@@ -4,7 +4,8 @@ import ctypes
 import os
 import socket
 
-from ._lib import (DEVICE_TYPE_CPU, RPC_ADD_SERVER, STATUS, GgmlError, clear_messages, failure, lib)
+from ._lib import (DEVICE_TYPE_CPU, ENV_CPU_LIBRARY, RPC_ADD_SERVER, STATUS, GgmlError, clear_messages, failure, lib,
+                   library_info)
 from ._owner import Owner, lifecycle, locked, register_buffer, unregister_buffer
 
 _DEVICE_TYPES = {"cpu": 0, "gpu": 1, "igpu": 2, "accel": 3}
@@ -109,15 +110,24 @@ class Backend(Owner):
     @classmethod
     def rust_cpu(cls, path=None, n_threads=None):
         """ggml-rs's CPU backend written in Rust, loaded as a module beside upstream's CPU (its
-        device is then named RSCPU). `path` defaults to $GGML_RS_CPU_LIBRARY, else
-        libggml_rs_cpu.so next to the loaded libggml_rs."""
-        if path is None:
-            path = os.environ.get("GGML_RS_CPU_LIBRARY")
-        if path is None:
-            core = next((p for p in lib().paths if os.path.basename(p).startswith("libggml_rs.")), None)
+        device is then named RSCPU). `path` defaults to $GGML_RS_CPU_LIBRARY (read, and made
+        absolute, when the libraries load), else libggml_rs_cpu.so next to the libggml_rs in use.
+        GgmlError, naming the path and how to set it, when that file is not there."""
+        L = lib()
+        if path is not None:
+            path, how = os.path.abspath(os.fspath(path)), "the path given"
+        elif L.cpu_library is not None:
+            path, how = L.cpu_library, ENV_CPU_LIBRARY
+        else:
+            core = library_info()["ggml_rs"]
             if core is None:
-                raise GgmlError("Backend.rust_cpu: no path given, GGML_RS_CPU_LIBRARY unset, and libggml_rs is not loaded")
-            path = os.path.join(os.path.dirname(core), "libggml_rs_cpu.so")
+                raise GgmlError(f"Backend.rust_cpu: no path given, {ENV_CPU_LIBRARY} unset, and the loaded ggml is not ggml-rs "
+                                f"(nothing to look beside); loaded: {L.paths}")
+            path, how = os.path.join(os.path.dirname(core), "libggml_rs_cpu.so"), f"beside {core} ({ENV_CPU_LIBRARY} unset)"
+        if not os.path.isfile(path):
+            raise GgmlError(f"Backend.rust_cpu: the Rust CPU backend's library is not at {path} ({how}). Build it with "
+                            f"`cargo build --release -p ggml-rs-cpu` and pass its path, or set {ENV_CPU_LIBRARY} before "
+                            "the first use of ggml_rs")
         names = cls.load_module(path)
         if not names:
             raise GgmlError(f"Backend.rust_cpu: {path} registered no device")

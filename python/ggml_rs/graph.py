@@ -13,6 +13,7 @@ from ._lib import (FLAG_COMPUTE, GGML_MAX_DIMS, ClosedError, GgmlError, NotAlloc
                    cgraph_struct, clear_messages, failure, init_params, lib, tensor_struct)
 from ._owner import (Owner, buffer_owner, context_of, lifecycle, locked, register_context,
                      unregister_context)
+from .ops import Ops, _op
 
 # ggml type <-> numpy dtype, for the types a numpy array can hold
 _DTYPES = {0: np.float32, 1: np.float16, 24: np.int8, 25: np.int16, 26: np.int32, 27: np.int64, 28: np.float64}
@@ -34,16 +35,7 @@ def _ne(shape):
     return list(reversed(shape)) + [1] * (GGML_MAX_DIMS - len(shape))
 
 
-def _op(method):
-    """Runs a Context method inside one `lifecycle.using()` section (checks and the call)."""
-    def run(self, *args, **kwargs):
-        with lifecycle.using():
-            return method(self, *args, **kwargs)
-    run.__name__, run.__doc__ = method.__name__, method.__doc__
-    return run
-
-
-class Context(Owner):
+class Context(Owner, Ops):
     """A ggml context with `no_alloc`: it holds tensor and graph headers, never tensor data.
 
     max_tensors and max_graphs size its memory; creating more raises instead of overflowing.

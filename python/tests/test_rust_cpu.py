@@ -1,23 +1,16 @@
 """ggml-rs's CPU backend written in Rust (libggml_rs_cpu.so), loaded as a backend module beside
 upstream's CPU: the same graphs give the same numbers on both."""
 
-import os
-
 import numpy as np
 import pytest
 
 import ggml_rs as g
+from helpers import rust_cpu_path
 
 rng = np.random.default_rng(11)
 
 
-def _module_path():
-    path = os.environ.get("GGML_RS_CPU_LIBRARY")
-    if path is None:
-        if os.environ.get("GGML_RS_CPU_REQUIRED") == "1":
-            pytest.fail("GGML_RS_CPU_LIBRARY is not set (GGML_RS_CPU_REQUIRED=1)")
-        pytest.skip("GGML_RS_CPU_LIBRARY (the Rust CPU backend's library) is not set")
-    return path
+_module_path = rust_cpu_path
 
 
 def _run(backend):

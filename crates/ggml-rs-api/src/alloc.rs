@@ -1,7 +1,10 @@
 //! The graph allocator (`ggml_gallocr`) and the graph it allocated.
 
+use std::ffi::CString;
 use std::fmt;
 use std::marker::PhantomData;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use crate::owners::{self, OwnerId};
 use crate::sys::{Api, RawBuft, RawGallocr};
@@ -225,6 +228,32 @@ impl<'s> AllocatedGraph<'s> {
     pub fn graph(&self) -> &Graph<'s> {
         self.graph
     }
+
+    /// ggml-rs: writes the memory plan report of this allocation (every tensor's buffer,
+    /// offset, size and node steps; README "Memory plan report") to `path`, as JSON or SVG.
+    /// An allocation, not the allocator, writes it: the report reads the planned graph's
+    /// tensors, which the allocation keeps alive.
+    pub fn write_report(&self, path: &Path, format: ReportFormat) -> Result<()> {
+        let c = report_path(path)?;
+        let ok = crate::logged(|| self.galloc.api.gallocr_write_report(self.galloc.raw, &c, format == ReportFormat::Svg)).ok_or_else(ext_missing)?;
+        if !ok {
+            return Err(crate::failed("ggml_rs_gallocr_write_report", &format!("could not write {}", path.display())));
+        }
+        Ok(())
+    }
+}
+
+/// The format of a memory plan report ([`AllocatedGraph::write_report`],
+/// [`SchedAllocation::write_report`](crate::SchedAllocation::write_report)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReportFormat {
+    Json,
+    Svg,
+}
+
+/// `path` as a C string: an error for a path with a NUL byte.
+pub(crate) fn report_path(path: &Path) -> Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Invalid(format!("write_report: the path {} has a NUL byte", path.display())))
 }
 
 impl fmt::Debug for AllocatedGraph<'_> {

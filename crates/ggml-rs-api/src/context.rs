@@ -26,6 +26,7 @@ impl Type {
     pub const I8: Type = Type(ggml_type::GGML_TYPE_I8);
     pub const I16: Type = Type(ggml_type::GGML_TYPE_I16);
     pub const I32: Type = Type(ggml_type::GGML_TYPE_I32);
+    pub const I64: Type = Type(ggml_type::GGML_TYPE_I64);
     pub const Q8_0: Type = Type(ggml_type::GGML_TYPE_Q8_0);
     pub const Q4_0: Type = Type(ggml_type::GGML_TYPE_Q4_0);
     pub const Q4_K: Type = Type(ggml_type::GGML_TYPE_Q4_K);
@@ -75,8 +76,8 @@ impl fmt::Display for Type {
 /// # Ok::<(), ggml_rs_api::Error>(())
 /// ```
 pub struct Context {
-    raw: RawCtx,
-    api: &'static Api,
+    pub(crate) raw: RawCtx,
+    pub(crate) api: &'static Api,
 }
 
 impl Context {
@@ -97,7 +98,7 @@ impl Context {
         Ok(Context { raw, api })
     }
 
-    fn room(&self, bytes: usize, what: &str) -> Result<()> {
+    pub(crate) fn room(&self, bytes: usize, what: &str) -> Result<()> {
         let (used, size) = self.api.ctx_mem(self.raw);
         if used + bytes > size {
             return Err(Error::Invalid(format!("{what}: the context is full ({used} of {size} bytes used, {bytes} more needed)")));
@@ -105,7 +106,7 @@ impl Context {
         Ok(())
     }
 
-    fn wrap(&self, raw: Option<RawTensor>, what: &'static str) -> Result<Tensor<'_>> {
+    pub(crate) fn wrap(&self, raw: Option<RawTensor>, what: &'static str) -> Result<Tensor<'_>> {
         raw.map(|raw| Tensor { raw, api: self.api, _ctx: PhantomData }).ok_or_else(|| crate::failed(what, "returned NULL"))
     }
 
@@ -204,7 +205,7 @@ impl Context {
         self.op1(Op1::Transpose, "ggml_transpose", a)
     }
 
-    fn check_contiguous(&self, what: &str, a: Tensor<'_>) -> Result<()> {
+    pub(crate) fn check_contiguous(&self, what: &str, a: Tensor<'_>) -> Result<()> {
         if !self.api.is_contiguous(a.raw) {
             return Err(Error::Invalid(format!("{what}: '{}' is not contiguous (use cont)", a.name())));
         }

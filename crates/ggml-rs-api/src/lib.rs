@@ -1,6 +1,8 @@
 //! A safe Rust API over ggml-rs and the ggml core it sits on: contexts and tensors, graphs,
 //! backends, buffer types and buffers, the graph allocator and the backend scheduler, plus
-//! ggml-rs's plan statistics, counters and split-plan dump.
+//! ggml-rs's plan statistics, counters, split-plan dump and memory plan report. The ops are
+//! methods of [`Context`] (arithmetic here, the rest in `ops.rs`: [`Unary`], [`Glu`],
+//! soft_max, norms, rows, [`Rope`], layout).
 //!
 //! The C contract's mistakes are compile errors here:
 //! - a [`Tensor`] cannot outlive its [`Context`] (`Tensor<'ctx>`);
@@ -139,6 +141,7 @@
 mod alloc;
 mod backend;
 mod context;
+mod ops;
 mod owners;
 mod sched;
 mod sys;
@@ -146,9 +149,10 @@ mod sys;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use alloc::{AllocatedGraph, GraphAllocator, PlanStats};
+pub use alloc::{AllocatedGraph, GraphAllocator, PlanStats, ReportFormat};
 pub use backend::{Backend, Buffer, BufferType};
 pub use context::{Context, Graph, Tensor, Type};
+pub use ops::{Glu, Rope, RopeMode, Unary};
 pub use sched::{SchedAllocation, SchedCounters, Scheduler, SchedulerOptions};
 
 /// What went wrong. Failures of the library carry its own last error line (ggml's log is
@@ -236,8 +240,9 @@ pub fn loaded_paths() -> Result<Vec<String>> {
     sys::api().map(|a| a.paths.clone())
 }
 
-/// For doc-tests and tests: true (skip) when the libraries cannot be loaded, saying why on
-/// stderr; with `GGML_RS_API_REQUIRED=1` a missing library is a panic instead.
+/// For doc-tests and tests: true (skip) when the libraries cannot be loaded, printing a
+/// `SKIPPED <test>` line with the reason on stderr (every call, past the harness's capture);
+/// with `GGML_RS_API_REQUIRED=1` a missing library is a panic instead.
 #[doc(hidden)]
 pub fn doctest_skip() -> bool {
     match load() {
@@ -246,16 +251,20 @@ pub fn doctest_skip() -> bool {
             if std::env::var("GGML_RS_API_REQUIRED").is_ok_and(|v| v == "1") {
                 panic!("GGML_RS_API_REQUIRED=1 but {e}");
             }
-            // straight to stderr, past the test harness's capture, once per process
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                use std::io::Write;
-                let line = format!("SKIPPED ggml-rs-api tests that need the libraries: {e}\n");
-                let _ = std::io::stderr().write_all(line.as_bytes());
-            });
+            skipped(&format!("needs the ggml libraries; set GGML_RS_API_REQUIRED=1 to fail instead: {e}"));
             true
         }
     }
+}
+
+/// For tests: prints `SKIPPED <test>: <why>` straight to stderr, past the test harness's
+/// capture (which hides `eprintln!` of a passing test), so a skipped test never reads as a
+/// plain "ok". The harness names each test's thread after the test.
+#[doc(hidden)]
+pub fn skipped(why: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().filter(|n| *n != "main").map_or(String::new(), |n| format!(" {n}"));
+    let _ = std::io::stderr().write_all(format!("SKIPPED{test}: {why}\n").as_bytes());
 }
 
 /// An element type of tensors: `f32`, `half::f16`, `half::bf16`, `i8`, `i16`, `i32`. Copies in

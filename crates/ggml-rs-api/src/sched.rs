@@ -3,8 +3,9 @@
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
+use std::path::Path;
 
-use crate::alloc::ext_missing;
+use crate::alloc::{ReportFormat, ext_missing, report_path};
 use crate::owners::{self, OwnerId};
 use crate::sys::{self, Api, RawBackend, RawSched};
 use crate::{Backend, Element, Error, Graph, Result, Tensor};
@@ -363,6 +364,18 @@ impl<'s> SchedAllocation<'s> {
     /// ggml-rs: this allocation's split plan as Graphviz DOT.
     pub fn plan_dot(&self) -> Result<String> {
         self.sched.plan_dot(Some(self.graph))
+    }
+
+    /// ggml-rs: writes the memory plan report of this allocation, with the scheduler's splits,
+    /// to `path` (see [`AllocatedGraph::write_report`](crate::AllocatedGraph::write_report)).
+    pub fn write_report(&self, path: &Path, format: ReportFormat) -> Result<()> {
+        let c = report_path(path)?;
+        let api = self.sched.api;
+        let ok = crate::logged(|| api.sched_write_report(self.sched.raw, &c, format == ReportFormat::Svg)).ok_or_else(ext_missing)?;
+        if !ok {
+            return Err(crate::failed("ggml_rs_sched_write_report", &format!("could not write {}", path.display())));
+        }
+        Ok(())
     }
 
     /// Ends the allocation and resets the scheduler (as dropping it does).

@@ -24,7 +24,7 @@ fn reset_alloc_loop(parallel: bool) {
         Ok(s) => s,
         Err(why) => {
             assert!(std::env::var("GGML_RS_API_REQUIRED").is_err(), "GGML_RS_API_REQUIRED=1 but {why}");
-            eprintln!("SKIPPED: {why}");
+            ggml_rs_api::skipped(&why);
             return;
         }
     };
@@ -252,7 +252,7 @@ fn misuse_is_an_error() {
 fn library_message_in_the_error() {
     needs_libraries!();
     if ggml_rs_api::load().unwrap().is_none() {
-        eprintln!("SKIPPED: upstream's libraries (the refusal is ggml-rs's)");
+        ggml_rs_api::skipped("upstream's libraries (the refusal is ggml-rs's)");
         return;
     }
     let cpu = Backend::cpu().unwrap();

@@ -17,6 +17,7 @@ mod bindings;
 mod ext_bindings;
 #[cfg(test)]
 mod drift;
+mod ops;
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
@@ -29,7 +30,8 @@ use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
 
 use crate::Error;
 
-pub(crate) use bindings::ggml_type;
+pub(crate) use bindings::{ggml_glu_op, ggml_type, ggml_unary_op};
+pub(crate) use ops::{RopeArgs, UnaryFn};
 
 pub(crate) const ENV_LIB_DIR: &str = "GGML_RS_LIB_DIR";
 pub(crate) const ENV_LIBRARY: &str = "GGML_RS_LIBRARY";
@@ -121,7 +123,8 @@ fn open(lib_dir: Option<PathBuf>, library: Option<PathBuf>) -> Result<Api, Strin
     let g = unsafe { Ggml::from_library(Library::this()) }.map_err(|e| e.to_string())?;
     // SAFETY: as above, for include/ggml-rs.h.
     let ext = unsafe { ext_bindings::GgmlRs::from_library(Library::this()) }.ok().filter(|e| e.ggml_rs_version.is_ok());
-    let missing = missing_functions(&g);
+    let mut missing = missing_functions(&g);
+    missing.extend(ops::missing(&g));
     if !missing.is_empty() {
         return Err(format!("ggml functions missing from {paths:?}: {}", missing.join(", ")));
     }
