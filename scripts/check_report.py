@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of the memory plan report (README "Memory plan report"), for scripts/test.sh.
+"""Checks of the memory plan report (docs/memory-report.md), for scripts/test.sh.
 
   check_report.py check DIR [--readback TSV] [--min-files N]
       every DIR/*.json is sound on its own (ggml_rs.report.problems: boxes inside the plan, steps

@@ -12,7 +12,7 @@
 #                  the generated tokens and every position's top token must always be the same)
 #   --gen-report-only  print the generation's comparison, fail on the perplexity only (the medium
 #                  random-weight models: their top tokens are near ties, and upstream's own AVX2
-#                  and AVX-512 builds already generate other tokens on them; see README)
+#                  and AVX-512 builds already generate other tokens on them; see docs/cpu-backend.md)
 #   --fa MODE      llama-compare's flash attention (default off; llama.cpp's own default is auto,
 #                  which is on for the CPU; llama-perplexity always runs with its default)
 #   --cache-type T the KV cache's K and V type (llama-compare -ctk T -ctv T; default f16)

@@ -119,7 +119,7 @@ BUDGET=${GPU_CHECK_BUDGET:-330}
 # (sum (cuda - cpu)^2 / sum cpu^2 over the prompt's positions) that passes
 MAX_NMSE=${GPU_CHECK_MAX_NMSE:-1e-3}
 
-# the ops each test-backend-ops group runs (the ops the backend claims; README, "Ops")
+# the ops each test-backend-ops group runs (the ops the backend claims; docs/cuda-backend.md, "Ops")
 ops_of() {
     case "$1" in
         elementwise) echo "ADD,SUB,MUL,DIV,SCALE,SILU,GELU,GELU_QUICK,GELU_ERF,RELU,TANH,SIGMOID,NEG,ABS,SGN,STEP,ELU,EXP,REGLU,GEGLU,SWIGLU,GEGLU_ERF,GEGLU_QUICK" ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The picture in README "Memory plan report": the medium llama model (medium-q8_0.gguf) evaluating
+# The picture in docs/memory-report.md: the medium llama model (medium-q8_0.gguf) evaluating
 # a 12-token prompt through the stock llama.cpp build with this library preloaded and
 # GGML_RS_ALLOC_REPORT set (c_tests/report_llama.c: one llama_decode, 2 threads). The report of
 # that allocation (the scheduler's, kind sched-alloc) is copied to docs/memory-plan-medium.svg and

@@ -230,7 +230,7 @@ impl<'s> AllocatedGraph<'s> {
     }
 
     /// ggml-rs: writes the memory plan report of this allocation (every tensor's buffer,
-    /// offset, size and node steps; README "Memory plan report") to `path`, as JSON or SVG.
+    /// offset, size and node steps; docs/memory-report.md) to `path`, as JSON or SVG.
     /// An allocation, not the allocator, writes it: the report reads the planned graph's
     /// tensors, which the allocation keeps alive.
     pub fn write_report(&self, path: &Path, format: ReportFormat) -> Result<()> {
