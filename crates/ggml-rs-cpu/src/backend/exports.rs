@@ -529,6 +529,9 @@ pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits
         (GgmlType::Tq1_0, traits!(GgmlType::Tq1_0, dot)),
         (GgmlType::Tq2_0, traits!(GgmlType::Tq2_0, dot)),
         (GgmlType::Mxfp4, traits!(GgmlType::Mxfp4, dot)),
+        (GgmlType::Q1_0, traits!(GgmlType::Q1_0, dot)),
+        (GgmlType::Q2_0, traits!(GgmlType::Q2_0, dot)),
+        (GgmlType::Nvfp4, traits!(GgmlType::Nvfp4, dot)),
         // the grid types: no from_float, as upstream's
         (GgmlType::Iq2Xxs, traits!(GgmlType::Iq2Xxs, dot_only)),
         (GgmlType::Iq2Xs, traits!(GgmlType::Iq2Xs, dot_only)),
@@ -542,7 +545,7 @@ pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits
     ]);
     /// every other type: no conversion, no dot product (upstream's zero entries)
     static NONE: ggml_type_traits_cpu = ggml_type_traits_cpu { from_float: None, vec_dot: None, vec_dot_type: 0, nrows: 0 };
-    guard("ggml_get_type_traits_cpu", &NONE, || match TABLE.0.iter().find(|(t, _)| *t as c_int == ty) {
+    guard("ggml_get_type_traits_cpu", &NONE, || match TABLE.0.iter().find(|(t, _)| *t as c_int == ty && t.computed_here()) {
         Some((_, traits)) => traits,
         None => &NONE,
     })
