@@ -84,20 +84,9 @@ impl GgmlType {
         !matches!(self, GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M)
     }
 
-    /// the low-bit types Q1_0, Q2_0 and NVFP4, whose dot products upstream's aarch64 build sums
-    /// in NEON orders (and Q1_0's in repacked ones) that this crate does not have: on aarch64 the
-    /// backend declines them ([`GgmlType::from_raw`] does not know them there)
-    pub const LOW_BIT: [GgmlType; 3] = [GgmlType::Q1_0, GgmlType::Q2_0, GgmlType::Nvfp4];
-
-    /// whether this build computes the type: all but [`GgmlType::LOW_BIT`] on aarch64
-    pub const fn computed_here(self) -> bool {
-        !(cfg!(target_arch = "aarch64") && matches!(self, GgmlType::Q1_0 | GgmlType::Q2_0 | GgmlType::Nvfp4))
-    }
-
-    /// the type upstream numbers `v`, if this crate has its block format and computes it on this
-    /// architecture ([`GgmlType::computed_here`])
+    /// the type upstream numbers `v`, if this crate has its block format
     pub fn from_raw(v: i32) -> Option<GgmlType> {
-        GgmlType::ALL.into_iter().find(|t| *t as i32 == v && t.computed_here())
+        GgmlType::ALL.into_iter().find(|t| *t as i32 == v)
     }
 
     /// upstream's `type_name`

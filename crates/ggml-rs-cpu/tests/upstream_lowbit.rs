@@ -138,11 +138,14 @@ fn activations(u: &upstream_lib::Upstream, n: usize, r: &mut XorShift) -> Aligne
     q
 }
 
-/// whether the set `level` sums `ty` in the order of the loaded upstream build: Q1_0 and NVFP4
-/// from AVX2 (both x86 builds run the same intrinsics); Q2_0's generic C, fused by the AVX2
-/// build, not by the native one (our avx2 / avx512 sets and the avx512vnni set)
+/// whether the set `level` sums `ty` in the order of the loaded upstream build: on x86, Q1_0 and
+/// NVFP4 from AVX2 (both x86 builds run the same intrinsics), Q2_0's generic C fused by the AVX2
+/// build and not by the native one (our avx2 / avx512 sets and the avx512vnni set); on aarch64
+/// (upstream's build with DotProd) the dotprod set, and the neon set for NVFP4 (whose lanes are
+/// whole sub-blocks either way)
 fn same_order(ty: GgmlType, level: Level, avx512_build: bool) -> bool {
     match ty {
+        _ if cfg!(target_arch = "aarch64") => level == Level::NeonDot || (ty == GgmlType::Nvfp4 && level == Level::Neon),
         GgmlType::Q2_0 => level >= Level::Avx2 && (level == Level::Avx512Vnni) == avx512_build,
         _ => level >= Level::Avx2,
     }
@@ -205,10 +208,6 @@ fn low_bit_vec_dots_match_upstream() {
 /// where the active set sums in the loaded build's order
 #[test]
 fn low_bit_mul_mat_is_upstreams() {
-    if !GgmlType::Q1_0.computed_here() {
-        println!("SKIP: this backend declines the low-bit types on this architecture");
-        return;
-    }
     let Some(u) = upstream() else { return };
     let mut r = XorShift::new(74);
     let (rows, k) = (16usize, 1024usize);

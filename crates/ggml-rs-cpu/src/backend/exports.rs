@@ -545,7 +545,7 @@ pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits
     ]);
     /// every other type: no conversion, no dot product (upstream's zero entries)
     static NONE: ggml_type_traits_cpu = ggml_type_traits_cpu { from_float: None, vec_dot: None, vec_dot_type: 0, nrows: 0 };
-    guard("ggml_get_type_traits_cpu", &NONE, || match TABLE.0.iter().find(|(t, _)| *t as c_int == ty && t.computed_here()) {
+    guard("ggml_get_type_traits_cpu", &NONE, || match TABLE.0.iter().find(|(t, _)| *t as c_int == ty) {
         Some((_, traits)) => traits,
         None => &NONE,
     })

@@ -10,9 +10,18 @@
 //!   compiles with both steps fused ([`q2_0_q8_0_fused`]) and the native build unfused (the
 //!   definition's order).
 //!
-//! The x86 forms are portable Rust written in the lanes' order (no intrinsics: bit for bit the
-//! same floats, slower than SIMD would be).
+//! - upstream's aarch64 build (NEON; `sdot` with DotProd, else `smull` + pairwise adds, which
+//!   group the products into other lanes): Q1_0 and Q2_0 per weight block and activation block
+//!   4 lanes of integer sums, `acc_l = acc_l + f32(s_l) · (d · dy)` unfused, at the end
+//!   `vaddvq_f32` ([`q1_0_q8_0_neon`], [`q2_0_q8_0_neon`] and their `_dotprod` forms); NVFP4 one
+//!   lane per sub-block, `acc_s = fma(f32(s_s), d_s · dy, acc_s)` ([`nvfp4_q8_0_arm`]). Its
+//!   repacked Q1_0 kernels (weights in its `CPU_REPACK` buffer with DotProd / i8mm) are not
+//!   followed, as for Q4_0.
+//!
+//! The x86 and aarch64 forms are portable Rust written in the lanes' order (no intrinsics: bit for
+//! bit the same floats, slower than SIMD would be).
 
+use super::neon::{hsum4, lane_of};
 use super::q8_0::hsum8;
 use crate::block::{BlockNvfp4, BlockQ1_0, BlockQ2_0, BlockQ8_0};
 use crate::quants::{E2M1_DOUBLED, ue4m3_to_f32_half};
@@ -20,13 +29,13 @@ use crate::quants::{E2M1_DOUBLED, ue4m3_to_f32_half};
 /// activation block `k` of a Q1_0 block times the signs of byte group `k` (bits `32k..32k + 32`)
 #[inline(always)]
 fn q1_0_isum(a: &BlockQ1_0, b: &BlockQ8_0, k: usize) -> i32 {
-    (0..32).map(|e| if a.qs[4 * k + e / 8] >> (e % 8) & 1 != 0 { b.qs[e] as i32 } else { -(b.qs[e] as i32) }).sum()
+    (0..32).map(|e| q1_0_sign(a, k, e) * b.qs[e] as i32).sum()
 }
 
 /// the 2-bit codes of a Q2_0 block less one times activation block `k`
 #[inline(always)]
 fn q2_0_isum(a: &BlockQ2_0, b: &BlockQ8_0, k: usize) -> i32 {
-    (0..32).map(|e| ((a.qs[8 * k + e / 4] >> (2 * (e % 4))) & 3) as i32 - 1).zip(b.qs.iter()).map(|(w, &q)| w * q as i32).sum()
+    (0..32).map(|e| q2_0_level(a, k, e) * b.qs[e] as i32).sum()
 }
 
 /// the E2M1 values (doubled) of NVFP4 sub-block `s`, in element order
@@ -143,6 +152,69 @@ pub fn nvfp4_q8_0_x86(x: &[BlockNvfp4], y: &[BlockQ8_0]) -> f32 {
     hsum8(acc)
 }
 
+/// the aarch64 order of Q1_0 and Q2_0 (module's text): `w(block, k, e)` the weight of element
+/// `e` of activation block `k`; lane l sums the positions [`lane_of`] of both 16-element halves
+fn arm_lanes<W>(x: &[W], y: &[BlockQ8_0], per: usize, dot: bool, d: impl Fn(&W) -> f32, w: impl Fn(&W, usize, usize) -> i32) -> f32 {
+    let mut acc = [0f32; 4];
+    for (a, ys) in x.iter().zip(y.chunks_exact(per)) {
+        for (k, b) in ys.iter().enumerate() {
+            let scale = d(a) * b.d.to_f32();
+            for (l, lane) in acc.iter_mut().enumerate() {
+                let s: i32 = lane_of(dot, l).into_iter().flat_map(|p| [p, p + 16]).map(|e| w(a, k, e) * b.qs[e] as i32).sum();
+                *lane += s as f32 * scale;
+            }
+        }
+    }
+    hsum4(acc)
+}
+
+fn q1_0_sign(a: &BlockQ1_0, k: usize, e: usize) -> i32 {
+    if a.qs[4 * k + e / 8] >> (e % 8) & 1 != 0 { 1 } else { -1 }
+}
+
+fn q2_0_level(a: &BlockQ2_0, k: usize, e: usize) -> i32 {
+    ((a.qs[8 * k + e / 4] >> (2 * (e % 4))) & 3) as i32 - 1
+}
+
+/// Q1_0 · Q8_0 in upstream's aarch64 order without DotProd
+pub fn q1_0_q8_0_neon(x: &[BlockQ1_0], y: &[BlockQ8_0]) -> f32 {
+    check("q1_0", x.len(), 4, y.len());
+    arm_lanes(x, y, 4, false, |a| a.d.to_f32(), q1_0_sign)
+}
+
+/// Q1_0 · Q8_0 in upstream's aarch64 order with DotProd
+pub fn q1_0_q8_0_dotprod(x: &[BlockQ1_0], y: &[BlockQ8_0]) -> f32 {
+    check("q1_0", x.len(), 4, y.len());
+    arm_lanes(x, y, 4, true, |a| a.d.to_f32(), q1_0_sign)
+}
+
+/// Q2_0 · Q8_0 in upstream's aarch64 order without DotProd
+pub fn q2_0_q8_0_neon(x: &[BlockQ2_0], y: &[BlockQ8_0]) -> f32 {
+    check("q2_0", x.len(), 2, y.len());
+    arm_lanes(x, y, 2, false, |a| a.d.to_f32(), q2_0_level)
+}
+
+/// Q2_0 · Q8_0 in upstream's aarch64 order with DotProd
+pub fn q2_0_q8_0_dotprod(x: &[BlockQ2_0], y: &[BlockQ8_0]) -> f32 {
+    check("q2_0", x.len(), 2, y.len());
+    arm_lanes(x, y, 2, true, |a| a.d.to_f32(), q2_0_level)
+}
+
+/// NVFP4 · Q8_0 in upstream's aarch64 order (with or without DotProd: each lane is a whole
+/// sub-block's sum either way)
+pub fn nvfp4_q8_0_arm(x: &[BlockNvfp4], y: &[BlockQ8_0]) -> f32 {
+    check("nvfp4", x.len(), 2, y.len());
+    let mut acc = [0f32; 4];
+    for (a, ys) in x.iter().zip(y.chunks_exact(2)) {
+        for (s, lane) in acc.iter_mut().enumerate() {
+            let b = &ys[s / 2];
+            let isum: i32 = nvfp4_levels(a, s).iter().zip(&b.qs[16 * (s % 2)..]).map(|(&w, &q)| w * q as i32).sum();
+            *lane = (isum as f32).mul_add(ue4m3_to_f32_half(a.d[s]) * b.d.to_f32(), *lane);
+        }
+    }
+    hsum4(acc)
+}
+
 #[cfg(test)]
 mod tests {
     use half::f16;
@@ -150,7 +222,7 @@ mod tests {
     use super::*;
     use crate::GgmlType;
     use crate::block::{AlignedBytes, as_bytes, as_bytes_mut};
-    use crate::dot::{Dots, Order};
+    use crate::dot::{Dots, Order, RowDot};
     use crate::quants::dequantize_row;
     use crate::rng::XorShift;
     use crate::simd::Level;
@@ -182,34 +254,56 @@ mod tests {
         (w, y)
     }
 
-    /// every set's Q1_0 / Q2_0 / NVFP4 kernel equals the definition bit for bit where every float
-    /// operation is exact (power-of-two scales, small activations: then only the integer sums
-    /// count, and they are the dequantized product's), within rounding on random scales
+    /// every set's Q1_0 / Q2_0 / NVFP4 kernel, and every arch's forms (run on any machine), equals
+    /// the definition bit for bit where every float operation is exact (power-of-two scales, small
+    /// activations: then only the integer sums count, and they are the dequantized product's),
+    /// within rounding on random scales
     #[test]
     fn low_bit_kernels_match_the_definitions() {
         let mut r = XorShift::new(91);
+        let mut kernels: Vec<(String, GgmlType, RowDot)> = Vec::new();
         for level in Level::available() {
-            let dots = &crate::kernels::at(level).dot;
             for ty in [GgmlType::Q1_0, GgmlType::Q2_0, GgmlType::Nvfp4] {
-                let (set, reference) = (dots.row(ty, Order::VecDot), Dots::SCALAR.row(ty, Order::VecDot));
-                for nb in [0usize, 1, 2, 3, 7, 33] {
-                    for exact in [true, false] {
-                        let (w, y) = rows(ty, nb, &mut r, exact);
-                        let ya = as_bytes(&y);
-                        let (got, want) = (set.dot(&w, ya), reference.dot(&w, ya));
-                        let (mut wd, mut yd) = (vec![0f32; nb * ty.block_size()], vec![0f32; y.len() * 32]);
-                        dequantize_row(ty, &w, &mut wd);
-                        dequantize_row(GgmlType::Q8_0, ya, &mut yd);
-                        let p = wd.iter().zip(&yd).map(|(&a, &b)| a as f64 * b as f64);
-                        let (sum, mag): (f64, f64) = (p.clone().sum(), p.map(f64::abs).sum());
-                        if exact {
-                            assert_eq!(got.to_bits(), want.to_bits(), "{} {} nb={nb}: {got} vs {want}", ty.name(), level.name());
-                            assert_eq!(want as f64, sum, "{} nb={nb}: definition vs dequantized", ty.name());
-                        } else {
-                            let tol = (nb as f64 + 8.0) * 2f64.powi(-22) * mag + 1e-30;
-                            assert!(((got - want) as f64).abs() <= tol, "{} {} nb={nb}: {got} vs {want}", ty.name(), level.name());
-                            assert!((want as f64 - sum).abs() <= tol, "{} nb={nb}: definition {want} vs dequantized {sum}", ty.name());
-                        }
+                kernels.push((level.name().to_string(), ty, crate::kernels::at(level).dot.row(ty, Order::VecDot)));
+            }
+        }
+        let forms = [
+            ("x86", RowDot::Q1_0(q1_0_q8_0_x86)),
+            ("fused", RowDot::Q2_0(q2_0_q8_0_fused)),
+            ("x86", RowDot::Nvfp4(nvfp4_q8_0_x86)),
+            ("neon", RowDot::Q1_0(q1_0_q8_0_neon)),
+            ("dotprod", RowDot::Q1_0(q1_0_q8_0_dotprod)),
+            ("neon", RowDot::Q2_0(q2_0_q8_0_neon)),
+            ("dotprod", RowDot::Q2_0(q2_0_q8_0_dotprod)),
+            ("arm", RowDot::Nvfp4(nvfp4_q8_0_arm)),
+        ];
+        for (name, f) in forms {
+            let ty = match f {
+                RowDot::Q1_0(_) => GgmlType::Q1_0,
+                RowDot::Q2_0(_) => GgmlType::Q2_0,
+                _ => GgmlType::Nvfp4,
+            };
+            kernels.push((name.to_string(), ty, f));
+        }
+        for (name, ty, set) in kernels {
+            let reference = Dots::SCALAR.row(ty, Order::VecDot);
+            for nb in [0usize, 1, 2, 3, 7, 33] {
+                for exact in [true, false] {
+                    let (w, y) = rows(ty, nb, &mut r, exact);
+                    let ya = as_bytes(&y);
+                    let (got, want) = (set.dot(&w, ya), reference.dot(&w, ya));
+                    let (mut wd, mut yd) = (vec![0f32; nb * ty.block_size()], vec![0f32; y.len() * 32]);
+                    dequantize_row(ty, &w, &mut wd);
+                    dequantize_row(GgmlType::Q8_0, ya, &mut yd);
+                    let p = wd.iter().zip(&yd).map(|(&a, &b)| a as f64 * b as f64);
+                    let (sum, mag): (f64, f64) = (p.clone().sum(), p.map(f64::abs).sum());
+                    if exact {
+                        assert_eq!(got.to_bits(), want.to_bits(), "{} {name} nb={nb}: {got} vs {want}", ty.name());
+                        assert_eq!(want as f64, sum, "{} nb={nb}: definition vs dequantized", ty.name());
+                    } else {
+                        let tol = (nb as f64 + 8.0) * 2f64.powi(-22) * mag + 1e-30;
+                        assert!(((got - want) as f64).abs() <= tol, "{} {name} nb={nb}: {got} vs {want}", ty.name());
+                        assert!((want as f64 - sum).abs() <= tol, "{} nb={nb}: definition {want} vs dequantized {sum}", ty.name());
                     }
                 }
             }

@@ -17,7 +17,7 @@
 //! | Q5_1   | Q8_1       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2, NEON(+DotProd)        | bit for bit (arm: its order) |
 //! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2, NEON(+DotProd)        | upstream x86 / arm, bitwise |
-//! | Q1_0 / Q2_0 / NVFP4 | Q8_0 | `lowbit.rs` | x86 lane orders in portable Rust (not on aarch64) | upstream x86, bitwise |
+//! | Q1_0 / Q2_0 / NVFP4 | Q8_0 | `lowbit.rs` | x86 and aarch64 lane orders in portable Rust | upstream x86 / arm, bitwise |
 //!
 //! The aarch64 sets' kernels and the orders of upstream's aarch64 build are in `neon.rs`.
 //!
