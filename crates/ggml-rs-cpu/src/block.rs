@@ -12,6 +12,13 @@ pub const QK4_1: usize = 32;
 /// block size of IQ4_NL (and of IQ4_XS's sub-blocks)
 pub const QK4_NL: usize = 32;
 pub const QK_MXFP4: usize = 32;
+/// block size of Q1_0
+pub const QK1_0: usize = 128;
+/// block size of Q2_0
+pub const QK2_0: usize = 64;
+/// block size of NVFP4, and of its sub-blocks (one scale each)
+pub const QK_NVFP4: usize = 64;
+pub const QK_NVFP4_SUB: usize = 16;
 /// super-block size of the K-quants
 pub const QK_K: usize = 256;
 pub const K_SCALE_SIZE: usize = 12;
@@ -69,6 +76,32 @@ pub struct BlockIq4Xs {
 pub struct BlockMxfp4 {
     pub e: u8,
     pub qs: [u8; QK_MXFP4 / 2],
+}
+
+/// 128 weights of one bit each: `x[j] = d` where bit j of `qs` (bit j % 8 of byte j / 8) is set,
+/// `-d` where it is clear
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ1_0 {
+    pub d: f16,
+    pub qs: [u8; QK1_0 / 8],
+}
+
+/// 64 weights of two bits each: `x[j] = d * (q - 1)`, q in bits `2 (j % 4)` of byte `j / 4`
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ2_0 {
+    pub d: f16,
+    pub qs: [u8; QK2_0 / 4],
+}
+
+/// 64 weights in 4 sub-blocks of 16, each with a UE4M3 scale byte `d[s]`; 4-bit E2M1 codes,
+/// element j of sub-block s in the low nibble of byte `8 s + j`, element j + 8 in its high nibble
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockNvfp4 {
+    pub d: [u8; QK_NVFP4 / QK_NVFP4_SUB],
+    pub qs: [u8; QK_NVFP4 / 2],
 }
 
 /// 256 ternary weights, `x = d * (t - 1)` with t in {0, 1, 2}: 240 packed five to a byte in `qs`
@@ -281,6 +314,9 @@ const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
 const _: () = assert!(size_of::<BlockMxfp4>() == 17);
+const _: () = assert!(size_of::<BlockQ1_0>() == 18);
+const _: () = assert!(size_of::<BlockQ2_0>() == 18);
+const _: () = assert!(size_of::<BlockNvfp4>() == 36);
 const _: () = assert!(size_of::<BlockTq1_0>() == 54);
 const _: () = assert!(size_of::<BlockTq2_0>() == 66);
 const _: () = assert!(size_of::<BlockQ2K>() == 84);
@@ -325,6 +361,12 @@ unsafe impl Block for BlockIq4Nl {}
 unsafe impl Block for BlockIq4Xs {}
 // SAFETY: as above
 unsafe impl Block for BlockMxfp4 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ1_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockQ2_0 {}
+// SAFETY: as above
+unsafe impl Block for BlockNvfp4 {}
 // SAFETY: as above
 unsafe impl Block for BlockTq1_0 {}
 // SAFETY: as above

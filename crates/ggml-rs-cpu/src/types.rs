@@ -35,10 +35,13 @@ pub enum GgmlType {
     Tq1_0 = 34,
     Tq2_0 = 35,
     Mxfp4 = 39,
+    Nvfp4 = 40,
+    Q1_0 = 41,
+    Q2_0 = 42,
 }
 
 impl GgmlType {
-    pub const ALL: [GgmlType; 27] = [
+    pub const ALL: [GgmlType; 30] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::BF16,
@@ -66,6 +69,9 @@ impl GgmlType {
         GgmlType::Iq3S,
         GgmlType::Iq1S,
         GgmlType::Iq1M,
+        GgmlType::Q1_0,
+        GgmlType::Q2_0,
+        GgmlType::Nvfp4,
     ];
 
     /// the grid types (IQ1 / IQ2 / IQ3), which upstream's CPU reads but cannot write: no
@@ -113,6 +119,9 @@ impl GgmlType {
             GgmlType::Iq3S => "iq3_s",
             GgmlType::Iq1S => "iq1_s",
             GgmlType::Iq1M => "iq1_m",
+            GgmlType::Q1_0 => "q1_0",
+            GgmlType::Q2_0 => "q2_0",
+            GgmlType::Nvfp4 => "nvfp4",
         }
     }
 
@@ -128,6 +137,9 @@ impl GgmlType {
             GgmlType::Q4_1 => QK4_1,
             GgmlType::Iq4Nl => QK4_NL,
             GgmlType::Mxfp4 => QK_MXFP4,
+            GgmlType::Q1_0 => QK1_0,
+            GgmlType::Q2_0 => QK2_0,
+            GgmlType::Nvfp4 => QK_NVFP4,
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K | GgmlType::Q8K => QK_K,
             GgmlType::Iq4Xs | GgmlType::Tq1_0 | GgmlType::Tq2_0 => QK_K,
             GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => QK_K,
@@ -163,6 +175,9 @@ impl GgmlType {
             GgmlType::Iq3S => size_of::<BlockIq3S>(),
             GgmlType::Iq1S => size_of::<BlockIq1S>(),
             GgmlType::Iq1M => size_of::<BlockIq1M>(),
+            GgmlType::Q1_0 => size_of::<BlockQ1_0>(),
+            GgmlType::Q2_0 => size_of::<BlockQ2_0>(),
+            GgmlType::Nvfp4 => size_of::<BlockNvfp4>(),
         }
     }
 
@@ -190,6 +205,7 @@ impl GgmlType {
             GgmlType::F16 => Some(GgmlType::F16),
             GgmlType::BF16 => Some(GgmlType::BF16),
             GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Iq4Nl | GgmlType::Mxfp4 => Some(GgmlType::Q8_0),
+            GgmlType::Q1_0 | GgmlType::Q2_0 | GgmlType::Nvfp4 => Some(GgmlType::Q8_0),
             GgmlType::Q4_1 | GgmlType::Q5_1 => Some(GgmlType::Q8_1),
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => Some(GgmlType::Q8K),
             GgmlType::Iq4Xs | GgmlType::Tq1_0 | GgmlType::Tq2_0 => Some(GgmlType::Q8K),

@@ -283,16 +283,8 @@ fn grid_prompt_mul_mat_is_the_tiled_order() {
         let rs = ty.row_size(k);
         let w = random_blocks(ty, rows * k / 256, &mut r);
         let x = r.model_like(k * cols);
-        let ctx = u.context(rows * rs + 4 * k * cols + 4 * rows * cols + (1 << 20), 4).expect("context");
-        let (a, b) = (ctx.new_tensor(ty as u32, [k as i64, rows as i64, 1, 1]), ctx.new_tensor(GgmlType::F32 as u32, [k as i64, cols as i64, 1, 1]));
-        // SAFETY: contiguous tensors of these sizes, not otherwise borrowed
-        unsafe {
-            upstream_lib::tensor_bytes(a).copy_from_slice(&w);
-            upstream_lib::tensor_bytes(b).copy_from_slice(ggml_rs_cpu::block::as_bytes(&x));
-        }
-        let out = ctx.mul_mat(a, b);
         // our backend on the same graph: bit for bit from the avx2 set
-        let (theirs, ours_op) = upstream_lib::theirs_and_ours(&ctx, ctx.graph(out), out, 1);
+        let (theirs, ours_op) = upstream_lib::mul_mat_theirs_and_ours(&u, ty as u32, &w, &x, k, 1);
         if ggml_rs_cpu::simd::active() >= Level::Avx2 {
             for (i, (t, o)) in theirs.iter().zip(&ours_op).enumerate() {
                 assert_eq!(o.to_bits(), t.to_bits(), "{} output {i}: our MUL_MAT {o}, upstream's {t}", ty.name());

@@ -529,6 +529,9 @@ pub extern "C" fn ggml_get_type_traits_cpu(ty: c_int) -> *const ggml_type_traits
         (GgmlType::Tq1_0, traits!(GgmlType::Tq1_0, dot)),
         (GgmlType::Tq2_0, traits!(GgmlType::Tq2_0, dot)),
         (GgmlType::Mxfp4, traits!(GgmlType::Mxfp4, dot)),
+        (GgmlType::Q1_0, traits!(GgmlType::Q1_0, dot)),
+        (GgmlType::Q2_0, traits!(GgmlType::Q2_0, dot)),
+        (GgmlType::Nvfp4, traits!(GgmlType::Nvfp4, dot)),
         // the grid types: no from_float, as upstream's
         (GgmlType::Iq2Xxs, traits!(GgmlType::Iq2Xxs, dot_only)),
         (GgmlType::Iq2Xs, traits!(GgmlType::Iq2Xs, dot_only)),

@@ -17,6 +17,7 @@
 //! | Q5_1   | Q8_1       | `q5.rs`    | AVX2 (also at AVX-512)      | integers exact        |
 //! | Q4_K   | Q8_K       | `q4_k.rs`  | AVX2, NEON(+DotProd)        | bit for bit (arm: its order) |
 //! | Q6_K   | Q8_K       | `q6_k.rs`  | AVX2, NEON(+DotProd)        | upstream x86 / arm, bitwise |
+//! | Q1_0 / Q2_0 / NVFP4 | Q8_0 | `lowbit.rs` | x86 and aarch64 lane orders in portable Rust | upstream x86 / arm, bitwise |
 //!
 //! The aarch64 sets' kernels and the orders of upstream's aarch64 build are in `neon.rs`.
 //!
@@ -29,6 +30,7 @@ pub mod gemv;
 pub mod iq4;
 pub mod iq_grid;
 pub mod kquants;
+pub mod lowbit;
 pub mod neon;
 pub mod q4_1;
 pub mod q4_k;
@@ -44,8 +46,8 @@ pub(crate) mod tests;
 
 use crate::GgmlType;
 use crate::block::{
-    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_1,
-    BlockQ5K, BlockQ8_0, BlockQ8_1, BlockQ8K, BlockTq1_0, BlockTq2_0, as_blocks,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockNvfp4, BlockQ1_0, BlockQ2_0,
+    BlockQ2K, BlockQ3K, BlockQ4_1, BlockQ5K, BlockQ8_0, BlockQ8_1, BlockQ8K, BlockTq1_0, BlockTq2_0, as_blocks,
 };
 
 /// a dot product of weight blocks `W` with activation blocks `A` (the types added after the
@@ -180,6 +182,9 @@ pub enum RowDot {
     Iq3S(BlockDot<BlockIq3S, BlockQ8K>),
     Iq1S(BlockDot<BlockIq1S, BlockQ8K>),
     Iq1M(BlockDot<BlockIq1M, BlockQ8K>),
+    Q1_0(BlockDot<BlockQ1_0, BlockQ8_0>),
+    Q2_0(BlockDot<BlockQ2_0, BlockQ8_0>),
+    Nvfp4(BlockDot<BlockNvfp4, BlockQ8_0>),
 }
 
 /// The row kernels of one kernel set ([`crate::kernels::Kernels::dot`]): a dot product per weight
@@ -216,6 +221,10 @@ pub struct Dots {
     pub iq3_s: BlockDot<BlockIq3S, BlockQ8K>,
     pub iq1_s: BlockDot<BlockIq1S, BlockQ8K>,
     pub iq1_m: BlockDot<BlockIq1M, BlockQ8K>,
+    /// the low-bit types ([`lowbit`]), whose blocks span several activation blocks
+    pub q1_0: BlockDot<BlockQ1_0, BlockQ8_0>,
+    pub q2_0: BlockDot<BlockQ2_0, BlockQ8_0>,
+    pub nvfp4: BlockDot<BlockNvfp4, BlockQ8_0>,
     /// Q4_0 in upstream's repacked order, GEMV and GEMM rows alike ([`q8_0::q4_0_q8_0_repack`])
     pub q4_0_repack: q8_0::Q4_0Dot,
     /// IQ4_NL and MXFP4 in upstream's repacked order, GEMV and GEMM rows alike
@@ -283,6 +292,9 @@ impl Dots {
         iq3_s: iq_grid::iq3_s_q8_k_reference,
         iq1_s: iq_grid::iq1_s_q8_k_reference,
         iq1_m: iq_grid::iq1_m_q8_k_reference,
+        q1_0: lowbit::q1_0_q8_0_reference,
+        q2_0: lowbit::q2_0_q8_0_reference,
+        nvfp4: lowbit::nvfp4_q8_0_reference,
         q4_0_repack: q8_0::q4_0_q8_0_repack,
         iq4_nl_repack: iq4::iq4_nl_q8_0_repack,
         q2_k_gemv: kquants::q2_k_q8_k_gemv,
@@ -351,6 +363,9 @@ impl Dots {
             (GgmlType::Iq3S, _) => RowDot::Iq3S(self.iq3_s),
             (GgmlType::Iq1S, _) => RowDot::Iq1S(self.iq1_s),
             (GgmlType::Iq1M, _) => RowDot::Iq1M(self.iq1_m),
+            (GgmlType::Q1_0, _) => RowDot::Q1_0(self.q1_0),
+            (GgmlType::Q2_0, _) => RowDot::Q2_0(self.q2_0),
+            (GgmlType::Nvfp4, _) => RowDot::Nvfp4(self.nvfp4),
             (GgmlType::Q8K | GgmlType::Q8_1, _) => panic!("Dots::row: {} is an activation type only, it has no dot product as weights", ty.name()),
         }
     }
@@ -363,8 +378,12 @@ impl RowDot {
     pub fn dot(&self, x: &[u8], y: &[u8]) -> f32 {
         /// views both rows as blocks (checked: whole blocks, aligned, the same count) and calls `f`
         fn call<W: crate::block::Block, A: crate::block::Block>(f: fn(&[W], &[A]) -> f32, x: &[u8], y: &[u8], what: &str) -> f32 {
+            call_spanning(f, x, y, what, 1)
+        }
+        /// [`call`] for weight blocks that span `per` activation blocks
+        fn call_spanning<W: crate::block::Block, A: crate::block::Block>(f: fn(&[W], &[A]) -> f32, x: &[u8], y: &[u8], what: &str, per: usize) -> f32 {
             let (a, b) = (as_blocks::<W>(x, what), as_blocks::<A>(y, what));
-            assert_eq!(a.len(), b.len(), "vec_dot {what}: weight row has {} blocks, activation row {}", a.len(), b.len());
+            assert_eq!(a.len() * per, b.len(), "vec_dot {what}: weight row has {} blocks, activation row {}", a.len(), b.len());
             f(a, b)
         }
         match *self {
@@ -393,6 +412,9 @@ impl RowDot {
             RowDot::Iq3S(f) => call(f, x, y, "iq3_s"),
             RowDot::Iq1S(f) => call(f, x, y, "iq1_s"),
             RowDot::Iq1M(f) => call(f, x, y, "iq1_m"),
+            RowDot::Q1_0(f) => call_spanning(f, x, y, "q1_0", 4),
+            RowDot::Q2_0(f) => call_spanning(f, x, y, "q2_0", 2),
+            RowDot::Nvfp4(f) => call_spanning(f, x, y, "nvfp4", 2),
         }
     }
 }

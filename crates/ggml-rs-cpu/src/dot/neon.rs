@@ -27,7 +27,7 @@ use half::f16;
 use crate::block::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8K};
 
 /// the 16-byte positions whose products lane `l` of a form's 4-lane integer dot sums
-fn lane_of(dot: bool, l: usize) -> [usize; 4] {
+pub(crate) fn lane_of(dot: bool, l: usize) -> [usize; 4] {
     if dot { [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3] } else { [2 * l, 2 * l + 1, 8 + 2 * l, 9 + 2 * l] }
 }
 

@@ -2,6 +2,7 @@
 //! upstream's aarch64 build (GCC, `-march=armv8.2-a+dotprod`; see `dot/neon.rs`).
 
 use super::Kernels;
+use crate::dot::lowbit;
 use crate::dot::neon::{self, kernels as nk};
 
 pub(super) fn plug(k: &mut Kernels) {
@@ -20,6 +21,10 @@ pub(super) fn plug(k: &mut Kernels) {
     d.q4_0 = tf2!(nk::q4_0_q8_0_neon);
     d.q4_k = neon::q4_k_q8_k_arm;
     d.q6_k = neon::q6_k_q8_k_arm;
+    // the low-bit types in upstream's aarch64 lanes (portable Rust)
+    d.q1_0 = lowbit::q1_0_q8_0_neon;
+    d.q2_0 = lowbit::q2_0_q8_0_neon;
+    d.nvfp4 = lowbit::nvfp4_q8_0_arm;
 }
 
 /// DotProd (`sdot`) on top of [`plug`]
@@ -29,4 +34,6 @@ pub(super) fn plug_dotprod(k: &mut Kernels) {
     d.q4_0 = tf2!(nk::q4_0_q8_0_dotprod);
     d.q4_k = tf2!(nk::q4_k_q8_k_dotprod);
     d.q6_k = tf2!(nk::q6_k_q8_k_dotprod);
+    d.q1_0 = lowbit::q1_0_q8_0_dotprod;
+    d.q2_0 = lowbit::q2_0_q8_0_dotprod;
 }

@@ -5,7 +5,7 @@
 use super::Kernels;
 use crate::accum::x86 as attn;
 use crate::dot::gemv::Kind;
-use crate::dot::{float, iq_grid, iq4, kquants, q4_1, q4_k, q5, q6_k, q8_0, tq};
+use crate::dot::{float, iq_grid, iq4, kquants, lowbit, q4_1, q4_k, q5, q6_k, q8_0, tq};
 use crate::expf::x86 as expf;
 use crate::vecf::x86 as vecf;
 
@@ -61,6 +61,11 @@ pub(super) fn plug(k: &mut Kernels) {
     d.iq3_s = iq_grid::iq3_s_q8_k_x86;
     d.iq1_s = iq_grid::iq1_s_q8_k_x86;
     d.iq1_m = iq_grid::iq1_m_q8_k_x86;
+    // the low-bit types: Q1_0 / NVFP4 in the lanes of upstream's x86 branches, Q2_0's generic C
+    // as its AVX2 build compiles it (fused)
+    d.q1_0 = lowbit::q1_0_q8_0_x86;
+    d.q2_0 = lowbit::q2_0_q8_0_fused;
+    d.nvfp4 = lowbit::nvfp4_q8_0_x86;
     d.q4_0_repack = tf2!(q8_0::x86::q4_0_q8_0_repack_avx2);
     d.iq4_nl_repack = tf2!(iq4::x86::iq4_nl_q8_0_repack_avx2);
     d.mxfp4_repack = tf2!(iq4::x86::mxfp4_q8_0_repack_avx2);

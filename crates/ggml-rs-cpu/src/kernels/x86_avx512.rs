@@ -65,6 +65,8 @@ pub(super) fn plug_vnni(k: &mut Kernels) {
     // its native build rounds the odd last block of IQ4_NL / MXFP4 twice (the AVX2 build fuses)
     d.iq4_nl = tf2!(crate::dot::iq4::x86::iq4_nl_q8_0_native);
     d.mxfp4 = tf2!(crate::dot::iq4::x86::mxfp4_q8_0_native);
+    // and compiles Q2_0's generic C unfused (the definition)
+    d.q2_0 = crate::dot::lowbit::q2_0_q8_0_reference;
     let g = &mut k.gemv;
     g.q4_0 = Kind::Q4_0Vnni;
     g.q8_0 = Kind::Q8_0Vnni;

@@ -8,6 +8,7 @@ mod iq4;
 pub mod iq_grid;
 #[rustfmt::skip]
 mod iq_grids;
+mod lowbit;
 mod mxfp4;
 mod q2_k;
 mod q3_k;
@@ -28,6 +29,8 @@ pub use iq_grid::{
 };
 pub(crate) use iq4::{IQ4_NL_LEVELS, iq4_xs_scale};
 pub use iq4::{dequantize_row_iq4_nl, dequantize_row_iq4_xs, quantize_iq4_nl_chunk, quantize_row_iq4_nl, quantize_row_iq4_xs};
+pub(crate) use lowbit::ue4m3_to_f32_half;
+pub use lowbit::{dequantize_row_nvfp4, dequantize_row_q1_0, dequantize_row_q2_0, quantize_row_nvfp4, quantize_row_q1_0, quantize_row_q2_0};
 pub(crate) use mxfp4::{E2M1_DOUBLED, e8m0_to_f32_half};
 pub use mxfp4::{dequantize_row_mxfp4, quantize_row_mxfp4};
 pub(crate) use q2_k::q2_get;
@@ -78,6 +81,9 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], y: &mut [u8]) {
         GgmlType::Tq1_0 => quantize_row_tq1_0(x, as_blocks_mut(y, what)),
         GgmlType::Tq2_0 => quantize_row_tq2_0(x, as_blocks_mut(y, what)),
         GgmlType::Mxfp4 => quantize_row_mxfp4(x, as_blocks_mut(y, what)),
+        GgmlType::Q1_0 => quantize_row_q1_0(x, as_blocks_mut(y, what)),
+        GgmlType::Q2_0 => quantize_row_q2_0(x, as_blocks_mut(y, what)),
+        GgmlType::Nvfp4 => quantize_row_nvfp4(x, as_blocks_mut(y, what)),
         GgmlType::Iq2Xxs | GgmlType::Iq2Xs | GgmlType::Iq2S | GgmlType::Iq3Xxs | GgmlType::Iq3S | GgmlType::Iq1S | GgmlType::Iq1M => {
             panic!("quantize_row: {what} has no from_float (upstream's CPU does not quantize into it)")
         }
@@ -109,6 +115,9 @@ pub fn dequantize_row(ty: GgmlType, x: &[u8], y: &mut [f32]) {
         GgmlType::Tq1_0 => dequantize_row_tq1_0(as_blocks(x, what), y),
         GgmlType::Tq2_0 => dequantize_row_tq2_0(as_blocks(x, what), y),
         GgmlType::Mxfp4 => dequantize_row_mxfp4(as_blocks(x, what), y),
+        GgmlType::Q1_0 => dequantize_row_q1_0(as_blocks(x, what), y),
+        GgmlType::Q2_0 => dequantize_row_q2_0(as_blocks(x, what), y),
+        GgmlType::Nvfp4 => dequantize_row_nvfp4(as_blocks(x, what), y),
         GgmlType::Iq2Xxs => dequantize_row_iq2_xxs(as_blocks(x, what), y),
         GgmlType::Iq2Xs => dequantize_row_iq2_xs(as_blocks(x, what), y),
         GgmlType::Iq2S => dequantize_row_iq2_s(as_blocks(x, what), y),

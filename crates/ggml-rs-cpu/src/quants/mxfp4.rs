@@ -48,7 +48,7 @@ fn float_to_u8_as_built(v: f32) -> u8 {
 
 /// the code whose value `E2M1_DOUBLED[i] · half` is nearest to `x`, the first on ties
 #[inline]
-fn nearest_code(x: f32, half: f32) -> u8 {
+pub(crate) fn nearest_code(x: f32, half: f32) -> u8 {
     let mut best = 0u8;
     let mut best_err = (E2M1_DOUBLED[0] as f32 * half - x).abs();
     for i in 1..16u8 {

@@ -354,6 +354,24 @@ pub fn theirs_and_ours(ctx: &Context, graph: *mut ggml_cgraph, out: *mut ggml_te
     (theirs, floats())
 }
 
+/// MUL_MAT of weight rows `w` of type `ty` (`k` elements each) with the F32 activation rows `x`
+/// (`k` each), in a graph of upstream's computed by its libggml-cpu and then by our backend
+/// ([`theirs_and_ours`], `n_threads` each): the two `rows × cols` outputs
+pub fn mul_mat_theirs_and_ours(u: &Upstream, ty: u32, w: &[u8], x: &[f32], k: usize, n_threads: usize) -> (Vec<f32>, Vec<f32>) {
+    let (blck, size) = u.type_size(ty);
+    let rs = k / blck as usize * size;
+    let (rows, cols) = (w.len() / rs, x.len() / k);
+    let ctx = u.context(w.len() + 4 * x.len() + 4 * rows * cols + (1 << 20), 4).expect("context");
+    let (a, b) = (ctx.new_tensor(ty, [k as i64, rows as i64, 1, 1]), ctx.new_tensor(0 /* GGML_TYPE_F32 */, [k as i64, cols as i64, 1, 1]));
+    // SAFETY: contiguous tensors of these sizes, not otherwise borrowed
+    unsafe {
+        tensor_bytes(a).copy_from_slice(w);
+        tensor_bytes(b).copy_from_slice(ggml_rs_cpu::block::as_bytes(x));
+    }
+    let out = ctx.mul_mat(a, b);
+    theirs_and_ours(&ctx, ctx.graph(out), out, n_threads)
+}
+
 /// the bytes of a contiguous tensor (`nb[3] · ne[3]`)
 ///
 /// # Safety
