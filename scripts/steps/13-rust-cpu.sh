@@ -14,8 +14,8 @@ check "the native build runs a quantized model with its extra buffer types (llam
 # the crate's comparisons with upstream's own kernels again, now against the native build (step 1
 # ran them against the AVX2 stock build): the ones that hold only for an AVX-512 build's order
 # (ggml_vec_dot_f32 / _f16, Q6_K, ...) run here and skip there
-check "ggml-rs-cpu tests/upstream.rs, upstream_fa.rs, upstream_ops.rs, upstream_iq.rs against the native build's ggml-cpu (its AVX-512 orders bit for bit)" bash -o pipefail -c \
-    "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_NATIVE/bin' GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --test upstream --test upstream_fa --test upstream_ops --test upstream_iq 2>&1 | grep -E '^test result|FAILED|panicked'"
+check "ggml-rs-cpu tests/upstream.rs, upstream_fa.rs, upstream_ops.rs, upstream_iq.rs, upstream_lowbit.rs against the native build's ggml-cpu (its AVX-512 orders bit for bit)" bash -o pipefail -c \
+    "cd '$ROOT' && GGML_RS_UPSTREAM_LIB_DIR='$BUILD_NATIVE/bin' GGML_RS_UPSTREAM_TREE='$TREE' GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --test upstream --test upstream_fa --test upstream_ops --test upstream_iq --test upstream_lowbit 2>&1 | grep -E '^test result|FAILED|panicked'"
 check "ggml-rs-cpu ABI: the 65 functions of ggml-cpu.h, module entries, layouts" "$ROOT/scripts/check_cpu_abi.sh"
 check "test_rscpu_backend: the module beside upstream's CPU, its C API against upstream's" bash -o pipefail -c \
     "'$BUILD_OURS/c_tests/test_rscpu_backend' '$CPU_LIB' 2>&1 | tail -n 2"

@@ -19,7 +19,7 @@ a64_crate() {
         grep -E 'FAILED|panicked' <<< "$out" | head -n 5
     done
     out=$(GGML_RS_UPSTREAM_LIB_DIR="$A64_STOCK/bin" LD_LIBRARY_PATH="$A64_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" GGML_RS_UPSTREAM_REQUIRED=1 \
-        a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --test upstream --test upstream_ops --test upstream_iq --test enums -- --nocapture 2>&1) || rc=1
+        a64_cargo test --release -p ggml-rs-cpu --target aarch64-unknown-linux-gnu --test upstream --test upstream_ops --test upstream_iq --test upstream_lowbit --test enums -- --nocapture 2>&1) || rc=1
     echo "against upstream's aarch64 build: $(cargo_totals <<< "$out")"
     grep -E 'FAILED|panicked|SKIP' <<< "$out" | head -n 8
     return $rc

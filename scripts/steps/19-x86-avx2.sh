@@ -12,7 +12,7 @@ qx86_crate() {
     local out rc=0
     command -v qemu-x86_64 > /dev/null || { echo "qemu-x86_64 missing (qemu-user: step 18's deps)"; return 1; }
     out=$(cd "$ROOT" && CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="${QX86[*]}" GGML_RS_UPSTREAM_LIB_DIR="$BUILD_STOCK/bin" GGML_RS_UPSTREAM_TREE="$TREE" \
-        GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --lib --test upstream --test upstream_ops --test upstream_iq --test enums 2>&1) || rc=1
+        GGML_RS_UPSTREAM_REQUIRED=1 cargo test --release -p ggml-rs-cpu --lib --test upstream --test upstream_ops --test upstream_iq --test upstream_lowbit --test enums 2>&1) || rc=1
     echo "the crate under qemu-x86_64 -cpu max (the avx2 set): $(cargo_totals <<< "$out")"
     grep -E 'FAILED|panicked|signal' <<< "$out" | head -n 5
     return $rc
