@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's coverage table of the Rust CPU backend: ops x types that RSCPU supports, next to
+"""The coverage table of the Rust CPU backend (docs/cpu-backend-results.md): ops x types that RSCPU supports, next to
 upstream's CPU, from `test-backend-ops support` (every case the pinned harness builds, asked of
 each backend's supports_op).
 
