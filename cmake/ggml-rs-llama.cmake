@@ -26,6 +26,20 @@ endif()
 
 add_subdirectory(${GGML_RS_LLAMA_CPP_DIR} llama.cpp EXCLUDE_FROM_ALL)
 
+# extra compile flags of llama.cpp's own libraries (libllama, llama-common[-base]; not ggml, not the
+# programs): empty by default, as the tree builds them. The aarch64 builds (scripts/aarch64.sh)
+# pass -O0: stock and ours share these libraries there, the checks under qemu compare ggml's
+# results, and llama-common was most of that build.
+set(GGML_RS_LLAMA_OWN_FLAGS "" CACHE STRING "extra compile flags of libllama and llama-common")
+if (GGML_RS_LLAMA_OWN_FLAGS)
+    separate_arguments(_llama_own_flags UNIX_COMMAND "${GGML_RS_LLAMA_OWN_FLAGS}")
+    foreach(_t llama llama-common-base llama-common)
+        if (TARGET ${_t})
+            target_compile_options(${_t} PRIVATE ${_llama_own_flags})
+        endif()
+    endforeach()
+endif()
+
 include(ggml-rs-replace)
 
 # The Rust CPU backend in place of upstream's ggml-cpu. GGML_CPU stays ON, so the tree configures

@@ -119,7 +119,8 @@ EOF
 build_variant() {
     local variant=$1 build=$CACHE/build-aarch64-$1 tc flags targets
     tc=$(toolchain)
-    flags=(-DGGML_RS_LLAMA_CPP_DIR="$TREE" -DCMAKE_TOOLCHAIN_FILE="$tc" -DGGML_CPU_ARM_ARCH="$ARM_ARCH")
+    # libllama and llama-common unoptimized (both variants share them; cmake/ggml-rs-llama.cmake)
+    flags=(-DGGML_RS_LLAMA_CPP_DIR="$TREE" -DCMAKE_TOOLCHAIN_FILE="$tc" -DGGML_CPU_ARM_ARCH="$ARM_ARCH" -DGGML_RS_LLAMA_OWN_FLAGS=-O0)
     case "$variant" in
         stock) flags+=(-DGGML_RS_REPLACE=OFF -DGGML_RS_BUILD_RUST=OFF)
                targets=(test-backend-ops llama-simple llama-compare llama-quantize) ;;
